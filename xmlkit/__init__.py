@@ -1,0 +1,9 @@
+"""xmlkit: extreme multi-label classification tools.
+
+The command-line tools (xml-train, xml-predict, xml-prune, xml-eval) are thin
+layers over this Python API.
+"""
+from xmlkit._version import __version__
+from xmlkit.errors import InputFormatError, XmlkitError
+
+__all__ = ["__version__", "XmlkitError", "InputFormatError"]

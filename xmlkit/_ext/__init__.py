@@ -1,0 +1,1 @@
+"""Compiled Cython extensions (built from cpp_ext/)."""

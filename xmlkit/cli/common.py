@@ -1,0 +1,102 @@
+"""What every xmlkit command shares: error handling, logging, common options."""
+import os
+import sys
+
+import click
+
+from xmlkit._version import __version__
+from xmlkit.errors import XmlkitError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+EXIT_INPUT = 2
+
+
+def fail(message):
+    """Stop with a one-line error (exit 2)."""
+    raise XmlkitError(message)
+
+
+def run(command, prog):
+    """Run a click command; every failure is one line on stderr.
+
+    Bad input or options exit 2. An unexpected internal error exits 1 with a
+    one-line summary (XMLKIT_DEBUG=1 shows the traceback).
+    """
+    try:
+        command.main(prog_name=prog, standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help(), err=True)
+        sys.exit(EXIT_INPUT)
+    except click.ClickException as exc:
+        click.echo(f"{prog}: error: {exc.format_message()} (see {prog} --help)", err=True)
+        sys.exit(EXIT_INPUT)
+    except XmlkitError as exc:
+        click.echo(f"{prog}: error: {exc}", err=True)
+        sys.exit(EXIT_INPUT)
+    except click.Abort:
+        click.echo(f"{prog}: interrupted", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo(f"{prog}: interrupted", err=True)
+        sys.exit(130)
+    except MemoryError:
+        click.echo(f"{prog}: error: out of memory", err=True)
+        sys.exit(1)
+    except Exception as exc:  # noqa: BLE001 - last resort, still one line
+        if os.environ.get("XMLKIT_DEBUG"):
+            raise
+        click.echo(f"{prog}: internal error: {type(exc).__name__}: {exc} "
+                   "(set XMLKIT_DEBUG=1 for a traceback)", err=True)
+        sys.exit(1)
+    sys.exit(0)
+
+
+class Log:
+    """Messages for stderr, silenced by --quiet."""
+
+    def __init__(self, quiet):
+        self.quiet = quiet
+
+    def __call__(self, message):
+        if not self.quiet:
+            click.echo(message, err=True)
+
+    def progress(self, total, desc, unit="rows"):
+        """A tqdm bar on stderr; shown only on a terminal and when not quiet."""
+        from tqdm import tqdm
+        return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False,
+                    disable=self.quiet or not sys.stderr.isatty(), dynamic_ncols=True,
+                    mininterval=0.5)
+
+
+quiet_option = click.option("-q", "--quiet", is_flag=True, default=False,
+                            help="No progress bars or log messages on stderr.")
+index_base_option = click.option(
+    "--index-base", type=click.IntRange(0, 1), default=0, show_default=True,
+    help="Index base of feature and label indices in the input files (XC files are 0-based).")
+json_option = click.option("--json", "as_json", is_flag=True, default=False,
+                           help="Print the results as JSON instead of a table.")
+version_option = click.version_option(__version__, "--version", message="%(prog)s %(version)s")
+
+
+def read_input(log, path, index_base, layout=None, what="rows"):
+    """Read an XC file with a progress bar."""
+    from xmlkit.io import read_xc
+    with log.progress(None, f"reading {os.path.basename(str(path))}", what) as bar:
+        def update(done, total):
+            bar.total = total
+            bar.update(done - bar.n)
+        return read_xc(path, index_base=index_base, layout=layout, progress=update)
+
+
+def not_implemented(prog, issue):
+    """Entry point of a command whose issue has not landed yet: says so, exit 2."""
+    def main():
+        if any(a in ("-h", "--help") for a in sys.argv[1:]):
+            click.echo(f"Usage: {prog} ...\n\n  Not implemented yet (issue #{issue}).")
+            sys.exit(0)
+        click.echo(f"{prog}: error: not implemented yet (issue #{issue})", err=True)
+        sys.exit(EXIT_INPUT)
+    return main

@@ -1,0 +1,110 @@
+"""xml-eval: ranking metrics of a score file against true labels."""
+import json
+import math
+
+import click
+
+from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_option,
+                               quiet_option, read_input, run, version_option)
+from xmlkit.io import read_inv_propensity
+from xmlkit.metrics import DEFAULT_KS, PROPENSITY_PRESETS, inverse_propensity, ranking_metrics
+
+ROW_ORDER = ("P", "nDCG", "PSP", "PSnDCG", "R")
+
+
+def parse_ks(text):
+    try:
+        ks = sorted({int(t) for t in text.split(",") if t.strip()})
+    except ValueError:
+        ks = []
+    if not ks or ks[0] < 1:
+        fail(f"-k takes comma-separated positive integers such as 1,3,5, not '{text}'")
+    return ks
+
+
+def format_table(metrics, ks):
+    """Rows P, nDCG, PSP, PSnDCG, R; columns @k; percent with 2 decimals."""
+    lines = ["metric  " + "".join(f"{'@' + str(k):>9}" for k in ks)]
+    for name in ROW_ORDER:
+        if f"{name}@{ks[0]}" not in metrics:
+            continue
+        cells = "".join(f"{100 * metrics[f'{name}@{k}']:9.2f}" for k in ks)
+        lines.append(f"{name:<8}{cells}")
+    return "\n".join(lines)
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("scores", type=click.Path(dir_okay=False))
+@click.argument("true_labels", type=click.Path(dir_okay=False))
+@click.option("-k", "ks", default=",".join(map(str, DEFAULT_KS)), show_default=True,
+              help="Cut-offs k, comma-separated.")
+@click.option("--train-labels", type=click.Path(dir_okay=False),
+              help="Training labels (label file or single-file data set): inverse "
+                   "propensities for PSP@k/PSnDCG@k are computed from them with A and B.")
+@click.option("--inv-propensity", type=click.Path(dir_okay=False),
+              help="File with one inverse propensity per label (instead of --train-labels).")
+@click.option("--propensity-preset", type=click.Choice(sorted(PROPENSITY_PRESETS)),
+              default="default", show_default=True,
+              help="A/B of the propensity model: " + ", ".join(
+                  f"{k} {a}/{b}" for k, (a, b) in sorted(PROPENSITY_PRESETS.items())) + ".")
+@click.option("-A", "--A", "prop_a", type=float, default=None,
+              help="A of the propensity model (overrides the preset's).")
+@click.option("-B", "--B", "prop_b", type=float, default=None,
+              help="B of the propensity model (overrides the preset's).")
+@index_base_option
+@json_option
+@quiet_option
+@version_option
+def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_preset,
+            prop_a, prop_b, index_base, as_json, quiet):
+    """Evaluate SCORES (a score matrix, header 'N L') against TRUE_LABELS (a label
+    file 'N L' or a single-file data set 'N D L').
+
+    Prints P@k, nDCG@k and R@k, plus PSP@k and PSnDCG@k when propensities are
+    given, in percent. Ranking: stored scores only, higher score first, ties to
+    the lower label index; all test points count (XC repository definitions).
+    """
+    log = Log(quiet)
+    ks = parse_ks(ks)
+    if train_labels and inv_propensity:
+        fail("give either --train-labels or --inv-propensity, not both")
+    if (prop_a is not None or prop_b is not None) and not train_labels:
+        fail("-A/-B need --train-labels (the propensity model is fit on training labels)")
+
+    S = read_input(log, scores, index_base, layout="matrix").features
+    truth = read_input(log, true_labels, index_base)
+    Y = truth.labels if truth.layout == "dataset" else truth.features
+    if S.shape[0] != Y.shape[0]:
+        fail(f"{scores} has {S.shape[0]} rows but {true_labels} has {Y.shape[0]} points")
+    if S.shape[1] != Y.shape[1]:
+        fail(f"{scores} scores {S.shape[1]} labels but {true_labels} has {Y.shape[1]}")
+
+    q, prop = None, None
+    if train_labels:
+        tr = read_input(log, train_labels, index_base)
+        Ytr = tr.labels if tr.layout == "dataset" else tr.features
+        if Ytr.shape[1] != Y.shape[1]:
+            fail(f"{train_labels} has {Ytr.shape[1]} labels but {true_labels} has {Y.shape[1]}")
+        a, b = PROPENSITY_PRESETS[propensity_preset]
+        a = a if prop_a is None else prop_a
+        b = b if prop_b is None else prop_b
+        q = inverse_propensity(Ytr, a, b)
+        prop = {"source": str(train_labels), "A": a, "B": b}
+    elif inv_propensity:
+        q = read_inv_propensity(inv_propensity, Y.shape[1])
+        prop = {"source": str(inv_propensity)}
+    else:
+        log("PSP@k and PSnDCG@k need --train-labels or --inv-propensity; not reported")
+
+    metrics = ranking_metrics(Y, S, ks, q)
+    if as_json:
+        out = {"n_points": int(Y.shape[0]), "n_labels": int(Y.shape[1]), "k": ks,
+               "unit": "percent", "propensity": prop,
+               "metrics": {k: (None if math.isnan(v) else 100 * v) for k, v in metrics.items()}}
+        click.echo(json.dumps(out, indent=2))
+    else:
+        click.echo(format_table(metrics, ks))
+
+
+def main():
+    run(command, "xml-eval")

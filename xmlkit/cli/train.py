@@ -1,0 +1,4 @@
+"""xml-train (not implemented yet: issue #3)."""
+from xmlkit.cli.common import not_implemented
+
+main = not_implemented("xml-train", 3)

@@ -1,0 +1,298 @@
+"""Reading and writing the Extreme Classification (XC) repository text formats.
+
+Two layouts, told apart by their header (never by guessing from the rows):
+
+* single-file data set: header ``N D L``; each line ``l1,l2 f:v f:v``; a point
+  without labels starts with a space; an empty line is a point with nothing.
+* sparse matrix (split feature file, label file, score file): header ``N C``;
+  each line ``idx:val idx:val``; an empty line is an empty row.
+
+Indices are 0-based unless ``index_base=1`` is asked for explicitly. The
+header is authoritative for the shape. Files ending in ``.gz``, ``.bz2`` or
+``.xz`` are (de)compressed transparently. Every format problem raises
+:class:`~xmlkit.errors.InputFormatError` naming the file and line.
+
+Matrices come back as ``scipy.sparse.csr_matrix`` with float32 values,
+int32 indices, sorted indices, int32 or int64 index pointers.
+"""
+import bz2
+import gzip
+import lzma
+import zlib
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from xmlkit._ext.xcparse import RowParser, format_rows
+from xmlkit.atomic import atomic_path
+from xmlkit.errors import InputFormatError, XmlkitError
+
+__all__ = [
+    "read_xc",
+    "read_dataset",
+    "read_matrix",
+    "write_matrix",
+    "write_dataset",
+    "read_inv_propensity",
+    "write_inv_propensity",
+    "XCFile",
+]
+
+CHUNK_BYTES = 8 << 20
+WRITE_ROWS = 20000
+_COMPRESSED = {".gz": gzip, ".bz2": bz2, ".xz": lzma, ".lzma": lzma}
+_DECOMPRESS_ERRORS = (EOFError, lzma.LZMAError, zlib.error, gzip.BadGzipFile)
+
+
+class XCFile:
+    """What a file held: ``features`` (csr), ``labels`` (csr or None) and the
+    layout, ``"dataset"`` (header N D L) or ``"matrix"`` (header N C)."""
+
+    __slots__ = ("features", "labels", "layout", "path")
+
+    def __init__(self, features, labels, layout, path):
+        self.features = features
+        self.labels = labels
+        self.layout = layout
+        self.path = path
+
+
+def _open_binary(path, mode):
+    path = Path(path)
+    module = _COMPRESSED.get(path.suffix.lower())
+    if module is None:
+        return open(path, mode)
+    return module.open(path, mode)
+
+
+def _open_output(tmp, final_path):
+    """Binary stream on the temporary file, compressed by the final name's suffix."""
+    module = _COMPRESSED.get(Path(final_path).suffix.lower())
+    return open(tmp, "wb") if module is None else module.open(tmp, "wb")
+
+
+def _open_for_reading(path):
+    try:
+        return _open_binary(path, "rb")
+    except FileNotFoundError:
+        raise XmlkitError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise XmlkitError(f"{path}: is a folder, not a file") from None
+    except OSError as exc:
+        raise XmlkitError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _parse_header(path, line):
+    text = line.decode("utf-8", "replace").strip()
+    fields = text.split()
+    try:
+        dims = [int(f) for f in fields]
+    except ValueError:
+        dims = None
+    if not dims or len(dims) not in (2, 3) or min(dims) < 0:
+        raise InputFormatError(
+            path, 1, f"malformed header '{text[:60]}': expected 'N D L' (data set) "
+            "or 'N C' (sparse matrix) as non-negative integers")
+    return dims
+
+
+_MESSAGES = {
+    "feature_token": "malformed entry '{tok}': expected index:value",
+    "label_token": "malformed label list '{tok}': expected comma-separated label indices",
+    "negative": "negative index in '{tok}'",
+    "feature_range": "index {val} in '{tok}' is out of range: the header says {ncols} {cols}",
+    "label_range": "label {val} in '{tok}' is out of range: the header says {nlabels} labels",
+    "value": "malformed value in '{tok}'",
+    "nonfinite": "value in '{tok}' is not finite (NaN, inf or beyond float32 range)",
+    "feature_dup": "index {val} appears twice in the row",
+    "label_dup": "label {val} appears twice in the row",
+    "extra_rows": "more rows than the header's N={nrows}",
+    "zero_index": "index 0 in '{tok}' but indices are read as 1-based (--index-base 1)",
+    "labels_missing": "'{tok}' is a feature, but a line must start with its labels; "
+                      "a point without labels starts with a space",
+}
+
+
+def _parse_error(path, parser, buf, layout):
+    code, line, tok, val = parser.error_info(buf)
+    if code == "value" and tok.split(":", 1)[-1].lower().lstrip("+-").startswith(("nan", "inf")):
+        code = "nonfinite"
+    cols = "features" if layout == "dataset" else "columns"
+    msg = _MESSAGES[code].format(tok=tok, val=val, ncols=parser.n_cols, cols=cols,
+                                 nlabels=parser.n_labels, nrows=parser.n_rows)
+    return InputFormatError(path, line, msg)
+
+
+def read_xc(path, index_base=0, layout=None, progress=None):
+    """Read a data set (``N D L``) or a sparse matrix (``N C``) file.
+
+    ``layout`` may require one of ``"dataset"`` or ``"matrix"``; by default
+    the header decides. ``progress`` is an optional callable receiving
+    ``(rows parsed so far, rows in the file)`` after every chunk.
+    """
+    if index_base not in (0, 1):
+        raise XmlkitError(f"index base must be 0 or 1, not {index_base}")
+    path = str(path)
+    with _open_for_reading(path) as stream:
+        parser = None
+        buf = b""
+        try:
+            first = stream.read(CHUNK_BYTES)
+            if not first:
+                raise InputFormatError(path, 1, "empty file: expected a header 'N D L' or 'N C'")
+            buf = first
+            while b"\n" not in buf:
+                more = stream.read(CHUNK_BYTES)
+                if not more:
+                    break
+                buf += more
+            nl = buf.find(b"\n")
+            header, buf = (buf, b"") if nl < 0 else (buf[:nl], buf[nl + 1:])
+            dims = _parse_header(path, header)
+            found = "dataset" if len(dims) == 3 else "matrix"
+            if layout is not None and found != layout:
+                want = "a data set with header 'N D L'" if layout == "dataset" else \
+                    "a sparse matrix with header 'N C'"
+                raise InputFormatError(path, 1, f"expected {want}, found header "
+                                       f"'{header.decode(errors='replace').strip()}'")
+            n_rows, n_cols = dims[0], dims[1]
+            n_labels = dims[2] if found == "dataset" else -1
+            try:
+                parser = RowParser(n_rows, n_cols, n_labels, index_base)
+            except ValueError as exc:
+                raise InputFormatError(path, 1, str(exc)) from None
+            while True:
+                more = stream.read(CHUNK_BYTES)
+                final = not more
+                if more:
+                    buf = buf + more if buf else more
+                used = parser.feed(buf, final)
+                if parser.err:
+                    raise _parse_error(path, parser, buf, found)
+                buf = buf[used:]
+                if progress is not None:
+                    progress(parser.rows_done, n_rows)
+                if final:
+                    break
+        except _DECOMPRESS_ERRORS as exc:
+            line = parser.line_no if parser is not None else 1
+            raise InputFormatError(path, line, f"compressed data is truncated or corrupt ({exc})") \
+                from None
+        except OSError as exc:
+            raise XmlkitError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if parser.rows_done != n_rows:
+        raise InputFormatError(path, parser.line_no,
+                               f"file ends after {parser.rows_done} rows but the header says "
+                               f"N={n_rows}")
+    (xp, xi, xv), y = parser.arrays()
+    X = _csr(xv, xi, xp, (n_rows, n_cols))
+    Y = None
+    if y is not None:
+        yp, yi = y
+        Y = _csr(np.ones(len(yi), dtype=np.float32), yi, yp, (n_rows, n_labels))
+    return XCFile(X, Y, found, path)
+
+
+def _csr(data, indices, indptr, shape):
+    M = sp.csr_matrix((data, indices, indptr), shape=shape, copy=False)
+    M.has_sorted_indices = True
+    return M
+
+
+def read_dataset(path, index_base=0, progress=None):
+    """Single-file data set -> (features csr N×D, labels csr N×L)."""
+    f = read_xc(path, index_base, layout="dataset", progress=progress)
+    return f.features, f.labels
+
+
+def read_matrix(path, index_base=0, progress=None):
+    """Sparse matrix file (features, labels or scores) -> csr N×C."""
+    return read_xc(path, index_base, layout="matrix", progress=progress).features
+
+
+def _as_csr32(M, name):
+    if not sp.issparse(M):
+        M = sp.csr_matrix(np.asarray(M))
+    M = sp.csr_matrix(M)
+    if not M.has_sorted_indices:
+        M = M.copy()
+        M.sort_indices()
+    if M.indptr.dtype not in (np.int32, np.int64):
+        raise XmlkitError(f"{name}: unsupported index type {M.indptr.dtype}")
+    data = np.ascontiguousarray(M.data, dtype=np.float32)
+    if not np.all(np.isfinite(data)):
+        raise XmlkitError(f"{name}: contains NaN or inf values")
+    return (np.ascontiguousarray(M.indptr), np.ascontiguousarray(M.indices, dtype=np.int32),
+            data, M.shape)
+
+
+def _write_rows(path, header, x, y, fixed, precision, index_base):
+    xp, xi, xv, shape = x
+    if index_base:
+        xi = xi + np.int32(index_base)
+    yp = yi = None
+    if y is not None:
+        yp, yi = y
+        if index_base:
+            yi = yi + np.int32(index_base)
+    with atomic_path(path) as tmp, _open_output(tmp, path) as out:
+        out.write(header.encode())
+        for r0 in range(0, shape[0], WRITE_ROWS):
+            r1 = min(shape[0], r0 + WRITE_ROWS)
+            out.write(format_rows(xp, xi, xv, yp, yi, r0, r1, fixed, precision))
+
+
+def write_matrix(path, M, precision=6, fixed=True, index_base=0):
+    """Write a sparse matrix (e.g. a score matrix) as the C++ tools do:
+    header ``N C``, ascending ``idx:val`` pairs joined by single spaces,
+    values with ``precision`` decimals (fixed) or significant digits."""
+    x = _as_csr32(M, str(path))
+    _write_rows(path, f"{x[3][0]} {x[3][1]}\n", x, None, fixed, precision, index_base)
+
+
+def write_dataset(path, X, Y, precision=7, index_base=0):
+    """Write a single-file data set: header ``N D L``, lines ``l1,l2 f:v``."""
+    x = _as_csr32(X, str(path))
+    yp, yi, _, yshape = _as_csr32(Y, str(path))
+    if yshape[0] != x[3][0]:
+        raise XmlkitError(f"{path}: features have {x[3][0]} rows but labels {yshape[0]}")
+    yp = yp.astype(x[0].dtype, copy=False)
+    header = f"{x[3][0]} {x[3][1]} {yshape[1]}\n"
+    _write_rows(path, header, x, (yp, yi), False, precision, index_base)
+
+
+def read_inv_propensity(path, n_labels):
+    """Inverse-propensity file: one positive float per label (whitespace
+    separated, as the C++ tools read it); exactly ``n_labels`` values."""
+    path = str(path)
+    with _open_for_reading(path) as stream:
+        try:
+            lines = stream.read().decode("utf-8", "replace").splitlines()
+        except _DECOMPRESS_ERRORS as exc:
+            raise InputFormatError(path, None, f"compressed data is truncated or corrupt ({exc})") \
+                from None
+    values = []
+    for lineno, line in enumerate(lines, 1):
+        for tok in line.split():
+            try:
+                v = float(tok)
+            except ValueError:
+                raise InputFormatError(path, lineno, f"malformed value '{tok[:40]}'") from None
+            if not np.isfinite(v) or v <= 0:
+                raise InputFormatError(path, lineno, f"inverse propensity '{tok}' must be a "
+                                       "finite positive number")
+            values.append(v)
+    if not values:
+        raise InputFormatError(path, 1, "empty file: expected one inverse propensity per label")
+    if len(values) != n_labels:
+        raise InputFormatError(path, len(lines), f"has {len(values)} values but there are "
+                               f"{n_labels} labels")
+    return np.asarray(values, dtype=np.float64)
+
+
+def write_inv_propensity(path, q):
+    """One value per line, 6 decimals."""
+    text = "".join(f"{v:.6f}\n" for v in np.asarray(q, dtype=np.float64))
+    with atomic_path(path) as tmp, _open_output(tmp, path) as out:
+        out.write(text.encode())

@@ -1,0 +1,159 @@
+"""Ranking metrics of the Extreme Classification repository.
+
+Definitions follow the repository's Matlab tools (``get_all_metrics``):
+
+* Only stored score entries are ranked; a row with fewer than k stored scores
+  simply has fewer hits. Ties: **higher score first, then lower label index**.
+* Every test point counts in every mean; a point without true labels adds 0.
+* ``P@k``      = mean_i |top_k(i) ∩ y_i| / k
+* ``nDCG@k``   = mean_i Σ_{r≤k} rel_ir / log2(r+1)  /  Σ_{r≤min(k,|y_i|)} 1/log2(r+1)
+* ``R@k``      = mean_i |top_k(i) ∩ y_i| / |y_i|
+* ``PSP@k``    = Σ_i Σ_{r≤k} q·rel / k  divided by the same sum for the best
+  achievable ranking (each point's true labels by decreasing q): a ratio of
+  averages, in [0, 1].
+* ``PSnDCG@k`` = Σ_i Σ_{r≤k} q·rel / log2(r+1), divided likewise (the Matlab
+  normaliser Σ_{r≤k} 1/log2(r+1) is the same for every point and cancels).
+
+True labels are binary: a stored non-zero entry is relevant.
+q are inverse propensities (:func:`inverse_propensity`).
+"""
+import numpy as np
+import scipy.sparse as sp
+
+from xmlkit._ext.ranking import ranking_sums, top_k as _top_k
+from xmlkit.errors import XmlkitError
+
+__all__ = [
+    "PROPENSITY_PRESETS",
+    "DEFAULT_KS",
+    "inverse_propensity",
+    "top_k",
+    "ranking_metrics",
+    "precision_at_k",
+    "ndcg_at_k",
+    "recall_at_k",
+    "psprecision_at_k",
+    "psndcg_at_k",
+]
+
+#: (A, B) of the propensity model, per data-set family (Jain et al., 2016).
+PROPENSITY_PRESETS = {"default": (0.55, 1.5), "wikipedia": (0.5, 0.4), "amazon": (0.6, 2.6)}
+DEFAULT_KS = (1, 3, 5)
+_ROWS = {"P": 0, "nDCG": 1, "R": 2}
+
+
+def inverse_propensity(Y_train, A=0.55, B=1.5):
+    """q_l = 1 + (ln N − 1)(B + 1)^A (N_l + B)^(−A), N = training points,
+    N_l = training points carrying label l."""
+    Y = _binary_csr(Y_train, "training labels")
+    n = Y.shape[0]
+    if n == 0:
+        raise XmlkitError("inverse propensities need at least one training point")
+    counts = np.bincount(Y.indices, minlength=Y.shape[1]).astype(np.float64)
+    c = (np.log(n) - 1.0) * (B + 1.0) ** A
+    return 1.0 + c * (counts + B) ** (-A)
+
+
+def _binary_csr(Y, name):
+    if not sp.issparse(Y):
+        Y = sp.csr_matrix(np.asarray(Y))
+    Y = sp.csr_matrix(Y, copy=True)
+    Y.eliminate_zeros()
+    Y.sum_duplicates()
+    Y.sort_indices()
+    Y.indices = Y.indices.astype(np.int32, copy=False)
+    return Y
+
+
+def _scores_csr(scores):
+    """Scores as CSR with float32 data; a dense array ranks every entry."""
+    if sp.issparse(scores):
+        S = sp.csr_matrix(scores)
+        if not S.has_canonical_format:
+            S = S.copy()
+            S.sum_duplicates()
+    else:
+        dense = np.asarray(scores, dtype=np.float32)
+        if dense.ndim != 2:
+            raise XmlkitError("scores must be a 2-d array or a sparse matrix")
+        n, m = dense.shape
+        S = sp.csr_matrix((dense.ravel(), np.tile(np.arange(m, dtype=np.int32), n),
+                           np.arange(0, n * m + 1, m, dtype=np.int64)), shape=(n, m))
+    data = np.ascontiguousarray(S.data, dtype=np.float32)
+    if not np.all(np.isfinite(data)):
+        raise XmlkitError("scores contain NaN or inf")
+    return S.indptr, np.ascontiguousarray(S.indices, dtype=np.int32), data, S.shape
+
+
+def top_k(scores, k):
+    """(labels, scores) of the k best stored entries per row (N×k each,
+    padded with label −1 / score 0), ties broken by lower label index."""
+    if int(k) < 1:
+        raise XmlkitError(f"k must be at least 1, not {k}")
+    indptr, indices, data, _ = _scores_csr(scores)
+    return _top_k(indptr, indices, data, int(k))
+
+
+def ranking_metrics(Y_true, scores, ks=DEFAULT_KS, inv_prop=None):
+    """All ranking metrics at once, as fractions: ``{"P@1": …, "nDCG@1": …,
+    "R@1": …}`` plus ``PSP@k`` and ``PSnDCG@k`` when ``inv_prop`` is given.
+
+    ``scores`` may be sparse (only stored entries are ranked) or dense.
+    """
+    ks = sorted({int(k) for k in ks})
+    if not ks or ks[0] < 1:
+        raise XmlkitError("k values must be positive integers")
+    Y = _binary_csr(Y_true, "true labels")
+    indptr, indices, data, shape = _scores_csr(scores)
+    if shape != Y.shape:
+        raise XmlkitError(f"scores are {shape[0]}×{shape[1]} but true labels "
+                          f"{Y.shape[0]}×{Y.shape[1]}")
+    if inv_prop is not None:
+        inv_prop = np.asarray(inv_prop, dtype=np.float64)
+        if inv_prop.shape != (Y.shape[1],):
+            raise XmlkitError(f"{len(inv_prop)} inverse propensities for {Y.shape[1]} labels")
+    K = ks[-1]
+    top, _ = _top_k(indptr, indices, data, K)
+    acc = ranking_sums(top, Y.indptr, Y.indices, Y.shape[1], inv_prop)
+    n = max(Y.shape[0], 1)
+    out = {}
+    for name, row in _ROWS.items():
+        for k in ks:
+            out[f"{name}@{k}"] = float(acc[row, k - 1] / n)
+    if inv_prop is not None:
+        for name, num, den in (("PSP", 3, 4), ("PSnDCG", 5, 6)):
+            for k in ks:
+                d = acc[den, k - 1]
+                out[f"{name}@{k}"] = float(acc[num, k - 1] / d) if d > 0 else float("nan")
+    return out
+
+
+def _one(metric, Y_true, scores, k, inv_prop=None):
+    ks = range(1, int(k) + 1)
+    m = ranking_metrics(Y_true, scores, ks, inv_prop)
+    return np.array([m[f"{metric}@{j}"] for j in ks])
+
+
+def precision_at_k(Y_true, scores, k=5):
+    """P@1..k as an array."""
+    return _one("P", Y_true, scores, k)
+
+
+def ndcg_at_k(Y_true, scores, k=5):
+    """nDCG@1..k as an array."""
+    return _one("nDCG", Y_true, scores, k)
+
+
+def recall_at_k(Y_true, scores, k=5):
+    """R@1..k as an array."""
+    return _one("R", Y_true, scores, k)
+
+
+def psprecision_at_k(Y_true, scores, inv_prop, k=5):
+    """PSP@1..k as an array."""
+    return _one("PSP", Y_true, scores, k, inv_prop)
+
+
+def psndcg_at_k(Y_true, scores, inv_prop, k=5):
+    """PSnDCG@1..k as an array."""
+    return _one("PSnDCG", Y_true, scores, k, inv_prop)
