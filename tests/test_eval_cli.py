@@ -1,0 +1,81 @@
+"""xml-eval as users run it, and parity with the C++ tools' score fixture."""
+import json
+
+import pytest
+
+from conftest import SAMPLES, run_cli
+from xmlkit.io import read_dataset, read_inv_propensity, read_matrix
+from xmlkit.metrics import ranking_metrics
+
+# Evaluating the C++ FastXML scores (3 trees) on the Bibtex test labels, with
+# the fixture's inverse propensities and our tie-break (lower label first).
+CPP_PARITY = {"P@1": 53.20, "P@3": 31.44, "P@5": 22.79,
+              "nDCG@1": 53.20, "nDCG@3": 47.99, "nDCG@5": 49.55,
+              "PSP@1": 40.42, "PSP@3": 41.42, "PSP@5": 45.72}
+
+
+def test_parity_with_cpp_score_fixture(shared):
+    fx = shared / "fixtures" / "cpp_reference"
+    r = run_cli("xml-eval", fx / "fastxml_scores.txt", SAMPLES / "bibtex_test.txt.xz",
+                "--inv-propensity", fx / "inv_prop.txt", "--json")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)["metrics"]
+    for name, value in CPP_PARITY.items():
+        assert got[name] == pytest.approx(value, abs=0.01), name
+    # the Python API gives the same numbers
+    _, Y = read_dataset(SAMPLES / "bibtex_test.txt.xz")
+    S = read_matrix(fx / "fastxml_scores.txt")
+    api = ranking_metrics(Y, S, (1, 3, 5), read_inv_propensity(fx / "inv_prop.txt", 159))
+    assert {k: 100 * v for k, v in api.items()} == pytest.approx(got)
+
+
+def test_table_and_train_label_propensities(shared, tmp_path):
+    fx = shared / "fixtures" / "cpp_reference"
+    r = run_cli("xml-eval", fx / "fastxml_scores.txt", SAMPLES / "bibtex_test.txt.xz",
+                "--train-labels", SAMPLES / "bibtex_train.txt.xz", "-k", "1,3")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["metric", "@1", "@3"]
+    rows = {ln.split()[0]: ln.split()[1:] for ln in lines[1:]}
+    assert rows["P"] == ["53.20", "31.44"]
+    # computed from training labels with A=0.55, B=1.5: same as the fixture file
+    assert rows["PSP"] == ["40.42", "41.42"]
+    assert set(rows) == {"P", "nDCG", "PSP", "PSnDCG", "R"}
+
+
+def test_without_propensities_ps_rows_are_left_out(tmp_path):
+    scores = tmp_path / "s.txt"
+    scores.write_text("2 3\n0:0.5 2:0.1\n1:1.0\n")
+    truth = tmp_path / "y.txt"
+    truth.write_text("2 3\n0:1\n2:1\n")
+    r = run_cli("xml-eval", scores, truth, "-k", "1,2")
+    assert r.returncode == 0
+    rows = {ln.split()[0]: ln.split()[1:] for ln in r.stdout.splitlines()[1:]}
+    assert set(rows) == {"P", "nDCG", "R"}
+    assert rows["P"] == ["50.00", "25.00"]
+    assert "PSP@k" in r.stderr
+    assert run_cli("xml-eval", scores, truth, "-q").stderr == ""
+
+
+@pytest.mark.parametrize("args, words", [
+    (["-k", "0"], "-k takes"),
+    (["-k", "a,b"], "-k takes"),
+    (["-A", "0.5"], "need --train-labels"),
+    (["--train-labels", "T", "--inv-propensity", "Q"], "not both"),
+    (["--propensity-preset", "bogus"], "Invalid value"),
+])
+def test_bad_options(tmp_path, args, words):
+    scores = tmp_path / "s.txt"
+    scores.write_text("1 3\n0:0.5\n")
+    r = run_cli("xml-eval", scores, scores, *args)
+    assert r.returncode == 2
+    assert words in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_shape_mismatch(tmp_path):
+    scores = tmp_path / "s.txt"
+    scores.write_text("1 3\n0:0.5\n")
+    truth = tmp_path / "y.txt"
+    truth.write_text("1 4\n0:1\n")
+    r = run_cli("xml-eval", scores, truth)
+    assert r.returncode == 2 and "scores 3 labels" in r.stderr

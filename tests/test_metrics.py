@@ -1,0 +1,93 @@
+"""Metric values computed by hand on small cases."""
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from xmlkit.metrics import (inverse_propensity, ndcg_at_k, precision_at_k, psndcg_at_k,
+                            psprecision_at_k, ranking_metrics, recall_at_k, top_k)
+
+L2 = math.log2
+# Truth: point 0 {0, 2}; point 1 {1}; point 2 no labels; point 3 {3, 4}
+Y = sp.csr_matrix(np.array([[1, 0, 1, 0, 0],
+                            [0, 1, 0, 0, 0],
+                            [0, 0, 0, 0, 0],
+                            [0, 0, 0, 1, 1]], dtype=np.float32))
+# Scores: point 0 ties labels 0 and 1 (lower label wins); point 1 has only two
+# stored scores (k larger than the stored ones); point 3 has none.
+S = sp.csr_matrix((np.array([0.9, 0.9, 0.5, 0.1, 0.7, 0.2, 1.0], dtype=np.float32),
+                   np.array([0, 1, 2, 4, 3, 1, 0]),
+                   np.array([0, 4, 6, 7, 7])), shape=(4, 5))
+Q = np.array([2.0, 1.0, 1.0, 5.0, 1.5])
+
+
+def test_top_k_tie_break_and_padding():
+    labels, scores = top_k(S, 5)
+    assert labels[0].tolist() == [0, 1, 2, 4, -1]
+    assert labels[1].tolist() == [3, 1, -1, -1, -1]
+    assert labels[3].tolist() == [-1] * 5
+    assert scores[0, :2].tolist() == pytest.approx([0.9, 0.9])
+
+
+def test_precision():
+    # p0 ranks 0,1,2,4 (hits 0 and 2); p1 ranks 3,1 (hit 1); p2, p3 add 0
+    assert precision_at_k(Y, S, 5) == pytest.approx(
+        [1 / 4, (1 / 2 + 1 / 2) / 4, (2 / 3 + 1 / 3) / 4, (2 / 4 + 1 / 4) / 4, (2 / 5 + 1 / 5) / 4])
+
+
+def test_ndcg():
+    idcg2 = 1 + 1 / L2(3)
+    p0 = [1, 1, 1 + 1 / L2(4)]          # DCG of point 0 at k = 1, 2, 3
+    p1 = [0, 1 / L2(3), 1 / L2(3)]      # point 1: hit at rank 2, one true label
+    expect = [(p0[0] / 1 + p1[0]) / 4, (p0[1] / idcg2 + p1[1]) / 4, (p0[2] / idcg2 + p1[2]) / 4]
+    assert ndcg_at_k(Y, S, 3) == pytest.approx(expect)
+
+
+def test_recall():
+    # point 3 has labels but no scores: 0; point 2 has no labels: 0
+    assert recall_at_k(Y, S, 3) == pytest.approx([(1 / 2) / 4, (1 / 2 + 1) / 4, (1 + 1) / 4])
+
+
+def test_propensity_scored_precision():
+    # numerators: hits weighted by q; denominators: each point's true labels by decreasing q
+    num1, den1 = 2.0, 2.0 + 1.0 + 5.0
+    num3, den3 = (2 + 1) / 3 + 1 / 3, (2 + 1) / 3 + 1 / 3 + (5 + 1.5) / 3
+    got = psprecision_at_k(Y, S, Q, 3)
+    assert got[0] == pytest.approx(num1 / den1)
+    assert got[2] == pytest.approx(num3 / den3)
+
+
+def test_propensity_scored_ndcg():
+    num3 = 2 * 1 + 1 * (1 / L2(4)) + 1 * (1 / L2(3))
+    den3 = (2 + 1 / L2(3)) + 1 + (5 + 1.5 / L2(3))
+    assert psndcg_at_k(Y, S, Q, 3)[2] == pytest.approx(num3 / den3)
+
+
+def test_dense_scores_rank_every_entry():
+    dense = S.toarray()
+    # as a dense array every label is scored, so point 3 ranks labels 0..4 (all 0)
+    m = ranking_metrics(Y, dense, (1, 5))
+    assert m["P@5"] == pytest.approx((2 / 5 + 1 / 5 + 0 + 2 / 5) / 4)
+    assert m["P@1"] == pytest.approx(1 / 4)
+
+
+def test_no_true_labels_anywhere_gives_nan_ps_metrics():
+    m = ranking_metrics(sp.csr_matrix((2, 3)), sp.csr_matrix(np.ones((2, 3))), (1,), np.ones(3))
+    assert m["P@1"] == 0 and math.isnan(m["PSP@1"])
+
+
+def test_inverse_propensity_formula():
+    # 10 training points; label 0 on 3 of them, label 1 on none, label 2 on all
+    Ytr = sp.csr_matrix(np.array([[1, 0, 1]] * 3 + [[0, 0, 1]] * 7, dtype=np.float32))
+    c = (math.log(10) - 1) * (1.5 + 1) ** 0.55
+    assert inverse_propensity(Ytr) == pytest.approx(
+        [1 + c * 4.5 ** -0.55, 1 + c * 1.5 ** -0.55, 1 + c * 11.5 ** -0.55])
+    c = (math.log(10) - 1) * (0.4 + 1) ** 0.5
+    assert inverse_propensity(Ytr, 0.5, 0.4)[0] == pytest.approx(1 + c * 3.4 ** -0.5)
+
+
+def test_shape_mismatch_is_an_error():
+    from xmlkit.errors import XmlkitError
+    with pytest.raises(XmlkitError):
+        ranking_metrics(Y, S[:3], (1,))
