@@ -5,5 +5,8 @@ layers over this Python API.
 """
 from xmlkit._version import __version__
 from xmlkit.errors import InputFormatError, XmlkitError
+from xmlkit.models import REGISTRY, load_model
+from xmlkit.models.fastxml import FastXML
 
-__all__ = ["__version__", "XmlkitError", "InputFormatError"]
+__all__ = ["__version__", "XmlkitError", "InputFormatError", "FastXML", "REGISTRY",
+           "load_model"]

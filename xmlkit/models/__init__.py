@@ -1,0 +1,35 @@
+"""Model families behind one interface: ``fit(X, Y)``, ``predict(X, k)``,
+``save(folder)``, ``load(folder)``; REGISTRY maps ``--algorithm`` names to them."""
+from xmlkit import store
+from xmlkit.errors import XmlkitError
+from xmlkit.models.fastxml import FastXML
+
+REGISTRY = {FastXML.algorithm: FastXML}
+
+
+def get_class(algorithm):
+    try:
+        return REGISTRY[algorithm]
+    except KeyError:
+        raise XmlkitError(f"unknown algorithm '{algorithm}' (known: "
+                          f"{', '.join(sorted(REGISTRY))})") from None
+
+
+def load_model(folder, trees=None):
+    """Load an xmlkit model folder, or a C++ FastXML model folder."""
+    from xmlkit.models.cpp_model import is_cpp_model, load_cpp_fastxml
+    if not store.is_model_folder(folder) and is_cpp_model(folder):
+        return load_cpp_fastxml(folder, trees)
+    m = store.read_manifest(folder)
+    return get_class(m["algorithm"]).load(folder, trees)
+
+
+def tree_indices(folder):
+    """Indices of the trees stored in a model folder (xmlkit or C++)."""
+    from pathlib import Path
+
+    from xmlkit.models.cpp_model import is_cpp_model
+    if not store.is_model_folder(folder) and is_cpp_model(folder):
+        return sorted(int(p.stem) for p in Path(folder).glob("*.tree") if p.stem.isdigit())
+    store.read_manifest(folder)
+    return sorted(int(n.split("_")[1]) for n in store.array_names(folder, "tree_"))

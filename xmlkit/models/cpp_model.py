@@ -1,0 +1,116 @@
+"""Reading model folders of the original C++ FastXML (v2) tool.
+
+    <folder>/param     10 lines: num_Xf num_Y log_loss_coeff max_leaf lbl_per_leaf
+                       bias num_thread start_tree num_tree quiet
+    <folder>/<t>.tree  node count, then per node five lines: is_leaf,
+                       'pos neg' children, depth, training point list,
+                       'k id:val ...' (leaf labels or split weights)
+
+The trees are converted to xmlkit's in-memory layout (xmlkit.models.forest);
+the training point lists are skipped.
+"""
+from pathlib import Path
+
+import numpy as np
+
+from xmlkit.errors import XmlkitError
+from xmlkit.models.forest import check_tree
+
+PARAM_KEYS = ("num_Xf", "num_Y", "log_loss_coeff", "max_leaf", "lbl_per_leaf", "bias",
+              "num_thread", "start_tree", "num_tree", "quiet")
+
+
+def is_cpp_model(folder):
+    folder = Path(folder)
+    return (folder / "param").is_file() and any(folder.glob("*.tree"))
+
+
+def read_param(folder):
+    path = Path(folder) / "param"
+    lines = path.read_text().split()
+    if len(lines) < len(PARAM_KEYS):
+        raise XmlkitError(f"{path}: expected {len(PARAM_KEYS)} values, found {len(lines)}")
+    try:
+        values = [float(v) for v in lines]
+    except ValueError:
+        raise XmlkitError(f"{path}: malformed value") from None
+    param = dict(zip(PARAM_KEYS, values))
+    param["extra"] = values[len(PARAM_KEYS):]
+    return param
+
+
+def _pairs(path, lineno, line, as_int_values=False):
+    toks = line.split()
+    try:
+        k = int(toks[0])
+        flat = " ".join(toks[1:]).replace(":", " ").split()
+        idx = np.array(flat[0::2], dtype=np.int64)
+        val = np.array(flat[1::2], dtype=np.float64)
+    except (ValueError, IndexError):
+        raise XmlkitError(f"{path}:{lineno}: malformed 'k id:val ...' line") from None
+    if len(idx) != k or len(val) != k:
+        raise XmlkitError(f"{path}:{lineno}: says {k} pairs but holds {len(idx)}")
+    return idx, val
+
+
+def read_tree(path, n_features, n_labels):
+    path = Path(path)
+    lines = path.read_text().split("\n")
+    try:
+        n = int(lines[0])
+    except (ValueError, IndexError):
+        raise XmlkitError(f"{path}:1: expected the node count") from None
+    if len(lines) < 1 + 5 * n:
+        raise XmlkitError(f"{path}: truncated ({n} nodes need {1 + 5 * n} lines)")
+    child = np.full((n, 2), -1, dtype=np.int32)
+    depth = np.zeros(n, dtype=np.int32)
+    w_ptr, l_ptr = [0], [0]
+    w_idx, w_val, l_idx, l_val = [], [], [], []
+    for i in range(n):
+        b = 1 + 5 * i
+        try:
+            leaf = int(lines[b]) == 1
+            pos, neg = (int(v) for v in lines[b + 1].split())
+            depth[i] = int(lines[b + 2])
+        except ValueError:
+            raise XmlkitError(f"{path}:{b + 1}: malformed node header") from None
+        idx, val = _pairs(path, b + 5, lines[b + 4])
+        if leaf:
+            l_idx.append(idx)
+            l_val.append(val)
+        else:
+            child[i] = (pos, neg)
+            w_idx.append(idx)
+            w_val.append(val)
+        w_ptr.append(w_ptr[-1] + (0 if leaf else len(idx)))
+        l_ptr.append(l_ptr[-1] + (len(idx) if leaf else 0))
+
+    def cat(parts, dtype):
+        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+    tree = {"child": child, "depth": depth,
+            "w_ptr": np.asarray(w_ptr, np.int64), "w_idx": cat(w_idx, np.int32),
+            "w_val": cat(w_val, np.float32),
+            "l_ptr": np.asarray(l_ptr, np.int64), "l_idx": cat(l_idx, np.int32),
+            "l_val": cat(l_val, np.float32)}
+    check_tree(tree, n_features, n_labels, str(path))
+    return tree
+
+
+def load_cpp_fastxml(folder, trees=None):
+    """A FastXML model (xmlkit.models.fastxml.FastXML) from a C++ v2 folder.
+
+    `trees` defaults to the range the folder's param names (start_tree,
+    num_tree), as fastXML_predict does."""
+    from xmlkit.models.fastxml import FastXML
+    param = read_param(folder)
+    start, num = int(param["start_tree"]), int(param["num_tree"])
+    wanted = list(range(start, start + num)) if trees is None else list(trees)
+    model = FastXML(bias=param["bias"], log_loss_coeff=param["log_loss_coeff"],
+                    max_leaf=int(param["max_leaf"]), labels_per_leaf=int(param["lbl_per_leaf"]))
+    model.n_features, model.n_labels = int(param["num_Xf"]), int(param["num_Y"])
+    for t in wanted:
+        path = Path(folder) / f"{t}.tree"
+        if not path.is_file():
+            raise XmlkitError(f"{folder}: has no tree file {t}.tree")
+        model.trees[t] = read_tree(path, model.n_features, model.n_labels)
+    return model

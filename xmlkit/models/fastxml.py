@@ -1,0 +1,245 @@
+"""FastXML (Prabhu & Varma, KDD 2014), as the original C++ tool (v2) trains it.
+
+Each node splits its points by alternating between two label rankings that
+maximise nDCG@L on either side (from a random ±1 start), then fits one
+class-balanced L1-regularised logistic regression (liblinear L1R_LR) that
+separates the two sides; the children are the sides of that hyperplane. A node
+with at most `max_leaf` points is a leaf and keeps the `labels_per_leaf`
+largest entries of its mean label vector. Prediction averages the leaves a
+point reaches over the trees.
+
+Trees are seeded by (seed, tree index), so a tree is the same whatever the
+number of workers; `-T` workers are processes (see xmlkit._ext.fastxml_tree on
+why liblinear needs that).
+"""
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field, fields
+
+import numpy as np
+import scipy.sparse as sp
+
+from xmlkit import store
+from xmlkit.errors import XmlkitError
+from xmlkit.models.forest import (PackedForest, check_tree, decode_tree, encode_tree,
+                                  tree_stats)
+
+
+def option(default, short, long, help):
+    """A parameter with its command-line spelling and help (one place for defaults)."""
+    return field(default=default, metadata={"short": short, "long": long, "help": help})
+
+
+@dataclass
+class FastXMLParams:
+    n_trees: int = option(50, "-t", "--trees", "Number of trees to grow.")
+    start_tree: int = option(0, "-s", "--start-tree",
+                             "Index of the first tree (train shards of one model separately).")
+    threads: int = option(1, "-T", "--threads", "Worker processes growing trees in parallel.")
+    bias: float = option(1.0, "-b", "--bias", "Value of the bias feature added to every point.")
+    log_loss_coeff: float = option(1.0, "-c", "--log-loss-coeff",
+                                   "Cost C of the logistic loss in each node's L1 classifier.")
+    max_leaf: int = option(10, "-m", "--max-leaf", "A node with at most this many points is a leaf.")
+    labels_per_leaf: int = option(10, "-l", "--labels-per-leaf",
+                                  "Labels kept per leaf (paper setting 10; the C++ code's "
+                                  "default is 100).")
+    seed: int = option(0, None, "--seed", "Random seed; tree t uses a stream derived from "
+                                          "(seed, t).")
+
+    #: parameters that define the model (the rest only say how to train it)
+    MODEL_KEYS = ("bias", "log_loss_coeff", "max_leaf", "labels_per_leaf")
+
+    def check(self):
+        if self.n_trees < 1:
+            raise XmlkitError("the number of trees (-t) must be at least 1")
+        if self.start_tree < 0:
+            raise XmlkitError("the start tree (-s) must not be negative")
+        if self.threads < 1:
+            raise XmlkitError("the number of threads (-T) must be at least 1")
+        if self.max_leaf < 1:
+            raise XmlkitError("max leaf (-m) must be at least 1")
+        if self.labels_per_leaf < 1:
+            raise XmlkitError("labels per leaf (-l) must be at least 1")
+        if not self.log_loss_coeff > 0:
+            raise XmlkitError("the log-loss coefficient (-c) must be positive")
+        if not np.isfinite(self.bias):
+            raise XmlkitError("the bias (-b) must be finite")
+        if not 0 <= self.seed < 2 ** 63:
+            raise XmlkitError("the seed must be a non-negative 64-bit integer")
+
+    def model_params(self):
+        return {k: getattr(self, k) for k in self.MODEL_KEYS}
+
+
+def tree_name(t):
+    return f"tree_{t:05d}"
+
+
+# Worker state: set in the parent before forking, inherited by the workers.
+_GROWER = None
+
+
+def _grow_one(seed, t):
+    return t, _GROWER.grow(seed, t)
+
+
+def _as_training_csr(M, name, dtype=np.float32):
+    M = sp.csr_matrix(M)
+    if not M.has_sorted_indices:
+        M = M.sorted_indices()
+    if M.nnz and not np.all(np.isfinite(M.data)):
+        raise XmlkitError(f"{name} contain NaN or inf")
+    return M.indptr.astype(np.int64), M.indices.astype(np.int32), M.data.astype(dtype)
+
+
+class FastXML:
+    """FastXML tree ensemble: ``FastXML(n_trees=50, ...).fit(X, Y)``, then
+    ``predict(X, k)`` → csr scores. X: csr N×D features, Y: csr N×L labels."""
+
+    algorithm = "fastxml"
+    Params = FastXMLParams
+    use_idcg = True
+
+    def __init__(self, **params):
+        self.params = self.Params(**params)
+        self.params.check()
+        self.trees = {}
+        self.n_features = self.n_labels = None
+
+    # -- training
+    def _label_values(self, Y):
+        """Label values the splits and leaves work on (PfastreXML reweights them)."""
+        return Y
+
+    def fit(self, X, Y, model_dir=None, progress=None, log=None):
+        """Grow trees start_tree .. start_tree+n_trees-1.
+
+        With `model_dir`, each tree is written there as soon as it is grown, and
+        trees already in the folder (same settings) are loaded, not regrown:
+        an interrupted run resumes, and shards grown elsewhere merge by copying
+        their tree files into one folder.
+        """
+        from xmlkit import _liblinear
+        from xmlkit._ext.fastxml_tree import TreeGrower
+        global _GROWER
+        p = self.params
+        if X.shape[0] != Y.shape[0]:
+            raise XmlkitError(f"features have {X.shape[0]} rows but labels {Y.shape[0]}")
+        if X.shape[0] == 0:
+            raise XmlkitError("no training points")
+        self.n_features, self.n_labels = int(X.shape[1]), int(Y.shape[1])
+        wanted = range(p.start_tree, p.start_tree + p.n_trees)
+        todo = list(wanted)
+        if model_dir is not None:
+            store.prepare_folder(model_dir, self.manifest())
+            done = set(store.array_names(model_dir, "tree_"))
+            for t in wanted:
+                if tree_name(t) in done:
+                    self.trees[t] = self._load_tree(model_dir, t)
+            todo = [t for t in wanted if t not in self.trees]
+            if log and len(todo) < len(wanted):
+                log(f"{len(wanted) - len(todo)} of the trees are already in {model_dir}; "
+                    f"growing {len(todo)}")
+        if log:
+            log(f"{self.algorithm}: {X.shape[0]} points, {X.shape[1]} features, "
+                f"{Y.shape[1]} labels; growing {len(todo)} trees")
+        if not todo:
+            return self
+        _liblinear.bind()
+        Yv = self._label_values(Y)
+        xp, xi, xv = _as_training_csr(X, "features")
+        yp, yi, yv = _as_training_csr(Yv, "labels")
+        _GROWER = TreeGrower(xp, xi, xv, yp, yi, yv, self.n_features, self.n_labels,
+                             p.max_leaf, p.labels_per_leaf, p.bias, p.log_loss_coeff,
+                             self.use_idcg)
+        try:
+            for t, tree in self._grow(todo):
+                self.trees[t] = tree
+                if model_dir is not None:
+                    store.save_arrays(model_dir, tree_name(t), encode_tree(tree))
+                if progress is not None:
+                    progress(1)
+        finally:
+            _GROWER = None
+        return self
+
+    def _grow(self, todo):
+        seed = self.params.seed
+        workers = min(self.params.threads, len(todo))
+        if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
+            for t in todo:
+                yield _grow_one(seed, t)
+            return
+        ctx = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            futures = [pool.submit(_grow_one, seed, t) for t in todo]
+            for f in as_completed(futures):
+                yield f.result()
+
+    # -- prediction
+    def forest(self, trees=None):
+        if not self.trees:
+            raise XmlkitError("the model has no trees (fit or load it first)")
+        keys = sorted(self.trees) if trees is None else list(trees)
+        return PackedForest([self.trees[t] for t in keys], self.n_features, self.n_labels,
+                            self.params.bias)
+
+    def predict(self, X, k=None, threads=1, progress=None):
+        """Scores (csr N×L): the mean over trees of the reached leaves'
+        distributions; only the k best labels per row when k is given."""
+        return self.forest().predict(X, k, threads, progress)
+
+    # -- storage
+    def manifest(self):
+        return store.make_manifest(self.algorithm, self.params.model_params(),
+                                   self.n_features, self.n_labels, self.params.seed)
+
+    def save(self, folder):
+        """Write the model folder (manifest + one .npz per tree)."""
+        store.prepare_folder(folder, self.manifest())
+        for t, tree in self.trees.items():
+            store.save_arrays(folder, tree_name(t), encode_tree(tree))
+        return folder
+
+    def _load_tree(self, folder, t):
+        name = os.path.join(str(folder), tree_name(t) + ".npz")
+        tree = decode_tree(store.load_arrays(folder, tree_name(t)), name)
+        check_tree(tree, self.n_features, self.n_labels, name)
+        return tree
+
+    @classmethod
+    def from_manifest(cls, manifest):
+        model = cls(**manifest["params"], seed=manifest["seed"])
+        model.n_features, model.n_labels = manifest["n_features"], manifest["n_labels"]
+        return model
+
+    @classmethod
+    def load(cls, folder, trees=None):
+        """Load a model folder; `trees` (an iterable of indices) picks a subset."""
+        m = store.read_manifest(folder)
+        if m["algorithm"] != cls.algorithm:
+            raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
+        model = cls.from_manifest(m)
+        present = sorted(int(n.split("_")[1]) for n in store.array_names(folder, "tree_"))
+        wanted = present if trees is None else list(trees)
+        missing = sorted(set(wanted) - set(present))
+        if missing:
+            raise XmlkitError(f"{folder}: has no tree {missing[0]} (it holds "
+                              f"{len(present)} trees)")
+        if not wanted:
+            raise XmlkitError(f"{folder}: holds no trees")
+        for t in wanted:
+            model.trees[t] = model._load_tree(folder, t)
+        return model
+
+    def stats(self):
+        return tree_stats(list(self.trees.values()))
+
+    def get_params(self):
+        return asdict(self.params)
+
+
+def param_fields(params_cls):
+    """The dataclass fields with command-line metadata, in declaration order."""
+    return [f for f in fields(params_cls) if "long" in f.metadata]

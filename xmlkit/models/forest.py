@@ -1,0 +1,180 @@
+"""Ensembles of sparse linear-split trees (the FastXML family).
+
+A tree is a dict of arrays over its nodes (node 0 is the root):
+
+    child  int32 (n_nodes, 2)  first (w·x >= 0) and second child, -1 -1 at leaves
+    depth  int32 (n_nodes,)
+    w_ptr, w_idx, w_val        CSR rows of split weights (empty rows at leaves);
+                               index n_features is the bias feature
+    l_ptr, l_idx, l_val        CSR rows of leaf label distributions (labels ascending)
+"""
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import scipy.sparse as sp
+
+from xmlkit._ext.forest_predict import predict_rows
+from xmlkit.errors import XmlkitError
+
+TREE_KEYS = ("child", "depth", "w_ptr", "w_idx", "w_val", "l_ptr", "l_idx", "l_val")
+CHUNK_ROWS = 1024
+
+
+def check_tree(tree, n_features, n_labels, name):
+    """Validate a tree's arrays (from disk) so prediction can trust them."""
+    missing = [k for k in TREE_KEYS if k not in tree]
+    if missing:
+        raise XmlkitError(f"{name}: tree lacks arrays {missing}")
+    child = tree["child"]
+    n = child.shape[0]
+    ok = (child.ndim == 2 and child.shape[1] == 2 and n > 0
+          and tree["w_ptr"].shape == (n + 1,) and tree["l_ptr"].shape == (n + 1,)
+          and tree["w_ptr"][-1] == len(tree["w_idx"]) == len(tree["w_val"])
+          and tree["l_ptr"][-1] == len(tree["l_idx"]) == len(tree["l_val"])
+          and np.all((child == -1) | ((child > np.arange(n)[:, None]) & (child < n)))
+          and np.all((child[:, 0] == -1) == (child[:, 1] == -1))
+          and (len(tree["w_idx"]) == 0 or (tree["w_idx"].min() >= 0
+                                           and tree["w_idx"].max() <= n_features))
+          and (len(tree["l_idx"]) == 0 or (tree["l_idx"].min() >= 0
+                                           and tree["l_idx"].max() < n_labels)))
+    if not ok:
+        raise XmlkitError(f"{name}: tree arrays are inconsistent (corrupt model file?)")
+
+
+def _planes(a):
+    """Byte planes (4, n) of a 4-byte array: deflate compresses them far
+    better than the interleaved bytes (sign/exponent bytes are repetitive)."""
+    return np.ascontiguousarray(np.ascontiguousarray(a).view(np.uint8).reshape(-1, 4).T)
+
+
+def _unplanes(planes, dtype):
+    return np.ascontiguousarray(planes.T).view(dtype).reshape(-1)
+
+
+def _row_deltas(ptr, idx):
+    """Indices as differences to the previous index of the same row."""
+    d = idx.astype(np.int32, copy=True)
+    if len(d):
+        d[1:] -= idx[:-1]
+        starts = ptr[:-1][np.diff(ptr) > 0]
+        d[starts] = idx[starts]
+    return d
+
+
+def _undo_row_deltas(ptr, d):
+    idx = np.cumsum(d, dtype=np.int64)
+    if len(d):
+        counts = np.diff(ptr)
+        rows = counts > 0
+        # subtract the running total reached before each row's first entry
+        base = np.repeat(idx[ptr[:-1][rows]] - d[ptr[:-1][rows]], counts[rows])
+        idx -= base
+    return idx.astype(np.int32)
+
+
+def encode_tree(tree):
+    """The arrays a tree is stored as on disk (see decode_tree)."""
+    out = {"child": tree["child"].astype(np.int32), "depth": tree["depth"].astype(np.int32)}
+    for part in ("w", "l"):
+        ptr = tree[f"{part}_ptr"].astype(np.int64)
+        out[f"{part}_count"] = np.diff(ptr).astype(np.int32)
+        out[f"{part}_idx_delta_planes"] = _planes(_row_deltas(ptr, tree[f"{part}_idx"]))
+        out[f"{part}_val_planes"] = _planes(tree[f"{part}_val"].astype(np.float32))
+    return out
+
+
+def decode_tree(arrays, name):
+    """A tree from the arrays of encode_tree; raises XmlkitError if they are
+    malformed."""
+    try:
+        tree = {"child": arrays["child"].astype(np.int32), "depth": arrays["depth"].astype(np.int32)}
+        for part in ("w", "l"):
+            count = arrays[f"{part}_count"].astype(np.int64)
+            ptr = np.zeros(len(count) + 1, np.int64)
+            np.cumsum(count, out=ptr[1:])
+            tree[f"{part}_ptr"] = ptr
+            tree[f"{part}_idx"] = _undo_row_deltas(
+                ptr, _unplanes(arrays[f"{part}_idx_delta_planes"], np.int32))
+            tree[f"{part}_val"] = _unplanes(arrays[f"{part}_val_planes"], np.float32)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise XmlkitError(f"{name}: malformed tree arrays ({exc})") from None
+    return tree
+
+
+def tree_stats(trees):
+    """Mean node count, leaf count and depth over trees."""
+    nodes = [t["child"].shape[0] for t in trees]
+    leaves = [int((t["child"][:, 0] < 0).sum()) for t in trees]
+    depth = [int(t["depth"].max()) for t in trees]
+    return {"nodes": float(np.mean(nodes)), "leaves": float(np.mean(leaves)),
+            "max_depth": float(np.mean(depth))}
+
+
+class PackedForest:
+    """Trees concatenated into flat arrays for the Cython predictor."""
+
+    def __init__(self, trees, n_features, n_labels, bias):
+        if not trees:
+            raise XmlkitError("the model has no trees")
+        self.n_features, self.n_labels, self.bias = int(n_features), int(n_labels), float(bias)
+        roots, child, wp, lp = [], [], [np.zeros(1, np.int64)], [np.zeros(1, np.int64)]
+        n_off = w_off = l_off = 0
+        for t in trees:
+            c = t["child"].astype(np.int32)
+            roots.append(n_off)
+            child.append(np.where(c >= 0, c + n_off, -1).astype(np.int32))
+            wp.append(t["w_ptr"][1:].astype(np.int64) + w_off)
+            lp.append(t["l_ptr"][1:].astype(np.int64) + l_off)
+            n_off += c.shape[0]
+            w_off += len(t["w_idx"])
+            l_off += len(t["l_idx"])
+        self.roots = np.asarray(roots, dtype=np.int32)
+        self.child = np.ascontiguousarray(np.concatenate(child))
+        self.w_ptr = np.concatenate(wp)
+        self.l_ptr = np.concatenate(lp)
+        self.w_idx = np.concatenate([t["w_idx"] for t in trees]).astype(np.int32)
+        self.w_val = np.concatenate([t["w_val"] for t in trees]).astype(np.float32)
+        self.l_idx = np.concatenate([t["l_idx"] for t in trees]).astype(np.int32)
+        self.l_val = np.concatenate([t["l_val"] for t in trees]).astype(np.float32)
+
+    def predict(self, X, k=None, threads=1, progress=None):
+        """Mean leaf distribution over trees for each row of X (csr), as csr;
+        only the k best labels per row when k is given."""
+        X = sp.csr_matrix(X)
+        if X.shape[1] > self.n_features:
+            raise XmlkitError(f"the data have {X.shape[1]} features but the model was "
+                              f"trained on {self.n_features}")
+        if not X.has_sorted_indices:
+            X = X.sorted_indices()
+        indptr = X.indptr.astype(np.int64)
+        indices = X.indices.astype(np.int32)
+        data = X.data.astype(np.float32)
+        topk = 0 if k is None else int(k)
+        n = X.shape[0]
+        bounds = [(r, min(n, r + CHUNK_ROWS)) for r in range(0, n, CHUNK_ROWS)]
+
+        def run(b):
+            out = predict_rows(indptr, indices, data, b[0], b[1], self.roots, self.child,
+                               self.w_ptr, self.w_idx, self.w_val, self.l_ptr, self.l_idx,
+                               self.l_val, self.n_features, self.n_labels, self.bias, topk)
+            if progress is not None:
+                progress(b[1] - b[0])
+            return out
+        if threads > 1 and len(bounds) > 1:
+            with ThreadPoolExecutor(threads) as pool:
+                parts = list(pool.map(run, bounds))
+        else:
+            parts = [run(b) for b in bounds]
+        return _stack(parts, (n, self.n_labels))
+
+
+def _stack(parts, shape):
+    if not parts:
+        return sp.csr_matrix(shape, dtype=np.float32)
+    ptrs, off = [np.zeros(1, np.int64)], 0
+    for p in parts:
+        ptrs.append(p[0][1:] + off)
+        off += len(p[1])
+    return sp.csr_matrix((np.concatenate([p[2] for p in parts]),
+                          np.concatenate([p[1] for p in parts]),
+                          np.concatenate(ptrs)), shape=shape)
