@@ -1,4 +1,69 @@
-"""xml-predict (not implemented yet: issue #3)."""
-from xmlkit.cli.common import not_implemented
+"""xml-predict: score a feature file with a trained model folder."""
+import time
 
-main = not_implemented("xml-predict", 3)
+import click
+
+from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, quiet_option,
+                               read_input, run, version_option)
+from xmlkit.io import write_matrix
+from xmlkit.models import load_model
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("features", type=click.Path(dir_okay=False))
+@click.argument("scores", type=click.Path(dir_okay=False))
+@click.argument("model_dir", type=click.Path(file_okay=False))
+@click.option("-T", "--threads", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Threads scoring rows in parallel.")
+@click.option("-s", "--start-tree", type=click.IntRange(min=0), default=None,
+              help="First tree to use [default: the first tree in the folder].")
+@click.option("-t", "--trees", "n_trees", type=click.IntRange(min=1), default=None,
+              help="Number of trees to use from --start-tree on [default: all of them].")
+@click.option("-k", "--top-k", type=click.IntRange(min=1), default=None,
+              help="Keep only the k best-scored labels per row [default: every score].")
+@index_base_option
+@quiet_option
+@version_option
+def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, index_base,
+            quiet):
+    """Write the scores of MODEL_DIR's model for the points of FEATURES (a feature
+    file 'N D', or a single-file data set 'N D L' whose labels are ignored) to
+    SCORES, a score matrix 'N L' (6 decimals, labels ascending).
+
+    MODEL_DIR is an xmlkit model folder or a model folder of the original C++
+    FastXML tool (param + <t>.tree; its param file names the default trees).
+    The SCORES file is written atomically and compressed by its suffix
+    (.gz, .bz2, .xz).
+    """
+    log = Log(quiet)
+    trees = _tree_range(model_dir, start_tree, n_trees)
+    model = load_model(model_dir, trees)
+    X = read_input(log, features, index_base).features
+    if X.shape[1] > model.n_features:
+        fail(f"{features} has {X.shape[1]} features but the model in {model_dir} was "
+             f"trained on {model.n_features}")
+    start = time.perf_counter()
+    with log.progress(X.shape[0], "predicting", "points") as bar:
+        S = model.predict(X, k=top_k, threads=threads, progress=bar.update)
+    seconds = time.perf_counter() - start
+    write_matrix(scores, S)
+    log(f"scored {X.shape[0]} points with {len(model.trees)} trees in {seconds:.2f} s "
+        f"({1000 * seconds / max(1, X.shape[0]):.3f} ms/point) -> {scores}")
+
+
+def _tree_range(model_dir, start_tree, n_trees):
+    """Trees picked by -s/-t, or None for the model's default set."""
+    if start_tree is None and n_trees is None:
+        return None
+    if n_trees is None:
+        from xmlkit.models import tree_indices
+        present = [t for t in tree_indices(model_dir) if t >= start_tree]
+        if not present:
+            fail(f"{model_dir}: has no tree numbered {start_tree} or above")
+        return present
+    first = 0 if start_tree is None else start_tree
+    return list(range(first, first + n_trees))
+
+
+def main():
+    run(command, "xml-predict")
