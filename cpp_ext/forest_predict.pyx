@@ -18,6 +18,7 @@ cdef void _predict(const int64_t* xp, const int32_t* xi, const float* xv,
                    int64_t r0, int64_t r1,
                    const int32_t* roots, int n_trees, const int32_t* child,
                    const int64_t* wp, const int32_t* wi, const float* wv,
+                   const int64_t* dense_id, const float* dense,
                    const int64_t* lp, const int32_t* li, const float* lv,
                    int64_t n_features, int64_t n_labels, double bias, int topk,
                    vector[int64_t]& out_ptr, vector[int32_t]& out_idx,
@@ -25,7 +26,8 @@ cdef void _predict(const int64_t* xp, const int32_t* xi, const float* xv,
     cdef vector[double] x, acc
     cdef vector[int32_t] touched
     cdef vector[pair[double, int32_t]] order
-    cdef int64_t r, j, k, m
+    cdef int64_t r, j, k, m, d
+    cdef const float* row
     cdef int t
     cdef int32_t node, l
     cdef double margin, inv_t = 1.0 / n_trees
@@ -40,8 +42,17 @@ cdef void _predict(const int64_t* xp, const int32_t* xi, const float* xv,
             node = roots[t]
             while child[2 * node] >= 0:
                 margin = 0.0
-                for j in range(wp[node], wp[node + 1]):
-                    margin += wv[j] * x[wi[j]]
+                d = dense_id[node]
+                if d >= 0:
+                    # long weight row kept dense: cost follows the point's
+                    # non-zeros, not the row's
+                    row = dense + d * (n_features + 1)
+                    for j in range(xp[r], xp[r + 1]):
+                        margin += row[xi[j]] * xv[j]
+                    margin += row[n_features] * bias
+                else:
+                    for j in range(wp[node], wp[node + 1]):
+                        margin += wv[j] * x[wi[j]]
                 node = child[2 * node] if margin >= 0 else child[2 * node + 1]
             for j in range(lp[node], lp[node + 1]):
                 l = li[j]
@@ -78,9 +89,12 @@ def predict_rows(const int64_t[::1] X_indptr, const int32_t[::1] X_indices,
                  const float[::1] X_data, int64_t r0, int64_t r1,
                  const int32_t[::1] roots, const int32_t[:, ::1] child,
                  const int64_t[::1] w_ptr, const int32_t[::1] w_idx, const float[::1] w_val,
+                 const int64_t[::1] dense_id, const float[:, ::1] dense,
                  const int64_t[::1] l_ptr, const int32_t[::1] l_idx, const float[::1] l_val,
                  int64_t n_features, int64_t n_labels, double bias, int topk):
     """Scores of rows r0..r1-1 as CSR pieces (indptr from 0, indices, data):
+    dense_id[node] >= 0 names the row of `dense` (n_features + 1 columns)
+    holding that node's weights densely (used instead of w_* for it);
     the mean over trees of the reached leaves' label values, labels ascending,
     only the topk best per row when topk > 0 (ties: lower label first).
     Node ids in `child` and `roots` index the concatenated forest arrays."""
@@ -96,12 +110,13 @@ def predict_rows(const int64_t[::1] X_indptr, const int32_t[::1] X_indices,
     cdef const float* wv = &w_val[0] if w_val.shape[0] else &df
     cdef const int32_t* li = &l_idx[0] if l_idx.shape[0] else &di
     cdef const float* lv = &l_val[0] if l_val.shape[0] else &df
+    cdef const float* dp = &dense[0, 0] if dense.shape[0] else &df
     if n_trees < 1:
         raise ValueError("no trees")
     out_ptr.push_back(0)
     with nogil:
         _predict(&X_indptr[0], xi, xv, r0, r1, &roots[0], n_trees, &child[0, 0],
-                 &w_ptr[0], wi, wv, &l_ptr[0], li, lv, n_features, n_labels, bias, topk,
+                 &w_ptr[0], wi, wv, &dense_id[0], dp, &l_ptr[0], li, lv, n_features, n_labels, bias, topk,
                  out_ptr, out_idx, out_val)
     indptr = np.empty(out_ptr.size(), dtype=np.int64)
     indices = np.empty(out_idx.size(), dtype=np.int32)

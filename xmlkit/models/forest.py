@@ -18,6 +18,7 @@ from xmlkit.errors import XmlkitError
 
 TREE_KEYS = ("child", "depth", "w_ptr", "w_idx", "w_val", "l_ptr", "l_idx", "l_val")
 CHUNK_ROWS = 1024
+DENSE_FRACTION = 4
 
 
 def check_tree(tree, n_features, n_labels, name):
@@ -136,6 +137,20 @@ class PackedForest:
         self.w_val = np.concatenate([t["w_val"] for t in trees]).astype(np.float32)
         self.l_idx = np.concatenate([t["l_idx"] for t in trees]).astype(np.int32)
         self.l_val = np.concatenate([t["l_val"] for t in trees]).astype(np.float32)
+        # Weight rows with at least (D+1)/DENSE_FRACTION entries (the nodes near
+        # the roots) are also kept dense, so that routing a point through them
+        # costs its own non-zeros; this at most doubles their memory.
+        counts = np.diff(self.w_ptr)
+        dense_nodes = np.flatnonzero(counts * DENSE_FRACTION >= self.n_features + 1)
+        self.dense_id = np.full(len(counts), -1, dtype=np.int64)
+        self.dense_id[dense_nodes] = np.arange(len(dense_nodes))
+        self.dense = np.zeros((len(dense_nodes), self.n_features + 1), dtype=np.float32)
+        if len(dense_nodes):
+            lens = counts[dense_nodes]
+            rows = np.repeat(np.arange(len(dense_nodes)), lens)
+            starts = np.repeat(self.w_ptr[dense_nodes], lens)
+            pos = starts + np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
+            self.dense[rows, self.w_idx[pos]] = self.w_val[pos]
 
     def predict(self, X, k=None, threads=1, progress=None):
         """Mean leaf distribution over trees for each row of X (csr), as csr;
@@ -155,7 +170,8 @@ class PackedForest:
 
         def run(b):
             out = predict_rows(indptr, indices, data, b[0], b[1], self.roots, self.child,
-                               self.w_ptr, self.w_idx, self.w_val, self.l_ptr, self.l_idx,
+                               self.w_ptr, self.w_idx, self.w_val, self.dense_id,
+                               self.dense, self.l_ptr, self.l_idx,
                                self.l_val, self.n_features, self.n_labels, self.bias, topk)
             if progress is not None:
                 progress(b[1] - b[0])
