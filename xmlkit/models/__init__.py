@@ -15,13 +15,14 @@ def get_class(algorithm):
                           f"{', '.join(sorted(REGISTRY))})") from None
 
 
-def load_model(folder, trees=None):
-    """Load an xmlkit model folder, or a C++ FastXML model folder."""
+def load_model(folder, trees=None, threads=1):
+    """Load an xmlkit model folder, or a C++ FastXML model folder (`threads`
+    read xmlkit tree files in parallel)."""
     from xmlkit.models.cpp_model import is_cpp_model, load_cpp_fastxml
     if not store.is_model_folder(folder) and is_cpp_model(folder):
         return load_cpp_fastxml(folder, trees)
     m = store.read_manifest(folder)
-    return get_class(m["algorithm"]).load(folder, trees)
+    return get_class(m["algorithm"]).load(folder, trees, threads=threads)
 
 
 def tree_indices(folder):

@@ -215,7 +215,7 @@ class FastXML:
         return model
 
     @classmethod
-    def load(cls, folder, trees=None):
+    def load(cls, folder, trees=None, threads=1):
         """Load a model folder; `trees` (an iterable of indices) picks a subset."""
         m = store.read_manifest(folder)
         if m["algorithm"] != cls.algorithm:
@@ -229,8 +229,13 @@ class FastXML:
                               f"{len(present)} trees)")
         if not wanted:
             raise XmlkitError(f"{folder}: holds no trees")
-        for t in wanted:
-            model.trees[t] = model._load_tree(folder, t)
+        if threads > 1 and len(wanted) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(threads) as pool:   # zlib and numpy release the GIL
+                loaded = list(pool.map(lambda t: model._load_tree(folder, t), wanted))
+        else:
+            loaded = [model._load_tree(folder, t) for t in wanted]
+        model.trees.update(zip(wanted, loaded))
         return model
 
     def stats(self):

@@ -17,7 +17,7 @@ from xmlkit._ext.forest_predict import predict_rows
 from xmlkit.errors import XmlkitError
 
 TREE_KEYS = ("child", "depth", "w_ptr", "w_idx", "w_val", "l_ptr", "l_idx", "l_val")
-CHUNK_ROWS = 1024
+CHUNK_ROWS = 256
 DENSE_FRACTION = 4
 
 
