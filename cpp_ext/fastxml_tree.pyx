@@ -307,11 +307,14 @@ cdef class TreeGrower:
             self.acc[l] = 0.0
 
     cdef void _rank(self, vector[double]& s, vector[int32_t]& r, int64_t m) noexcept nogil:
-        """Rank labels by decreasing sum; labels with a zero sum follow in index
-        order. The sort key packs the sum rounded to float32 (whose bit pattern
-        orders like the value for positive floats) above the local index, so
-        sums equal at float32 precision are tied and go to the lower index."""
-        cdef int64_t l, k
+        """Rank labels by decreasing sum, ties to the lower local index; labels
+        with a zero sum follow in index order.
+
+        Fast path: sort 64-bit keys packing the sum rounded to float32 (whose
+        bit pattern orders like the value for positive floats) above the
+        index; rounding is monotone, so only runs of equal float32 keys can be
+        out of the exact order, and those are re-sorted on the double sums."""
+        cdef int64_t l, k, a, b, n
         cdef float f
         cdef uint32_t bits
         self.keys.clear()
@@ -321,9 +324,24 @@ cdef class TreeGrower:
                 memcpy(&bits, &f, 4)
                 self.keys.push_back(((<uint64_t> (0xFFFFFFFFU - bits)) << 32) | <uint64_t> l)
         sort(self.keys.begin(), self.keys.end())
-        for k in range(<int64_t> self.keys.size()):
-            r[<int64_t> (self.keys[k] & 0xFFFFFFFFULL)] = <int32_t> k
-        k = self.keys.size()
+        n = <int64_t> self.keys.size()
+        a = 0
+        while a < n:
+            b = a + 1
+            while b < n and (self.keys[b] >> 32) == (self.keys[a] >> 32):
+                b += 1
+            if b - a > 1:
+                self.order.clear()
+                for k in range(a, b):
+                    l = <int64_t> (self.keys[k] & 0xFFFFFFFFULL)
+                    self.order.push_back(pair[double, int32_t](-s[l], <int32_t> l))
+                sort(self.order.begin(), self.order.end())
+                for k in range(a, b):
+                    r[self.order[k - a].second] = <int32_t> k
+            else:
+                r[<int64_t> (self.keys[a] & 0xFFFFFFFFULL)] = <int32_t> a
+            a = b
+        k = n
         for l in range(m):
             if not s[l] > 0:
                 r[l] = <int32_t> k
