@@ -233,12 +233,14 @@ cdef class TreeGrower:
         with nogil:
             self._grow(tree_seed(seed, tree))
         out = {
-            "child": _vec_i32(self.child).reshape(-1, 2),
-            "depth": _vec_i32(self.depth),
-            "w_ptr": _vec_i64(self.w_ptr), "w_idx": _vec_i32(self.w_idx),
-            "w_val": _vec_f32(self.w_val),
-            "l_ptr": _vec_i64(self.l_ptr), "l_idx": _vec_i32(self.l_idx),
-            "l_val": _vec_f32(self.l_val),
+            "child": _to_array(self.child.data(), self.child.size(), np.int32).reshape(-1, 2),
+            "depth": _to_array(self.depth.data(), self.depth.size(), np.int32),
+            "w_ptr": _to_array(self.w_ptr.data(), self.w_ptr.size(), np.int64),
+            "w_idx": _to_array(self.w_idx.data(), self.w_idx.size(), np.int32),
+            "w_val": _to_array(self.w_val.data(), self.w_val.size(), np.float32),
+            "l_ptr": _to_array(self.l_ptr.data(), self.l_ptr.size(), np.int64),
+            "l_idx": _to_array(self.l_idx.data(), self.l_idx.size(), np.int32),
+            "l_val": _to_array(self.l_val.data(), self.l_val.size(), np.float32),
         }
         return out
 
@@ -556,28 +558,9 @@ cdef class TreeGrower:
         return True
 
 
-cdef object _vec_i32(vector[int32_t]& v):
-    out = np.empty(v.size(), dtype=np.int32)
-    cdef int64_t i
-    cdef int32_t[::1] o = out
-    for i in range(<int64_t> v.size()):
-        o[i] = v[i]
-    return out
-
-
-cdef object _vec_i64(vector[int64_t]& v):
-    out = np.empty(v.size(), dtype=np.int64)
-    cdef int64_t i
-    cdef int64_t[::1] o = out
-    for i in range(<int64_t> v.size()):
-        o[i] = v[i]
-    return out
-
-
-cdef object _vec_f32(vector[float]& v):
-    out = np.empty(v.size(), dtype=np.float32)
-    cdef int64_t i
-    cdef float[::1] o = out
-    for i in range(<int64_t> v.size()):
-        o[i] = v[i]
+cdef object _to_array(const void* src, size_t n, object dtype):
+    """A new numpy array of n items of dtype copied from src."""
+    out = np.empty(n, dtype=dtype)
+    if n:
+        memcpy(cnp.PyArray_DATA(out), src, n * out.itemsize)
     return out
