@@ -2,7 +2,7 @@
 ``save(folder)``, ``load(folder)``; REGISTRY maps ``--algorithm`` names to them."""
 from xmlkit import store
 from xmlkit.errors import XmlkitError
-from xmlkit.models.fastxml import FastXML
+from xmlkit.models.fastxml import FastXML, stored_trees
 
 REGISTRY = {FastXML.algorithm: FastXML}
 
@@ -15,11 +15,16 @@ def get_class(algorithm):
                           f"{', '.join(sorted(REGISTRY))})") from None
 
 
+def _is_cpp_folder(folder):
+    from xmlkit.models.cpp_model import is_cpp_model
+    return not store.is_model_folder(folder) and is_cpp_model(folder)
+
+
 def load_model(folder, trees=None, threads=1):
     """Load an xmlkit model folder, or a C++ FastXML model folder (`threads`
     read xmlkit tree files in parallel)."""
-    from xmlkit.models.cpp_model import is_cpp_model, load_cpp_fastxml
-    if not store.is_model_folder(folder) and is_cpp_model(folder):
+    if _is_cpp_folder(folder):
+        from xmlkit.models.cpp_model import load_cpp_fastxml
         return load_cpp_fastxml(folder, trees)
     m = store.read_manifest(folder)
     return get_class(m["algorithm"]).load(folder, trees, threads=threads)
@@ -28,9 +33,7 @@ def load_model(folder, trees=None, threads=1):
 def tree_indices(folder):
     """Indices of the trees stored in a model folder (xmlkit or C++)."""
     from pathlib import Path
-
-    from xmlkit.models.cpp_model import is_cpp_model
-    if not store.is_model_folder(folder) and is_cpp_model(folder):
+    if _is_cpp_folder(folder):
         return sorted(int(p.stem) for p in Path(folder).glob("*.tree") if p.stem.isdigit())
     store.read_manifest(folder)
-    return sorted(int(n.split("_")[1]) for n in store.array_names(folder, "tree_"))
+    return stored_trees(folder)

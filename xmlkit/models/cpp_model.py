@@ -34,12 +34,10 @@ def read_param(folder):
         values = [float(v) for v in lines]
     except ValueError:
         raise XmlkitError(f"{path}: malformed value") from None
-    param = dict(zip(PARAM_KEYS, values))
-    param["extra"] = values[len(PARAM_KEYS):]
-    return param
+    return dict(zip(PARAM_KEYS, values))
 
 
-def _pairs(path, lineno, line, as_int_values=False):
+def _pairs(path, lineno, line):
     toks = line.split()
     try:
         k = int(toks[0])

@@ -76,6 +76,11 @@ def tree_name(t):
     return f"tree_{t:05d}"
 
 
+def stored_trees(folder):
+    """Indices of the trees saved in an xmlkit model folder, ascending."""
+    return sorted(int(n.split("_")[1]) for n in store.array_names(folder, "tree_"))
+
+
 # Worker state: set in the parent before forking, inherited by the workers.
 _GROWER = None
 
@@ -133,9 +138,9 @@ class FastXML:
         todo = list(wanted)
         if model_dir is not None:
             store.prepare_folder(model_dir, self.manifest())
-            done = set(store.array_names(model_dir, "tree_"))
+            done = set(stored_trees(model_dir))
             for t in wanted:
-                if tree_name(t) in done:
+                if t in done:
                     self.trees[t] = self._load_tree(model_dir, t)
             todo = [t for t in wanted if t not in self.trees]
             if log and len(todo) < len(wanted):
@@ -221,7 +226,7 @@ class FastXML:
         if m["algorithm"] != cls.algorithm:
             raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
         model = cls.from_manifest(m)
-        present = sorted(int(n.split("_")[1]) for n in store.array_names(folder, "tree_"))
+        present = stored_trees(folder)
         wanted = present if trees is None else list(trees)
         missing = sorted(set(wanted) - set(present))
         if missing:
