@@ -15,7 +15,6 @@
 
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport srand, free
-from libc.stdio cimport fputs, stderr
 from libc.math cimport log2, fabs
 from libc.string cimport memcpy
 from libcpp cimport bool as cbool
@@ -25,6 +24,8 @@ from libcpp.algorithm cimport sort, partial_sort
 
 import numpy as np
 cimport numpy as cnp
+
+from sparse_rows cimport array_copy
 
 cnp.import_array()
 
@@ -76,21 +77,11 @@ ctypedef void (*ll_set_print_t)(ll_print_fn) noexcept nogil
 
 cdef ll_train_t ll_train = NULL
 cdef ll_free_t ll_free = NULL
-cdef size_t _set_print = 0
 cdef int L1R_LR = 6
 
 
 cdef void _quiet(const char* s) noexcept nogil:
     pass
-
-
-cdef void _loud(const char* s) noexcept nogil:
-    fputs(s, stderr)
-
-
-def liblinear_verbose(bint on):
-    """Let liblinear print its solver trace on stderr (debugging)."""
-    (<ll_set_print_t> _set_print)(_loud if on else _quiet)
 
 
 def struct_layout():
@@ -121,10 +112,9 @@ def bind_liblinear(size_t train_addr, size_t free_addr, size_t set_print_addr):
 
     (Not free_and_destroy_model: it also frees param.weight_label and
     param.weight, which point into our own memory.)"""
-    global ll_train, ll_free, _set_print
+    global ll_train, ll_free
     ll_train = <ll_train_t> train_addr
     ll_free = <ll_free_t> free_addr
-    _set_print = set_print_addr
     (<ll_set_print_t> set_print_addr)(_quiet)
 
 
@@ -233,14 +223,14 @@ cdef class TreeGrower:
         with nogil:
             self._grow(tree_seed(seed, tree))
         out = {
-            "child": _to_array(self.child.data(), self.child.size(), np.int32).reshape(-1, 2),
-            "depth": _to_array(self.depth.data(), self.depth.size(), np.int32),
-            "w_ptr": _to_array(self.w_ptr.data(), self.w_ptr.size(), np.int64),
-            "w_idx": _to_array(self.w_idx.data(), self.w_idx.size(), np.int32),
-            "w_val": _to_array(self.w_val.data(), self.w_val.size(), np.float32),
-            "l_ptr": _to_array(self.l_ptr.data(), self.l_ptr.size(), np.int64),
-            "l_idx": _to_array(self.l_idx.data(), self.l_idx.size(), np.int32),
-            "l_val": _to_array(self.l_val.data(), self.l_val.size(), np.float32),
+            "child": array_copy(self.child.data(), self.child.size(), cnp.NPY_INT32).reshape(-1, 2),
+            "depth": array_copy(self.depth.data(), self.depth.size(), cnp.NPY_INT32),
+            "w_ptr": array_copy(self.w_ptr.data(), self.w_ptr.size(), cnp.NPY_INT64),
+            "w_idx": array_copy(self.w_idx.data(), self.w_idx.size(), cnp.NPY_INT32),
+            "w_val": array_copy(self.w_val.data(), self.w_val.size(), cnp.NPY_FLOAT32),
+            "l_ptr": array_copy(self.l_ptr.data(), self.l_ptr.size(), cnp.NPY_INT64),
+            "l_idx": array_copy(self.l_idx.data(), self.l_idx.size(), cnp.NPY_INT32),
+            "l_val": array_copy(self.l_val.data(), self.l_val.size(), cnp.NPY_FLOAT32),
         }
         return out
 
@@ -349,29 +339,39 @@ cdef class TreeGrower:
                 r[l] = <int32_t> k
                 k += 1
 
+    cdef int64_t _gather(self, int64_t s, int64_t e, const int64_t[::1] ptr,
+                         const int32_t[::1] idx, vector[int32_t]& local,
+                         vector[int32_t]& act) noexcept nogil:
+        """The distinct column indices of the rows of points pts[s:e] into
+        `act`, ascending; local[i] := position of i in act (all other entries
+        of `local` stay -1; _release resets them). Returns len(act)."""
+        cdef int64_t a, j, k
+        cdef int32_t p, i
+        act.clear()
+        for a in range(s, e):
+            p = self.pts[a]
+            for j in range(ptr[p], ptr[p + 1]):
+                i = idx[j]
+                if local[i] < 0:
+                    local[i] = 0
+                    act.push_back(i)
+        sort(act.begin(), act.end())
+        for k in range(<int64_t> act.size()):
+            local[act[k]] = <int32_t> k
+        return act.size()
+
     cdef bint _split(self, int64_t node, mt19937& rng) noexcept nogil:
         cdef int64_t s = self.start[node], e = self.stop[node], n = e - s
         cdef int64_t a, j, k, m, nf, n_pos
-        cdef int32_t p, l, f
-        cdef double obj, prev, delta, v
+        cdef int32_t p
+        cdef double obj, prev, delta
         cdef signed char sg
         cdef bint ok
 
         # -- active labels, local label rows, per-point nDCG normaliser
-        self.act_l.clear()
-        for a in range(s, e):
-            p = self.pts[a]
-            for j in range(self.yp[p], self.yp[p + 1]):
-                l = self.yi[j]
-                if self.lmap[l] < 0:
-                    self.lmap[l] = 0
-                    self.act_l.push_back(l)
-        m = self.act_l.size()
+        m = self._gather(s, e, self.yp, self.yi, self.lmap, self.act_l)
         if m == 0:
             return False
-        sort(self.act_l.begin(), self.act_l.end())
-        for k in range(m):
-            self.lmap[self.act_l[k]] = <int32_t> k
         self.ly_ptr.resize(n + 1)
         self.ly_idx.clear()
         self.ly_val.clear()
@@ -389,8 +389,7 @@ cdef class TreeGrower:
             # through a vector reference)
             sg = 1 if (rng() & 1) else -1
             self.sign[a] = sg
-        for k in range(m):
-            self.lmap[self.act_l[k]] = -1
+        _release(self.lmap, self.act_l)
 
         # -- nDCG alternation
         self.sp.resize(m)
@@ -435,21 +434,9 @@ cdef class TreeGrower:
             return False
 
         # -- L1-regularised logistic regression on the node's active features
-        self.act_f.clear()
-        for a in range(s, e):
-            p = self.pts[a]
-            for j in range(self.xp[p], self.xp[p + 1]):
-                f = self.xi[j]
-                if self.fmap[f] < 0:
-                    self.fmap[f] = 0
-                    self.act_f.push_back(f)
-        sort(self.act_f.begin(), self.act_f.end())
-        nf = self.act_f.size()
-        for k in range(nf):
-            self.fmap[self.act_f[k]] = <int32_t> k
+        nf = self._gather(s, e, self.xp, self.xi, self.fmap, self.act_f)
         ok = self._solve(s, n, nf, n_pos, rng)
-        for k in range(nf):
-            self.fmap[self.act_f[k]] = -1
+        _release(self.fmap, self.act_f)
         if not ok:
             return False
 
@@ -558,9 +545,8 @@ cdef class TreeGrower:
         return True
 
 
-cdef object _to_array(const void* src, size_t n, object dtype):
-    """A new numpy array of n items of dtype copied from src."""
-    out = np.empty(n, dtype=dtype)
-    if n:
-        memcpy(cnp.PyArray_DATA(out), src, n * out.itemsize)
-    return out
+cdef inline void _release(vector[int32_t]& local, vector[int32_t]& act) noexcept nogil:
+    """Undo _gather's numbering: local[i] := -1 for the indices in act."""
+    cdef int64_t k
+    for k in range(<int64_t> act.size()):
+        local[act[k]] = -1

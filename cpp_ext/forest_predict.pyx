@@ -8,8 +8,9 @@ from libcpp.vector cimport vector
 from libcpp.utility cimport pair
 from libcpp.algorithm cimport sort, partial_sort
 
-import numpy as np
 cimport numpy as cnp
+
+from sparse_rows cimport array_copy
 
 cnp.import_array()
 
@@ -118,16 +119,6 @@ def predict_rows(const int64_t[::1] X_indptr, const int32_t[::1] X_indices,
         _predict(&X_indptr[0], xi, xv, r0, r1, &roots[0], n_trees, &child[0, 0],
                  &w_ptr[0], wi, wv, &dense_id[0], dp, &l_ptr[0], li, lv, n_features, n_labels, bias, topk,
                  out_ptr, out_idx, out_val)
-    indptr = np.empty(out_ptr.size(), dtype=np.int64)
-    indices = np.empty(out_idx.size(), dtype=np.int32)
-    data = np.empty(out_val.size(), dtype=np.float32)
-    cdef int64_t[::1] a = indptr
-    cdef int32_t[::1] b = indices
-    cdef float[::1] c = data
-    cdef int64_t i
-    for i in range(<int64_t> out_ptr.size()):
-        a[i] = out_ptr[i]
-    for i in range(<int64_t> out_idx.size()):
-        b[i] = out_idx[i]
-        c[i] = out_val[i]
-    return indptr, indices, data
+    return (array_copy(out_ptr.data(), out_ptr.size(), cnp.NPY_INT64),
+            array_copy(out_idx.data(), out_idx.size(), cnp.NPY_INT32),
+            array_copy(out_val.data(), out_val.size(), cnp.NPY_FLOAT32))

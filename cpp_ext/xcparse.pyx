@@ -8,7 +8,7 @@
 # at once: memory is the CSR arrays plus one chunk.
 
 from libc.stdint cimport int32_t, int64_t, uint64_t
-from libc.string cimport memchr, memcpy
+from libc.string cimport memchr
 from libc.stdio cimport snprintf
 from libc.math cimport pow, isfinite
 from libcpp.vector cimport vector
@@ -18,7 +18,7 @@ from libcpp.algorithm cimport sort
 import numpy as np
 cimport numpy as cnp
 
-from sparse_rows cimport indptr_t
+from sparse_rows cimport array_copy, indptr_t
 
 cnp.import_array()
 
@@ -360,19 +360,13 @@ cdef class RowParser:
 
 
 cdef object _take_int32(vector[int32_t]& v):
-    out = np.empty(v.size(), dtype=np.int32)
-    cdef int32_t[::1] o = out
-    if v.size():
-        memcpy(&o[0], v.data(), v.size() * sizeof(int32_t))
+    out = array_copy(v.data(), v.size(), cnp.NPY_INT32)
     vector[int32_t]().swap(v)
     return out
 
 
 cdef object _take_float(vector[float]& v):
-    out = np.empty(v.size(), dtype=np.float32)
-    cdef float[::1] o = out
-    if v.size():
-        memcpy(&o[0], v.data(), v.size() * sizeof(float))
+    out = array_copy(v.data(), v.size(), cnp.NPY_FLOAT32)
     vector[float]().swap(v)
     return out
 
@@ -382,16 +376,13 @@ cdef object _take_indptr(vector[int64_t]& v):
     cdef int64_t n = v.size()
     cdef int64_t i
     cdef int32_t[::1] o32
-    cdef int64_t[::1] o64
     if v[n - 1] < 2147483647:
         out = np.empty(n, dtype=np.int32)
         o32 = out
         for i in range(n):
             o32[i] = <int32_t> v[i]
     else:
-        out = np.empty(n, dtype=np.int64)
-        o64 = out
-        memcpy(&o64[0], v.data(), n * sizeof(int64_t))
+        out = array_copy(v.data(), n, cnp.NPY_INT64)
     vector[int64_t]().swap(v)
     return out
 
