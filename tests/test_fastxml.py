@@ -5,9 +5,11 @@ import shutil
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import xmlkit
-from xmlkit.io import read_dataset, read_matrix
+from xmlkit.csr import Rows
+from xmlkit.io import read_dataset, read_matrix, read_xc
 from xmlkit.metrics import ranking_metrics
 from xmlkit.models.forest import decode_tree, encode_tree
 
@@ -60,6 +62,17 @@ def test_cli_and_api_give_the_same_scores(tmp_path, bibtex):
     assert manifest["params"] == {"bias": 1.0, "log_loss_coeff": 1.0, "max_leaf": 10,
                                   "labels_per_leaf": 10}
     assert manifest["format_version"] == 1 and manifest["n_labels"] == Y.shape[1]
+
+
+def test_predict_returns_the_kind_of_matrix_it_is_given(bibtex):
+    """Bare Rows (the command-line path, no scipy) in, Rows out; the same
+    scores as through scipy."""
+    X, Y, Xt, Yt = bibtex
+    model = xmlkit.FastXML(n_trees=2).fit(X, Y)
+    R = read_xc(TEST).feature_rows
+    S_rows, S = model.predict(R, k=5), model.predict(Xt, k=5)
+    assert isinstance(S_rows, Rows) and sp.issparse(S)
+    assert (S_rows.to_scipy() != S).nnz == 0
 
 
 def test_top_k_scores(tmp_path, bibtex):
@@ -170,3 +183,12 @@ def test_api_rejects_bad_parameters():
         xmlkit.FastXML(max_leaf=0)
     with pytest.raises(xmlkit.XmlkitError, match="positive"):
         xmlkit.FastXML(log_loss_coeff=0)
+
+
+def test_predict_command_does_not_import_scipy():
+    """scipy.sparse costs ~0.15 s per xml-predict run; its path avoids it."""
+    import subprocess
+    import sys
+    code = ("import sys, xmlkit.cli.predict, xmlkit.io; "
+            "sys.exit(1 if any(m.startswith('scipy') for m in sys.modules) else 0)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -77,6 +77,36 @@ def test_writer_output_is_exactly_the_cpp_layout(tmp_path):
     assert (tmp_path / "s.txt").read_text() == "3 4\n1:0.500000 3:0.333333\n\n0:2.000000\n"
 
 
+@pytest.mark.parametrize("precision", [0, 3, 6, 9])
+def test_fixed_decimals_equal_printf(tmp_path, precision):
+    """The writer's own fixed-point formatting gives printf's digits: random
+    magnitudes, exact ties (k/2^20, rounded half to even), signs, -0.0, and
+    values too large for the fast path."""
+    rng = np.random.default_rng(precision)
+    scale = rng.choice([1e-6, 1e-3, 1.0, 1e3, 1e7, 1e12], 20000)
+    vals = np.concatenate([
+        (rng.random(20000) * scale * rng.choice([-1, 1], 20000)).astype(np.float32),
+        np.arange(1, 3000, dtype=np.float32) / np.float32(2 ** 20),
+        np.array([0.0, -0.0, 0.0078125, 5e-7, 2.5e-6, -1e-9, 0.9999995, 1e13, 3e38],
+                 np.float32)])
+    n = len(vals)
+    M = sp.csr_matrix((vals, np.zeros(n, np.int32), np.arange(n + 1)), shape=(n, 1))
+    write_matrix(tmp_path / "m.txt", M, precision=precision)
+    lines = (tmp_path / "m.txt").read_text().split("\n")[1:-1]
+    assert lines == [f"0:{float(v):.{precision}f}" for v in vals]
+
+
+def test_bare_rows_read_and_write(tmp_path):
+    """XCFile carries the arrays as Rows; scipy views of them are the same."""
+    f = read_xc(SAMPLES / "bibtex_train.txt.xz")
+    R, X = f.feature_rows, f.features
+    assert R.shape == X.shape and R.nnz == X.nnz
+    assert X.data is R.data or np.shares_memory(X.data, R.data)
+    write_matrix(tmp_path / "a.txt", R)
+    write_matrix(tmp_path / "b.txt", X)
+    assert (tmp_path / "a.txt").read_bytes() == (tmp_path / "b.txt").read_bytes()
+
+
 def test_dataset_writer_layout(tmp_path):
     X = sp.csr_matrix(np.array([[0, 1, 0], [0.25, 0, 0], [0, 0, 0], [0, 0, 0]], np.float32))
     Y = sp.csr_matrix(np.array([[1, 0, 1], [0, 0, 0], [0, 1, 0], [0, 0, 0]], np.float32))

@@ -13,7 +13,9 @@ header is authoritative for the shape. Files ending in ``.gz``, ``.bz2`` or
 :class:`~xmlkit.errors.InputFormatError` naming the file and line.
 
 Matrices come back as ``scipy.sparse.csr_matrix`` with float32 values,
-int32 indices, sorted indices, int32 or int64 index pointers.
+int32 indices, sorted indices, int32 or int64 index pointers; an
+:class:`XCFile` also holds them as bare :class:`~xmlkit.csr.Rows`, which is
+what the commands use (no scipy import on their path).
 """
 import bz2
 import gzip
@@ -22,10 +24,10 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 from xmlkit._ext.xcparse import RowParser, format_rows
 from xmlkit.atomic import atomic_path
+from xmlkit.csr import Rows, as_rows
 from xmlkit.errors import InputFormatError, XmlkitError
 
 __all__ = [
@@ -46,16 +48,25 @@ _DECOMPRESS_ERRORS = (EOFError, lzma.LZMAError, zlib.error, gzip.BadGzipFile)
 
 
 class XCFile:
-    """What a file held: ``features`` (csr), ``labels`` (csr or None) and the
-    layout, ``"dataset"`` (header N D L) or ``"matrix"`` (header N C)."""
+    """What a file held: ``feature_rows`` and ``label_rows`` (:class:`Rows`;
+    no labels: None), the same as scipy csr in ``features`` and ``labels``,
+    and the layout, ``"dataset"`` (header N D L) or ``"matrix"`` (header N C)."""
 
-    __slots__ = ("features", "labels", "layout", "path")
+    __slots__ = ("feature_rows", "label_rows", "layout", "path")
 
-    def __init__(self, features, labels, layout, path):
-        self.features = features
-        self.labels = labels
+    def __init__(self, feature_rows, label_rows, layout, path):
+        self.feature_rows = feature_rows
+        self.label_rows = label_rows
         self.layout = layout
         self.path = path
+
+    @property
+    def features(self):
+        return self.feature_rows.to_scipy()
+
+    @property
+    def labels(self):
+        return None if self.label_rows is None else self.label_rows.to_scipy()
 
 
 def _open_binary(path, mode):
@@ -186,18 +197,12 @@ def read_xc(path, index_base=0, layout=None, progress=None):
                                f"file ends after {parser.rows_done} rows but the header says "
                                f"N={n_rows}")
     (xp, xi, xv), y = parser.arrays()
-    X = _csr(xv, xi, xp, (n_rows, n_cols))
+    X = Rows(xp, xi, xv, (n_rows, n_cols))
     Y = None
     if y is not None:
         yp, yi = y
-        Y = _csr(np.ones(len(yi), dtype=np.float32), yi, yp, (n_rows, n_labels))
+        Y = Rows(yp, yi, np.ones(len(yi), dtype=np.float32), (n_rows, n_labels))
     return XCFile(X, Y, found, path)
-
-
-def _csr(data, indices, indptr, shape):
-    M = sp.csr_matrix((data, indices, indptr), shape=shape, copy=False)
-    M.has_sorted_indices = True
-    return M
 
 
 def read_dataset(path, index_base=0, progress=None):
@@ -212,19 +217,10 @@ def read_matrix(path, index_base=0, progress=None):
 
 
 def _as_csr32(M, name):
-    if not sp.issparse(M):
-        M = sp.csr_matrix(np.asarray(M))
-    M = sp.csr_matrix(M)
-    if not M.has_sorted_indices:
-        M = M.copy()
-        M.sort_indices()
-    if M.indptr.dtype not in (np.int32, np.int64):
-        raise XmlkitError(f"{name}: unsupported index type {M.indptr.dtype}")
-    data = np.ascontiguousarray(M.data, dtype=np.float32)
-    if not np.all(np.isfinite(data)):
+    R = as_rows(M, name)
+    if not np.all(np.isfinite(R.data)):
         raise XmlkitError(f"{name}: contains NaN or inf values")
-    return (np.ascontiguousarray(M.indptr), np.ascontiguousarray(M.indices, dtype=np.int32),
-            data, M.shape)
+    return R.indptr, R.indices, R.data, R.shape
 
 
 def _write_rows(path, header, x, y, fixed, precision, index_base):

@@ -38,7 +38,7 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, in
     log = Log(quiet)
     trees = _tree_range(model_dir, start_tree, n_trees)
     model = load_model(model_dir, trees, threads=threads)
-    X = read_input(log, features, index_base).features
+    X = read_input(log, features, index_base).feature_rows
     if X.shape[1] > model.n_features:
         fail(f"{features} has {X.shape[1]} features but the model in {model_dir} was "
              f"trained on {model.n_features}")

@@ -18,9 +18,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
-import scipy.sparse as sp
 
 from xmlkit import store
+from xmlkit.csr import as_rows, like
 from xmlkit.errors import XmlkitError
 from xmlkit.models.forest import (PackedForest, check_tree, decode_tree, encode_tree,
                                   tree_stats)
@@ -90,12 +90,10 @@ def _grow_one(seed, t):
 
 
 def _as_training_csr(M, name, dtype=np.float32):
-    M = sp.csr_matrix(M)
-    if not M.has_sorted_indices:
-        M = M.sorted_indices()
-    if M.nnz and not np.all(np.isfinite(M.data)):
+    R = as_rows(M, name, dtype)
+    if R.nnz and not np.all(np.isfinite(R.data)):
         raise XmlkitError(f"{name} contain NaN or inf")
-    return M.indptr.astype(np.int64), M.indices.astype(np.int32), M.data.astype(dtype)
+    return R.indptr.astype(np.int64), R.indices, R.data
 
 
 class FastXML:
@@ -187,13 +185,23 @@ class FastXML:
         if not self.trees:
             raise XmlkitError("the model has no trees (fit or load it first)")
         keys = sorted(self.trees) if trees is None else list(trees)
-        return PackedForest([self.trees[t] for t in keys], self.n_features, self.n_labels,
-                            self.params.bias)
+        # Packing costs 10-60 ms for 50 trees: keep the last one for as long
+        # as the same tree objects are asked for (fit and load replace them).
+        # The cache holds the tree dicts themselves, so identity is safe to test.
+        picked = [self.trees[t] for t in keys]
+        cached = getattr(self, "_packed", None)
+        if cached is None or len(cached[0]) != len(picked) or \
+                any(a is not b for a, b in zip(cached[0], picked)):
+            cached = (picked, PackedForest(picked, self.n_features, self.n_labels,
+                                           self.params.bias))
+            self._packed = cached
+        return cached[1]
 
     def predict(self, X, k=None, threads=1, progress=None):
         """Scores (csr N×L): the mean over trees of the reached leaves'
-        distributions; only the k best labels per row when k is given."""
-        return self.forest().predict(X, k, threads, progress)
+        distributions; only the k best labels per row when k is given.
+        Returns a :class:`~xmlkit.csr.Rows` for a Rows, else a scipy csr_matrix."""
+        return like(X, self.forest().predict(X, k, threads, progress))
 
     # -- storage
     def manifest(self):

@@ -11,9 +11,9 @@ A tree is a dict of arrays over its nodes (node 0 is the root):
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import scipy.sparse as sp
 
 from xmlkit._ext.forest_predict import predict_rows
+from xmlkit.csr import Rows, as_rows
 from xmlkit.errors import XmlkitError
 
 TREE_KEYS = ("child", "depth", "w_ptr", "w_idx", "w_val", "l_ptr", "l_idx", "l_val")
@@ -153,17 +153,15 @@ class PackedForest:
             self.dense[rows, self.w_idx[pos]] = self.w_val[pos]
 
     def predict(self, X, k=None, threads=1, progress=None):
-        """Mean leaf distribution over trees for each row of X (csr), as csr;
-        only the k best labels per row when k is given."""
-        X = sp.csr_matrix(X)
+        """Mean leaf distribution over trees for each row of X (Rows or any
+        scipy sparse matrix), as :class:`Rows`; only the k best labels per row
+        when k is given."""
+        X = as_rows(X, "the data")
         if X.shape[1] > self.n_features:
             raise XmlkitError(f"the data have {X.shape[1]} features but the model was "
                               f"trained on {self.n_features}")
-        if not X.has_sorted_indices:
-            X = X.sorted_indices()
-        indptr = X.indptr.astype(np.int64)
-        indices = X.indices.astype(np.int32)
-        data = X.data.astype(np.float32)
+        indptr = X.indptr.astype(np.int64, copy=False)
+        indices, data = X.indices, X.data
         topk = 0 if k is None else int(k)
         n = X.shape[0]
         bounds = [(r, min(n, r + CHUNK_ROWS)) for r in range(0, n, CHUNK_ROWS)]
@@ -186,11 +184,11 @@ class PackedForest:
 
 def _stack(parts, shape):
     if not parts:
-        return sp.csr_matrix(shape, dtype=np.float32)
+        return Rows(np.zeros(shape[0] + 1, np.int64), np.zeros(0, np.int32),
+                    np.zeros(0, np.float32), shape)
     ptrs, off = [np.zeros(1, np.int64)], 0
     for p in parts:
         ptrs.append(p[0][1:] + off)
         off += len(p[1])
-    return sp.csr_matrix((np.concatenate([p[2] for p in parts]),
-                          np.concatenate([p[1] for p in parts]),
-                          np.concatenate(ptrs)), shape=shape)
+    return Rows(np.concatenate(ptrs), np.concatenate([p[1] for p in parts]),
+                np.concatenate([p[2] for p in parts]), shape)
