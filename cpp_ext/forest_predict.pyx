@@ -6,11 +6,10 @@
 from libc.stdint cimport int32_t, int64_t
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
-from libcpp.algorithm cimport sort, partial_sort
 
 cimport numpy as cnp
 
-from sparse_rows cimport array_copy
+from sparse_rows cimport array_copy, emit_top
 
 cnp.import_array()
 
@@ -27,7 +26,8 @@ cdef void _predict(const int64_t* xp, const int32_t* xi, const float* xv,
     cdef vector[double] x, acc
     cdef vector[int32_t] touched
     cdef vector[pair[double, int32_t]] order
-    cdef int64_t r, j, k, m, d
+    cdef vector[pair[int32_t, float]] sel
+    cdef int64_t r, j, k, d
     cdef const float* row
     cdef int t
     cdef int32_t node, l
@@ -62,27 +62,12 @@ cdef void _predict(const int64_t* xp, const int32_t* xi, const float* xv,
                 acc[l] += lv[j]
         for j in range(xp[r], xp[r + 1]):
             x[xi[j]] = 0.0
-        m = touched.size()
-        if topk > 0 and topk < m:
-            order.clear()
-            for k in range(m):
-                # rank by the float32 value that is output, so that the kept
-                # labels are the k best of the full score row (ties: lower label)
-                order.push_back(pair[double, int32_t](
-                    -<double> (<float> (acc[touched[k]] * inv_t)), touched[k]))
-            partial_sort(order.begin(), order.begin() + topk, order.end())
-            for k in range(topk, m):
-                acc[order[k].second] = 0.0
-            touched.clear()
-            for k in range(topk):
-                touched.push_back(order[k].second)
-            m = topk
-        sort(touched.begin(), touched.end())
-        for k in range(m):
+        order.clear()
+        for k in range(<int64_t> touched.size()):
             l = touched[k]
-            out_idx.push_back(l)
-            out_val.push_back(<float> (acc[l] * inv_t))
+            order.push_back(pair[double, int32_t](-<double> (<float> (acc[l] * inv_t)), l))
             acc[l] = 0.0
+        emit_top(order, topk, sel, out_idx, out_val)
         out_ptr.push_back(out_idx.size())
 
 

@@ -22,3 +22,30 @@ cdef inline object array_copy(const void* src, cnp.npy_intp n, int typenum):
     if n:
         memcpy(cnp.PyArray_DATA(out), src, n * cnp.PyArray_ITEMSIZE(out))
     return out
+
+
+from libcpp.vector cimport vector
+from libcpp.utility cimport pair
+from libcpp.algorithm cimport sort, partial_sort
+
+
+cdef inline void emit_top(vector[pair[double, int32_t]]& items, int topk,
+                          vector[pair[int32_t, float]]& sel,
+                          vector[int32_t]& out_idx, vector[float]& out_val) noexcept nogil:
+    """Append one output row: `items` holds (-score, label) of the row's
+    entries (scores already rounded to the float32 that is written, so that
+    ranking and output agree); keep the topk best (every entry when topk <= 0),
+    ties to the lower label, and write them in ascending label order. `sel`
+    is scratch space."""
+    cdef size_t m = items.size()
+    cdef size_t k
+    if topk > 0 and <size_t> topk < m:
+        partial_sort(items.begin(), items.begin() + topk, items.end())
+        m = topk
+    sel.clear()
+    for k in range(m):
+        sel.push_back(pair[int32_t, float](items[k].second, <float> (-items[k].first)))
+    sort(sel.begin(), sel.end())
+    for k in range(m):
+        out_idx.push_back(sel[k].first)
+        out_val.push_back(sel[k].second)

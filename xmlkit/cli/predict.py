@@ -7,6 +7,7 @@ from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, quiet_opti
                                read_input, run, version_option)
 from xmlkit.io import write_matrix
 from xmlkit.models import load_model
+from xmlkit.models.pfastrexml import RERANK, PfastreXML
 
 
 @click.command(context_settings=CONTEXT)
@@ -21,17 +22,24 @@ from xmlkit.models import load_model
               help="Number of trees to use from --start-tree on [default: all of them].")
 @click.option("-k", "--top-k", type=click.IntRange(min=1), default=None,
               help="Keep only the k best-scored labels per row [default: every score].")
+@click.option("-n", "--rerank", type=click.IntRange(min=1), default=None,
+              help=f"PfastreXML: tree-scored labels per point re-ranked by the tail "
+                   f"classifiers [default: {RERANK}].")
+@click.option("-S", "--trees-only", type=click.IntRange(0, 1), default=None,
+              help="PfastreXML: 1 writes the tree scores without re-ranking [default: "
+                   "the model's -S].")
 @index_base_option
 @quiet_option
 @version_option
-def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, index_base,
-            quiet):
+def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, rerank,
+            trees_only, index_base, quiet):
     """Write the scores of MODEL_DIR's model for the points of FEATURES (a feature
     file 'N D', or a single-file data set 'N D L' whose labels are ignored) to
     SCORES, a score matrix 'N L' (6 decimals, labels ascending).
 
     MODEL_DIR is an xmlkit model folder or a model folder of the original C++
-    FastXML tool (param + <t>.tree; its param file names the default trees).
+    FastXML or PfastreXML tools (param + <t>.tree [+ w]; its param file names
+    the default trees).
     The SCORES file is written atomically and compressed by its suffix
     (.gz, .bz2, .xz).
     """
@@ -42,9 +50,16 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, in
     if X.shape[1] > model.n_features:
         fail(f"{features} has {X.shape[1]} features but the model in {model_dir} was "
              f"trained on {model.n_features}")
+    extra = {}
+    if isinstance(model, PfastreXML):
+        extra = {"rerank": RERANK if rerank is None else rerank,
+                 "trees_only": None if trees_only is None else bool(trees_only)}
+    elif rerank is not None or trees_only is not None:
+        fail(f"-n/--rerank and -S/--trees-only apply to PfastreXML models, and {model_dir} "
+             f"holds a {model.algorithm} model")
     start = time.perf_counter()
     with log.progress(X.shape[0], "predicting", "points") as bar:
-        S = model.predict(X, k=top_k, threads=threads, progress=bar.update)
+        S = model.predict(X, k=top_k, threads=threads, progress=bar.update, **extra)
     seconds = time.perf_counter() - start
     write_matrix(scores, S)
     log(f"scored {X.shape[0]} points with {len(model.trees)} trees in {seconds:.2f} s "

@@ -30,6 +30,13 @@ def _collect_options():
 OPTION_SPECS = _collect_options()
 
 
+def _click_type(f):
+    if f.metadata.get("choices"):
+        return click.Choice(list(f.metadata["choices"]))
+    kind = f.metadata.get("type") or type(f.default)
+    return click.Path(dir_okay=False) if kind == "path" else kind
+
+
 def _param_options(func):
     for name, spec in reversed(list(OPTION_SPECS.items())):
         f, defaults = spec["field"], spec["defaults"]
@@ -38,12 +45,13 @@ def _param_options(func):
         help_text = f.metadata["help"]
         if len(defaults) < len(REGISTRY):
             help_text += f" [{', '.join(sorted(defaults))} only]"
+        kind = _click_type(f)
         if len(values) == 1:
-            option = click.option(*decls, type=type(f.default), default=f.default,
-                                  show_default=True, help=help_text)
+            option = click.option(*decls, type=kind, default=f.default,
+                                  show_default=f.default is not None, help=help_text)
         else:
             per_algo = ", ".join(f"{a} {d}" for a, d in sorted(defaults.items()))
-            option = click.option(*decls, type=type(f.default), default=None,
+            option = click.option(*decls, type=kind, default=None,
                                   help=f"{help_text} [default: {per_algo}]")
         func = option(func)
     return func
@@ -73,11 +81,11 @@ def command(ctx, paths, algorithm, index_base, as_json, quiet, **options):
     if len(paths) == 2:
         data_path, model_dir = paths
         data = read_input(log, data_path, index_base, layout="dataset")
-        X, Y = data.features, data.labels
+        X, Y = data.feature_rows, data.label_rows
     elif len(paths) == 3:
         feat_path, label_path, model_dir = paths
-        X = read_input(log, feat_path, index_base, layout="matrix").features
-        Y = read_input(log, label_path, index_base, layout="matrix").features
+        X = read_input(log, feat_path, index_base, layout="matrix").feature_rows
+        Y = read_input(log, label_path, index_base, layout="matrix").feature_rows
         if X.shape[0] != Y.shape[0]:
             fail(f"{feat_path} has {X.shape[0]} points but {label_path} has {Y.shape[0]}")
     else:

@@ -3,8 +3,9 @@
 from xmlkit import store
 from xmlkit.errors import XmlkitError
 from xmlkit.models.fastxml import FastXML, stored_trees
+from xmlkit.models.pfastrexml import PfastreXML
 
-REGISTRY = {FastXML.algorithm: FastXML}
+REGISTRY = {cls.algorithm: cls for cls in (FastXML, PfastreXML)}
 
 
 def get_class(algorithm):
@@ -24,8 +25,8 @@ def load_model(folder, trees=None, threads=1):
     """Load an xmlkit model folder, or a C++ FastXML model folder (`threads`
     read xmlkit tree files in parallel)."""
     if _is_cpp_folder(folder):
-        from xmlkit.models.cpp_model import load_cpp_fastxml
-        return load_cpp_fastxml(folder, trees)
+        from xmlkit.models.cpp_model import load_cpp_model
+        return load_cpp_model(folder, trees)
     m = store.read_manifest(folder)
     return get_class(m["algorithm"]).load(folder, trees, threads=threads)
 

@@ -1,7 +1,10 @@
-"""Reading model folders of the original C++ FastXML (v2) tool.
+"""Reading model folders of the original C++ FastXML (v2) and PfastreXML tools.
 
     <folder>/param     10 lines: num_Xf num_Y log_loss_coeff max_leaf lbl_per_leaf
                        bias num_thread start_tree num_tree quiet
+                       (PfastreXML: 3 more, pfswitch gamma alpha)
+    <folder>/w         PfastreXML trained with pfswitch 0: the label centroids,
+                       a sparse matrix file 'L D+1'
     <folder>/<t>.tree  node count, then per node five lines: is_leaf,
                        'pos neg' children, depth, training point list,
                        'k id:val ...' (leaf labels or split weights)
@@ -18,6 +21,7 @@ from xmlkit.models.forest import check_tree
 
 PARAM_KEYS = ("num_Xf", "num_Y", "log_loss_coeff", "max_leaf", "lbl_per_leaf", "bias",
               "num_thread", "start_tree", "num_tree", "quiet")
+PFASTRE_KEYS = ("pfswitch", "gamma", "alpha")
 
 
 def is_cpp_model(folder):
@@ -28,13 +32,14 @@ def is_cpp_model(folder):
 def read_param(folder):
     path = Path(folder) / "param"
     lines = path.read_text().split()
-    if len(lines) < len(PARAM_KEYS):
-        raise XmlkitError(f"{path}: expected {len(PARAM_KEYS)} values, found {len(lines)}")
+    if len(lines) not in (len(PARAM_KEYS), len(PARAM_KEYS) + len(PFASTRE_KEYS)):
+        raise XmlkitError(f"{path}: expected {len(PARAM_KEYS)} values (FastXML) or "
+                          f"{len(PARAM_KEYS) + len(PFASTRE_KEYS)} (PfastreXML), found {len(lines)}")
     try:
         values = [float(v) for v in lines]
     except ValueError:
         raise XmlkitError(f"{path}: malformed value") from None
-    return dict(zip(PARAM_KEYS, values))
+    return dict(zip(PARAM_KEYS + PFASTRE_KEYS, values))
 
 
 def _pairs(path, lineno, line):
@@ -94,21 +99,46 @@ def read_tree(path, n_features, n_labels):
     return tree
 
 
-def load_cpp_fastxml(folder, trees=None):
-    """A FastXML model (xmlkit.models.fastxml.FastXML) from a C++ v2 folder.
+def load_cpp_model(folder, trees=None):
+    """A FastXML or PfastreXML model (xmlkit.models) from a C++ folder (the
+    param file's length tells which).
 
     `trees` defaults to the range the folder's param names (start_tree,
     num_tree), as fastXML_predict does."""
     from xmlkit.models.fastxml import FastXML
+    from xmlkit.models.pfastrexml import PfastreXML
     param = read_param(folder)
     start, num = int(param["start_tree"]), int(param["num_tree"])
     wanted = list(range(start, start + num)) if trees is None else list(trees)
-    model = FastXML(bias=param["bias"], log_loss_coeff=param["log_loss_coeff"],
-                    max_leaf=int(param["max_leaf"]), labels_per_leaf=int(param["lbl_per_leaf"]))
+    common = dict(bias=param["bias"], log_loss_coeff=param["log_loss_coeff"],
+                  max_leaf=int(param["max_leaf"]), labels_per_leaf=int(param["lbl_per_leaf"]))
+    if "pfswitch" in param:
+        model = PfastreXML(**common, trees_only=int(param["pfswitch"] != 0),
+                           gamma=param["gamma"], alpha=param["alpha"])
+    else:
+        model = FastXML(**common)
     model.n_features, model.n_labels = int(param["num_Xf"]), int(param["num_Y"])
+    if "pfswitch" in param and not model.params.trees_only:
+        model.tail = read_centroids(Path(folder) / "w", model.n_features, model.n_labels)
     for t in wanted:
         path = Path(folder) / f"{t}.tree"
         if not path.is_file():
             raise XmlkitError(f"{folder}: has no tree file {t}.tree")
         model.trees[t] = read_tree(path, model.n_features, model.n_labels)
     return model
+
+
+def read_centroids(path, n_features, n_labels):
+    """PfastreXML's `w` file (one centroid row per label over D + 1 features)
+    as the by-feature arrays xmlkit.models.pfastrexml re-ranks with."""
+    from xmlkit.io import read_xc
+    from xmlkit.models.pfastrexml import check_tail, transpose_rows
+    if not Path(path).is_file():
+        raise XmlkitError(f"{path}: missing (the model was trained with -S 1: predict "
+                          "with trees only)")
+    R = read_xc(path, layout="matrix").feature_rows
+    if R.shape != (n_labels, n_features + 1):
+        raise XmlkitError(f"{path}: holds a {R.shape[0]} x {R.shape[1]} matrix, expected "
+                          f"{n_labels} x {n_features + 1}")
+    ptr, lab, val = transpose_rows(R, n_features + 1)
+    return check_tail(ptr, lab, val, n_features, n_labels, str(path))

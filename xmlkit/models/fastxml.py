@@ -26,9 +26,12 @@ from xmlkit.models.forest import (PackedForest, check_tree, decode_tree, encode_
                                   tree_stats)
 
 
-def option(default, short, long, help):
-    """A parameter with its command-line spelling and help (one place for defaults)."""
-    return field(default=default, metadata={"short": short, "long": long, "help": help})
+def option(default, short, long, help, type=None, choices=None):
+    """A parameter with its command-line spelling and help (one place for
+    defaults). `type` (a Python type, or "path" for a file name) is needed
+    when the default is None; `choices` restricts a string to a set."""
+    return field(default=default, metadata={"short": short, "long": long, "help": help,
+                                            "type": type, "choices": choices})
 
 
 @dataclass
@@ -85,8 +88,13 @@ def stored_trees(folder):
 _GROWER = None
 
 
-def _grow_one(seed, t):
-    return t, _GROWER.grow(seed, t)
+def _grow_one(seed, t, model_dir):
+    """Grow tree t and, with a model folder, write it there: in the worker,
+    so that compressing the files runs in parallel too."""
+    tree = _GROWER.grow(seed, t)
+    if model_dir is not None:
+        store.save_arrays(model_dir, tree_name(t), encode_tree(tree))
+    return t, tree
 
 
 def _as_training_csr(M, name, dtype=np.float32):
@@ -157,26 +165,24 @@ class FastXML:
                              p.max_leaf, p.labels_per_leaf, p.bias, p.log_loss_coeff,
                              self.use_idcg)
         try:
-            for t, tree in self._grow(todo):
+            for t, tree in self._grow(todo, model_dir):
                 self.trees[t] = tree
-                if model_dir is not None:
-                    store.save_arrays(model_dir, tree_name(t), encode_tree(tree))
                 if progress is not None:
                     progress(1)
         finally:
             _GROWER = None
         return self
 
-    def _grow(self, todo):
+    def _grow(self, todo, model_dir):
         seed = self.params.seed
         workers = min(self.params.threads, len(todo))
         if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
             for t in todo:
-                yield _grow_one(seed, t)
+                yield _grow_one(seed, t, model_dir)
             return
         ctx = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-            futures = [pool.submit(_grow_one, seed, t) for t in todo]
+            futures = [pool.submit(_grow_one, seed, t, model_dir) for t in todo]
             for f in as_completed(futures):
                 yield f.result()
 
