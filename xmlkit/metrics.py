@@ -18,9 +18,9 @@ True labels are binary: a stored non-zero entry is relevant.
 q are inverse propensities (:func:`inverse_propensity`).
 """
 import numpy as np
-import scipy.sparse as sp
 
 from xmlkit._ext.ranking import ranking_sums, top_k as _top_k
+from xmlkit.csr import Rows
 from xmlkit.errors import XmlkitError
 
 __all__ = [
@@ -55,6 +55,9 @@ def inverse_propensity(Y_train, A=0.55, B=1.5):
 
 
 def _binary_csr(Y, name):
+    import scipy.sparse as sp   # here, not at import: xml-predict never needs it
+    if isinstance(Y, Rows):
+        Y = Y.to_scipy()
     if not sp.issparse(Y):
         Y = sp.csr_matrix(np.asarray(Y))
     Y = sp.csr_matrix(Y, copy=True)
@@ -67,6 +70,9 @@ def _binary_csr(Y, name):
 
 def _scores_csr(scores):
     """Scores as CSR with float32 data; a dense array ranks every entry."""
+    import scipy.sparse as sp
+    if isinstance(scores, Rows):
+        scores = scores.to_scipy()
     if sp.issparse(scores):
         S = sp.csr_matrix(scores)
         if not S.has_canonical_format:

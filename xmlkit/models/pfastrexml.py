@@ -17,6 +17,7 @@ import numpy as np
 from xmlkit import store
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
+from xmlkit.metrics import PROPENSITY_PRESETS, inverse_propensity
 from xmlkit.models.fastxml import FastXML, FastXMLParams, option
 from xmlkit.models.forest import CHUNK_ROWS
 
@@ -39,9 +40,10 @@ class PfastreXMLParams(FastXMLParams):
     alpha: float = option(0.8, "-a", "--alpha",
                           "Weight alpha of the tree scores against the tail classifiers.")
     propensity_preset: str = option("default", None, "--propensity-preset",
-                                    "A/B of the propensity model: default 0.55/1.5, "
-                                    "wikipedia 0.5/0.4, amazon 0.6/2.6.",
-                                    choices=("default", "wikipedia", "amazon"))
+                                    "A/B of the propensity model: " + ", ".join(
+                                        f"{k} {a}/{b}" for k, (a, b) in
+                                        sorted(PROPENSITY_PRESETS.items())) + ".",
+                                    choices=tuple(sorted(PROPENSITY_PRESETS)))
     propensity_a: float = option(None, "-A", "--A", "A of the propensity model (overrides "
                                  "the preset's).", type=float)
     propensity_b: float = option(None, "-B", "--B", "B of the propensity model (overrides "
@@ -54,7 +56,6 @@ class PfastreXMLParams(FastXMLParams):
 
     def check(self):
         super().check()
-        from xmlkit.metrics import PROPENSITY_PRESETS
         if self.trees_only not in (0, 1):
             raise XmlkitError("--trees-only (-S) must be 0 or 1")
         if not (np.isfinite(self.gamma) and self.gamma >= 0):
@@ -69,7 +70,6 @@ class PfastreXMLParams(FastXMLParams):
             raise XmlkitError("the propensity model needs A > 0 and B > -1")
 
     def propensity_ab(self):
-        from xmlkit.metrics import PROPENSITY_PRESETS
         a, b = PROPENSITY_PRESETS.get(self.propensity_preset, (np.nan, np.nan))
         return (a if self.propensity_a is None else self.propensity_a,
                 b if self.propensity_b is None else self.propensity_b)
@@ -125,9 +125,8 @@ class PfastreXML(FastXML):
         if p.inv_propensity is not None:
             from xmlkit.io import read_inv_propensity
             return read_inv_propensity(p.inv_propensity, Y.shape[1])
-        from xmlkit.metrics import inverse_propensity
         a, b = p.propensity_ab()
-        return inverse_propensity(as_rows(Y, "labels").to_scipy(), a, b)
+        return inverse_propensity(Y, a, b)
 
     def _label_values(self, Y):
         R = as_rows(Y, "labels")
