@@ -38,6 +38,10 @@ __all__ = [
     "write_dataset",
     "read_inv_propensity",
     "write_inv_propensity",
+    "read_idf",
+    "write_idf",
+    "read_vector",
+    "write_vector",
     "XCFile",
 ]
 
@@ -258,37 +262,64 @@ def write_dataset(path, X, Y, precision=7, index_base=0):
     _write_rows(path, header, x, (yp, yi), False, precision, index_base)
 
 
-def read_inv_propensity(path, n_labels):
-    """Inverse-propensity file: one positive float per label (whitespace
-    separated, as the C++ tools read it); exactly ``n_labels`` values."""
+def read_vector(path, n, what, of, positive=True):
+    """A file of one float per entry (whitespace separated, as the C++ tools
+    read inverse propensities): exactly ``n`` finite values, each > 0
+    (``positive``) or >= 0. ``what``/``of`` name them in errors ("inverse
+    propensity", "labels")."""
     path = str(path)
     with _open_for_reading(path) as stream:
         try:
-            lines = stream.read().decode("utf-8", "replace").splitlines()
+            text = stream.read().decode("utf-8", "replace")
         except _DECOMPRESS_ERRORS as exc:
             raise InputFormatError(path, None, f"compressed data is truncated or corrupt ({exc})") \
                 from None
-    values = []
-    for lineno, line in enumerate(lines, 1):
-        for tok in line.split():
-            try:
-                v = float(tok)
-            except ValueError:
-                raise InputFormatError(path, lineno, f"malformed value '{tok[:40]}'") from None
-            if not np.isfinite(v) or v <= 0:
-                raise InputFormatError(path, lineno, f"inverse propensity '{tok}' must be a "
-                                       "finite positive number")
-            values.append(v)
-    if not values:
-        raise InputFormatError(path, 1, "empty file: expected one inverse propensity per label")
-    if len(values) != n_labels:
-        raise InputFormatError(path, len(lines), f"has {len(values)} values but there are "
-                               f"{n_labels} labels")
-    return np.asarray(values, dtype=np.float64)
+    try:
+        values = np.array(text.split(), dtype=np.float64)
+        bad = values.size == 0 or not np.all(np.isfinite(values)) or \
+            not np.all(values > 0 if positive else values >= 0)
+    except ValueError:
+        bad = True
+    if bad:   # find the first offending line for the message
+        sign = "positive" if positive else "non-negative"
+        for lineno, line in enumerate(text.splitlines(), 1):
+            for tok in line.split():
+                try:
+                    v = float(tok)
+                except ValueError:
+                    raise InputFormatError(path, lineno, f"malformed value '{tok[:40]}'") from None
+                if not np.isfinite(v) or not (v > 0 if positive else v >= 0):
+                    raise InputFormatError(path, lineno, f"{what} '{tok}' must be a finite "
+                                           f"{sign} number")
+        raise InputFormatError(path, 1, f"empty file: expected one {what} per {of[:-1]}")
+    if len(values) != n:
+        raise InputFormatError(path, max(1, text.count("\n")),
+                               f"has {len(values)} values but there are {n} {of}")
+    return values
+
+
+def write_vector(path, v, fmt="%.6f"):
+    """One value per line, atomically."""
+    text = "\n".join(np.char.mod(fmt, np.asarray(v, dtype=np.float64))) + "\n"
+    with atomic_path(path) as tmp, _open_output(tmp, path) as out:
+        out.write(text.encode())
+
+
+def read_inv_propensity(path, n_labels):
+    """Inverse-propensity file: one positive float per label."""
+    return read_vector(path, n_labels, "inverse propensity", "labels", positive=True)
 
 
 def write_inv_propensity(path, q):
     """One value per line, 6 decimals."""
-    text = "".join(f"{v:.6f}\n" for v in np.asarray(q, dtype=np.float64))
-    with atomic_path(path) as tmp, _open_output(tmp, path) as out:
-        out.write(text.encode())
+    write_vector(path, q, "%.6f")
+
+
+def read_idf(path, n_features):
+    """Inverse document frequencies (xml-prune --idf-in): one float >= 0 per feature."""
+    return read_vector(path, n_features, "idf", "features", positive=False)
+
+
+def write_idf(path, idf):
+    """17 significant digits: the saved idf reproduces the training transform exactly."""
+    write_vector(path, idf, "%.17g")

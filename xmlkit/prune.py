@@ -1,0 +1,68 @@
+"""PrunEX data pruning (Khandagale & Babbar, ESANN 2019).
+
+Optionally weight raw term counts by tf-idf, tf = log(1 + count) and
+idf_j = log(1 + N / n_j) (N rows, n_j rows where feature j is non-zero, both
+from the training set), scale every row to unit L2 length, then drop the
+entries whose magnitude is <= threshold. ``min_keep`` keeps each row's K
+largest entries anyway, so that no point loses all its features. Labels and
+row order are untouched; the pruned rows are not re-normalised (as in the
+paper).
+"""
+import numpy as np
+
+from xmlkit.csr import Rows, as_rows, like
+from xmlkit.errors import XmlkitError
+
+#: the paper's threshold, "effective for most datasets"
+DEFAULT_THRESHOLD = 0.07
+DEFAULT_MIN_KEEP = 1
+
+
+def fit_idf(X):
+    """idf_j = log(1 + N / n_j), n_j = rows of X where feature j is non-zero;
+    0 for features no row has (they are dropped by the transform)."""
+    R = as_rows(X, "features")
+    n = R.shape[0]
+    if n == 0:
+        raise XmlkitError("idf needs at least one row")
+    df = np.bincount(R.indices[R.data != 0], minlength=R.shape[1]).astype(np.float64)
+    return np.log1p(np.divide(n, df, out=np.zeros_like(df), where=df > 0)) * (df > 0)
+
+
+def prune(X, threshold=DEFAULT_THRESHOLD, tfidf=True, idf=None, min_keep=DEFAULT_MIN_KEEP):
+    """Prune the rows of X (Rows or scipy sparse, N×D).
+
+    With ``tfidf``, X holds non-negative term counts; ``idf`` (length D) is
+    computed from X when not given (the training set), and a test set must
+    be transformed with the training idf. Returns ``(X_pruned, idf, stats)``:
+    X_pruned of the kind of X, idf (None without tfidf), and stats with
+    nnz before/after, the rows the threshold emptied ("emptied"), how many of
+    them ``min_keep`` saved ("saved") and rows without any non-zero
+    weight ("no_weight": empty rows, or only features of idf 0).
+    """
+    from xmlkit._ext.prune_rows import prune_rows
+    if not (np.isfinite(threshold) and threshold >= 0):
+        raise XmlkitError(f"the threshold must be a finite number >= 0, not {threshold}")
+    if int(min_keep) != min_keep or min_keep < 0:
+        raise XmlkitError(f"min_keep must be a whole number >= 0, not {min_keep}")
+    R = as_rows(X, "features")
+    if not np.all(np.isfinite(R.data)):
+        raise XmlkitError("the features contain NaN or inf")
+    if tfidf:
+        idf = fit_idf(R) if idf is None else np.asarray(idf, dtype=np.float64)
+        if idf.shape != (R.shape[1],):
+            raise XmlkitError(f"the idf has {idf.size} values but the data have "
+                              f"{R.shape[1]} features")
+    else:
+        idf = None
+    try:
+        ptr, idx, val, stats = prune_rows(R.indptr.astype(np.int64, copy=False), R.indices,
+                                          R.data, idf, bool(tfidf), float(threshold),
+                                          int(min_keep))
+    except ValueError as exc:
+        raise XmlkitError(f"tf-idf needs non-negative term counts: {exc} (use --no-tfidf "
+                          "for data that are already weighted)") from None
+    stats = {"rows": R.shape[0], "nnz_before": R.nnz, "nnz_after": int(ptr[-1]), **stats}
+    stats["removed_fraction"] = 1 - stats["nnz_after"] / stats["nnz_before"] \
+        if stats["nnz_before"] else 0.0
+    return like(X, Rows(ptr, idx, val, R.shape)), idf, stats
