@@ -25,7 +25,7 @@ from libcpp.algorithm cimport sort, partial_sort
 import numpy as np
 cimport numpy as cnp
 
-from sparse_rows cimport array_copy
+from sparse_rows cimport array_copy, tree_seed
 
 cnp.import_array()
 
@@ -116,15 +116,6 @@ def bind_liblinear(size_t train_addr, size_t free_addr, size_t set_print_addr):
     ll_train = <ll_train_t> train_addr
     ll_free = <ll_free_t> free_addr
     (<ll_set_print_t> set_print_addr)(_quiet)
-
-
-cdef inline uint32_t tree_seed(uint64_t seed, uint64_t tree) noexcept nogil:
-    """splitmix64 of (seed, tree): independent streams per tree."""
-    cdef uint64_t z = seed * 0x9E3779B97F4A7C15ULL + tree + 0x632BE59BD9B4E019ULL
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL
-    z = z ^ (z >> 31)
-    return <uint32_t> (z & 0xFFFFFFFFULL)
 
 
 cdef inline double round_weight(double w) noexcept nogil:

@@ -107,3 +107,17 @@ def predict_rows(const int64_t[::1] X_indptr, const int32_t[::1] X_indices,
     return (array_copy(out_ptr.data(), out_ptr.size(), cnp.NPY_INT64),
             array_copy(out_idx.data(), out_idx.size(), cnp.NPY_INT32),
             array_copy(out_val.data(), out_val.size(), cnp.NPY_FLOAT32))
+
+
+def scatter_rows(const int64_t[::1] ptr, const int32_t[::1] idx, const float[::1] val,
+                 const int64_t[::1] rows, float[:, ::1] out):
+    """out[k, idx[j]] = val[j] for the entries j of CSR row rows[k] (out
+    zero-filled by the caller): dense copies of long weight rows."""
+    cdef Py_ssize_t k
+    cdef int64_t j
+    if out.shape[0] != rows.shape[0]:
+        raise ValueError("one output row per selected row")
+    with nogil:
+        for k in range(rows.shape[0]):
+            for j in range(ptr[rows[k]], ptr[rows[k] + 1]):
+                out[k, idx[j]] = val[j]

@@ -3,7 +3,7 @@
 # Everything here is a type or an inline function (no module-level state), so a
 # .pyx only needs `from sparse_rows cimport ...` with cpp_ext/ on the include path.
 
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 
 # CSR index pointers may be int32 or int64 (scipy picks by nnz).
 ctypedef fused indptr_t:
@@ -49,3 +49,12 @@ cdef inline void emit_top(vector[pair[double, int32_t]]& items, int topk,
     for k in range(m):
         out_idx.push_back(sel[k].first)
         out_val.push_back(sel[k].second)
+
+
+cdef inline uint32_t tree_seed(uint64_t seed, uint64_t tree) noexcept nogil:
+    """splitmix64 of (seed, tree): independent random streams per tree."""
+    cdef uint64_t z = seed * 0x9E3779B97F4A7C15ULL + tree + 0x632BE59BD9B4E019ULL
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL
+    z = z ^ (z >> 31)
+    return <uint32_t> (z & 0xFFFFFFFFULL)

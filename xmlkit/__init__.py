@@ -7,7 +7,8 @@ from xmlkit._version import __version__
 from xmlkit.errors import InputFormatError, XmlkitError
 from xmlkit.models import REGISTRY, load_model
 from xmlkit.models.fastxml import FastXML
+from xmlkit.models.ldsm import LdSM
 from xmlkit.models.pfastrexml import PfastreXML
 
-__all__ = ["__version__", "XmlkitError", "InputFormatError", "FastXML", "PfastreXML", "REGISTRY",
+__all__ = ["__version__", "XmlkitError", "InputFormatError", "FastXML", "PfastreXML", "LdSM", "REGISTRY",
            "load_model"]

@@ -3,9 +3,10 @@
 from xmlkit import store
 from xmlkit.errors import XmlkitError
 from xmlkit.models.fastxml import FastXML, stored_trees
+from xmlkit.models.ldsm import LdSM
 from xmlkit.models.pfastrexml import PfastreXML
 
-REGISTRY = {cls.algorithm: cls for cls in (FastXML, PfastreXML)}
+REGISTRY = {cls.algorithm: cls for cls in (FastXML, PfastreXML, LdSM)}
 
 
 def get_class(algorithm):

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from xmlkit._ext.forest_predict import predict_rows
+from xmlkit._ext.forest_predict import predict_rows, scatter_rows
 from xmlkit.csr import Rows, as_rows
 from xmlkit.errors import XmlkitError
 
@@ -111,6 +111,24 @@ def tree_stats(trees):
             "max_depth": float(np.mean(depth))}
 
 
+def dense_rows(ptr, idx, val, n_cols, fraction=DENSE_FRACTION, eligible=None):
+    """Dense copies of the CSR weight rows holding at least n_cols/fraction
+    entries (the nodes near the roots), so that routing a point through them
+    costs the point's non-zeros, not the row's; at most doubles their memory.
+    `eligible` (bool per row) restricts the copies further.
+    Returns (dense_id: row -> its dense row or -1, dense float32 matrix)."""
+    counts = np.diff(ptr)
+    long_rows = counts * fraction >= n_cols
+    if eligible is not None:
+        long_rows &= eligible
+    rows = np.flatnonzero(long_rows).astype(np.int64)
+    dense_id = np.full(len(counts), -1, dtype=np.int64)
+    dense_id[rows] = np.arange(len(rows))
+    dense = np.zeros((len(rows), n_cols), dtype=np.float32)
+    scatter_rows(np.ascontiguousarray(ptr, dtype=np.int64), idx, val, rows, dense)
+    return dense_id, dense
+
+
 class PackedForest:
     """Trees concatenated into flat arrays for the Cython predictor."""
 
@@ -137,20 +155,8 @@ class PackedForest:
         self.w_val = np.concatenate([t["w_val"] for t in trees]).astype(np.float32)
         self.l_idx = np.concatenate([t["l_idx"] for t in trees]).astype(np.int32)
         self.l_val = np.concatenate([t["l_val"] for t in trees]).astype(np.float32)
-        # Weight rows with at least (D+1)/DENSE_FRACTION entries (the nodes near
-        # the roots) are also kept dense, so that routing a point through them
-        # costs its own non-zeros; this at most doubles their memory.
-        counts = np.diff(self.w_ptr)
-        dense_nodes = np.flatnonzero(counts * DENSE_FRACTION >= self.n_features + 1)
-        self.dense_id = np.full(len(counts), -1, dtype=np.int64)
-        self.dense_id[dense_nodes] = np.arange(len(dense_nodes))
-        self.dense = np.zeros((len(dense_nodes), self.n_features + 1), dtype=np.float32)
-        if len(dense_nodes):
-            lens = counts[dense_nodes]
-            rows = np.repeat(np.arange(len(dense_nodes)), lens)
-            starts = np.repeat(self.w_ptr[dense_nodes], lens)
-            pos = starts + np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
-            self.dense[rows, self.w_idx[pos]] = self.w_val[pos]
+        self.dense_id, self.dense = dense_rows(self.w_ptr, self.w_idx, self.w_val,
+                                               self.n_features + 1)
 
     def predict(self, X, k=None, threads=1, progress=None):
         """Mean leaf distribution over trees for each row of X (Rows or any

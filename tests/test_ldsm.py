@@ -1,0 +1,103 @@
+"""LdSM: the node objective and the chosen subset by hand, determinism across
+thread counts, CLI = API, model folder round trip."""
+import json
+
+import numpy as np
+import pytest
+
+import xmlkit
+from xmlkit._ext.ldsm_tree import choose_subset, node_objective
+from xmlkit.io import read_dataset, read_matrix
+from xmlkit.metrics import ranking_metrics
+
+from conftest import SAMPLES, run_cli
+
+TRAIN = SAMPLES / "bibtex_train.txt.xz"
+TEST = SAMPLES / "bibtex_test.txt.xz"
+
+
+@pytest.fixture(scope="module")
+def bibtex():
+    X, Y = read_dataset(TRAIN)
+    Xt, Yt = read_dataset(TEST)
+    return X, Y, Xt, Yt
+
+
+def test_objective_by_hand():
+    # binary node, p = (0.7, 0.5): balance |0.7 - 0.5| = 0.2, multi-way |1.2 - 1| = 0.2
+    # labels a (pi 0.6, p_a = (1, 0.25)) and b (pi 0.4, p_b = (0.5, 0.5)):
+    # integrity 0.6 * 0.75 + 0.4 * 0 = 0.45
+    # J = 0.2 + 1 * 0.2 - 2 * 0.45 = -0.5
+    J = node_objective([0.7, 0.5], [[1, 0.25], [0.5, 0.5]], [0.6, 0.4], 1.0, 2.0)
+    assert J == pytest.approx(-0.5)
+    # ternary: p = (0.5, 0.3, 0.2): balance 0.2 + 0.3 + 0.1 = 0.6, multi-way 0;
+    # one label, pi 1, p_cond (1, 0, 0): integrity 1 + 1 + 0 = 2 -> J = 0.6 - 2 * 2 = -3.4
+    assert node_objective([0.5, 0.3, 0.2], [[1, 0, 0]], [1.0], 1.0, 2.0) == pytest.approx(-3.4)
+
+
+def test_chosen_subset_by_hand():
+    # binary node after 9 label occurrences; the new example (label 0, ell 1) makes N 10.
+    # p = (0.5, 0.5); label 0 seen 4 times before (n_0 = 5 now), always in child 0
+    # (p_{0|0} = 1, p_{1|0} = 0).
+    p, pc, counts = [0.5, 0.5], np.array([[1.0, 0.0], [0.0, 0.0]]), [5, 0]
+    # S = {0}:   p~ = (0.55, 0.45): 0.1 + 0.0 - 2 * 0.5 * |1 - 0|   = -0.9
+    # S = {1}:   p~ = (0.45, 0.55): 0.1 + 0.0 - 2 * 0.5 * |0.8 - 0.2| = -0.5
+    # S = {0,1}: p~ = (0.55, 0.55): 0.0 + 0.1 - 2 * 0.5 * |1 - 0.2|   = -0.7
+    assert choose_subset(p, pc, counts, 10, [0], 1.0, 2.0) == 0b01
+    # with a heavy multi-way weight nothing changes; with no integrity weight
+    # {0} and {1} tie at 0.1 (balance only; the seeded coin decides) and {0,1}
+    # costs 2 * 0.1 = 0.2
+    assert choose_subset(p, pc, counts, 10, [0], 5.0, 2.0) == 0b01
+    picks = {choose_subset(p, pc, counts, 10, [0], 2.0, 0.0, seed=s) for s in range(20)}
+    assert picks == {0b01, 0b10}
+
+
+def test_deterministic_at_any_thread_count_and_cli_equals_api(tmp_path, bibtex):
+    X, Y, Xt, Yt = bibtex
+    a = xmlkit.LdSM(n_trees=2, max_nodes=200, epochs=2, threads=1).fit(X, Y)
+    b = xmlkit.LdSM(n_trees=2, max_nodes=200, epochs=2, threads=2).fit(X, Y)
+    for t in a.trees:
+        for key in a.trees[t]:
+            assert np.array_equal(a.trees[t][key], b.trees[t][key]), key
+    S = a.predict(Xt)
+    assert ranking_metrics(Yt, S, (1,))["P@1"] > 0.35      # popularity baseline: 0.14
+    assert a.stats()["max_depth"] <= 200
+
+    model_dir, scores = tmp_path / "m", tmp_path / "s.txt"
+    r = run_cli("xml-train", TRAIN, model_dir, "--algorithm", "ldsm", "-t", "2",
+                "--max-nodes", "200", "--epochs", "2", "-T", "2", "-q")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("xml-predict", TEST, scores, model_dir, "-q", "-T", "2")
+    assert r.returncode == 0, r.stderr
+    S_cli = read_matrix(scores)
+    assert np.array_equal(S_cli.indptr, S.indptr) and np.array_equal(S_cli.indices, S.indices)
+    assert np.abs(S_cli.data - S.data).max() <= 6e-7
+    manifest = json.loads((model_dir / "manifest.json").read_text())
+    assert manifest["algorithm"] == "ldsm" and manifest["params"]["arity"] == 2
+    loaded = xmlkit.load_model(model_dir)
+    assert (loaded.predict(Xt) != S).nnz == 0
+    # a rerun keeps the trees; other settings are refused
+    r = run_cli("xml-train", TRAIN, model_dir, "--algorithm", "ldsm", "-t", "2",
+                "--max-nodes", "200", "--epochs", "3", "-q")
+    assert r.returncode == 2 and "epochs" in r.stderr
+
+
+def test_arity_and_routing(bibtex):
+    X, Y, Xt, Yt = bibtex
+    m = xmlkit.LdSM(n_trees=1, arity=4, max_nodes=100, epochs=1).fit(X, Y)
+    t = m.trees[0]
+    internal = np.flatnonzero(t["first_child"] >= 0)
+    assert len(internal) >= 1 and len(t["first_child"]) <= 100
+    # children of a node are 4 consecutive ids; leaves hold distributions
+    assert np.all(np.diff(np.sort(t["first_child"][internal])) == 4)
+    leaves = np.flatnonzero(t["first_child"] < 0)
+    sums = np.add.reduceat(t["l_val"], t["l_ptr"][leaves][np.diff(t["l_ptr"])[leaves] > 0])
+    assert np.allclose(sums, 1, atol=1e-5)
+    S = m.predict(Xt, k=3)
+    assert np.all(np.diff(S.indptr) <= 3)
+
+
+def test_bad_options(tmp_path):
+    for args in (["--arity", "1"], ["--epochs", "0"], ["--lr", "-1"], ["-s", "2"]):
+        r = run_cli("xml-train", TRAIN, tmp_path / "m", "--algorithm", "ldsm", *args)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, args

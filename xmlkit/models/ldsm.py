@@ -1,0 +1,300 @@
+"""LdSM: logarithm-depth streaming multi-label trees (Majzoubi & Choromanska,
+AISTATS 2020), as the authors' code trains them.
+
+Each internal node has M children and M linear regressors. Its points are
+streamed `epochs` times; for each point the best non-empty subset of children
+under the node objective (balance + lambda1 * multi-way penalty - lambda2 *
+class integrity, on running estimates) is the target of one normalized
+adaptive gradient step of every regressor (logistic loss). The node then
+routes its points to every child whose margin is >= route_threshold (else to
+the best child); a split where a child gets no point or all of them is
+rejected. Nodes are grown best-first (priority = label-histogram sum minus its
+maximum) until `max_nodes`. Leaves keep label histograms; prediction averages
+the normalized histograms of the reached leaves, then over the trees.
+
+Trees are seeded by (seed, tree index) and grown without the GIL by
+`threads` threads, so the model does not depend on the thread count.
+"""
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from xmlkit import store
+from xmlkit.csr import Rows, as_rows, like
+from xmlkit.errors import XmlkitError
+from xmlkit.models.fastxml import option, stored_trees, tree_name
+from xmlkit.models.forest import CHUNK_ROWS, _stack, dense_rows
+
+# LdSM regressors are far denser than FastXML's separators (on Bibtex ~40% of
+# the features on average, most of them near the roots). A dense copy costs
+# a row of D floats once and pays back over the points that visit the node:
+# copies go to regressors of at least D/4 entries in the top DENSE_DEPTH
+# levels, which all points cross (a node at depth k sees ~1/2^k of them).
+DENSE_FRACTION = 4
+DENSE_DEPTH = 6
+
+TREE_KEYS = ("first_child", "depth", "reg_row", "reg_ptr", "reg_idx", "reg_val", "l_ptr",
+             "l_idx", "l_val")
+
+
+@dataclass
+class LdSMParams:
+    n_trees: int = option(6, "-t", "--trees", "Number of trees to grow.")
+    threads: int = option(1, "-T", "--threads", "Threads growing trees in parallel.")
+    arity: int = option(2, None, "--arity", "Children per node (M), 2 to 8.")
+    max_nodes: int = option(2000, None, "--max-nodes", "Node budget of a tree.")
+    epochs: int = option(20, None, "--epochs", "Passes over a node's points to train its "
+                                               "regressors.")
+    lr: float = option(0.1, None, "--lr", "Learning rate of the normalized adaptive SGD.")
+    lambda1: float = option(1.0, None, "--lambda1", "Weight of the multi-way penalty in the "
+                                                    "node objective.")
+    lambda2: float = option(2.0, None, "--lambda2", "Weight of the class-integrity term in "
+                                                    "the node objective.")
+    route_threshold: float = option(0.5, None, "--route-threshold",
+                                    "A point goes to every child whose regressor margin is "
+                                    "at least this (else to the best child).")
+    bias: float = option(1.0, "-b", "--bias", "Value of the bias feature added to every "
+                                              "point.")
+    seed: int = option(0, None, "--seed", "Random seed; tree t uses a stream derived from "
+                                          "(seed, t).")
+
+    MODEL_KEYS = ("arity", "max_nodes", "epochs", "lr", "lambda1", "lambda2",
+                  "route_threshold", "bias")
+
+    def check(self):
+        if self.n_trees < 1:
+            raise XmlkitError("the number of trees (-t) must be at least 1")
+        if self.threads < 1:
+            raise XmlkitError("the number of threads (-T) must be at least 1")
+        if not 2 <= self.arity <= 8:
+            raise XmlkitError("--arity must be between 2 and 8")
+        if self.max_nodes < 1:
+            raise XmlkitError("--max-nodes must be at least 1")
+        if self.epochs < 1:
+            raise XmlkitError("--epochs must be at least 1")
+        for name in ("lr", "lambda1", "lambda2", "route_threshold", "bias"):
+            if not np.isfinite(getattr(self, name)):
+                raise XmlkitError(f"--{name.replace('_', '-')} must be finite")
+        if self.lr <= 0:
+            raise XmlkitError("--lr must be positive")
+        if not 0 <= self.seed < 2 ** 63:
+            raise XmlkitError("the seed must be a non-negative 64-bit integer")
+
+    def model_params(self):
+        return {k: getattr(self, k) for k in self.MODEL_KEYS}
+
+
+def with_bias(R, bias):
+    """CSR arrays of R with a last column `bias` appended (numpy only)."""
+    n, d = R.shape
+    counts = np.diff(R.indptr) + 1
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    idx = np.empty(ptr[-1], np.int32)
+    val = np.empty(ptr[-1], np.float32)
+    last = ptr[1:] - 1
+    mask = np.ones(ptr[-1], bool)
+    mask[last] = False
+    idx[mask], val[mask] = R.indices, R.data
+    idx[last], val[last] = d, bias
+    return ptr, idx, val
+
+
+class LdSM:
+    """LdSM tree ensemble: ``LdSM(n_trees=5, ...).fit(X, Y)``, then
+    ``predict(X, k)``. X: sparse N×D features, Y: sparse N×L labels."""
+
+    algorithm = "ldsm"
+    Params = LdSMParams
+
+    def __init__(self, **params):
+        self.params = self.Params(**params)
+        self.params.check()
+        self.trees = {}
+        self.n_features = self.n_labels = None
+        self._packed = None
+
+    # -- training
+    def fit(self, X, Y, model_dir=None, progress=None, log=None):
+        """Grow trees 0..n_trees-1 (threads grow different trees); with
+        `model_dir` each tree is written as it finishes, and trees already in
+        the folder (same settings) are kept, so a rerun resumes."""
+        from xmlkit._ext.ldsm_tree import LdsmBuild, LdsmData
+        p = self.params
+        X, Y = as_rows(X, "features"), as_rows(Y, "labels")
+        if X.shape[0] != Y.shape[0]:
+            raise XmlkitError(f"features have {X.shape[0]} rows but labels {Y.shape[0]}")
+        if X.shape[0] == 0:
+            raise XmlkitError("no training points")
+        if not np.all(np.isfinite(X.data)):
+            raise XmlkitError("features contain NaN or inf")
+        self.n_features, self.n_labels = int(X.shape[1]), int(Y.shape[1])
+        todo = list(range(p.n_trees))
+        if model_dir is not None:
+            store.prepare_folder(model_dir, self.manifest())
+            for t in set(todo) & set(stored_trees(model_dir)):
+                self.trees[t] = self._load_tree(model_dir, t)
+            todo = [t for t in todo if t not in self.trees]
+        if log:
+            log(f"ldsm: {X.shape[0]} points, {X.shape[1]} features, {Y.shape[1]} labels; "
+                f"growing {len(todo)} trees")
+        xp, xi, xv = with_bias(X, p.bias)
+        data = LdsmData(xp, xi, xv, Y.indptr.astype(np.int64), Y.indices,
+                        self.n_features + 1, self.n_labels)
+
+        def grow(t):
+            b = LdsmBuild(p.arity, p.max_nodes, p.epochs, p.lr, p.lambda1, p.lambda2,
+                          p.route_threshold)
+            tree = b.grow(data, p.seed, t)
+            if model_dir is not None:
+                store.save_arrays(model_dir, tree_name(t), tree)
+            return t, tree
+        with ThreadPoolExecutor(min(p.threads, max(1, len(todo)))) as pool:
+            for t, tree in pool.map(grow, todo):
+                self.trees[t] = tree
+                if progress is not None:
+                    progress(1)
+        return self
+
+    # -- prediction
+    def _pack(self):
+        keys = sorted(self.trees)
+        picked = [self.trees[t] for t in keys]
+        if self._packed is not None and len(self._packed[0]) == len(picked) and \
+                all(a is b for a, b in zip(self._packed[0], picked)):
+            return self._packed[1]
+        d = self.n_features + 1
+        roots, fc, rr, rp, lp = [], [], [], [np.zeros(1, np.int64)], [np.zeros(1, np.int64)]
+        n_off = row_off = r_off = l_off = 0
+        for t in picked:
+            roots.append(n_off)
+            fc.append(np.where(t["first_child"] >= 0, t["first_child"] + n_off, -1))
+            rr.append(np.where(t["reg_row"] >= 0, t["reg_row"] + row_off, -1))
+            rp.append(t["reg_ptr"][1:] + r_off)
+            lp.append(t["l_ptr"][1:] + l_off)
+            n_off += len(t["first_child"])
+            row_off += len(t["reg_ptr"]) - 1
+            r_off += len(t["reg_idx"])
+            l_off += len(t["l_idx"])
+        depth = np.concatenate([t["depth"] for t in picked])
+
+        def cat(parts, dtype):
+            return np.concatenate(parts).astype(dtype, copy=False)
+        f = {"roots": np.asarray(roots, np.int32),
+             "first_child": cat(fc, np.int32), "reg_row": cat(rr, np.int32),
+             "reg_ptr": cat(rp, np.int64),
+             "reg_idx": cat([t["reg_idx"] for t in picked], np.int32),
+             "reg_val": cat([t["reg_val"] for t in picked], np.float32),
+             "l_ptr": cat(lp, np.int64),
+             "l_idx": cat([t["l_idx"] for t in picked], np.int32),
+             "l_val": cat([t["l_val"] for t in picked], np.float32)}
+        row_depth = np.zeros(len(f["reg_ptr"]) - 1, np.int64)
+        internal = np.flatnonzero(f["reg_row"] >= 0)
+        for j in range(self.params.arity):
+            row_depth[f["reg_row"][internal] + j] = depth[internal]
+        f["dense_id"], f["dense"] = dense_rows(f["reg_ptr"], f["reg_idx"], f["reg_val"], d,
+                                               DENSE_FRACTION, row_depth <= DENSE_DEPTH)
+        self._packed = (picked, f)
+        return f
+
+    def predict(self, X, k=None, threads=1, progress=None):
+        """Scores: per tree the mean of the reached leaves' normalized
+        histograms, averaged over trees; the k best per row when k is given.
+        Rows in, Rows out; else a scipy csr_matrix."""
+        from xmlkit._ext.ldsm_predict import predict_rows
+        if not self.trees:
+            raise XmlkitError("the model has no trees (fit or load it first)")
+        R = as_rows(X, "the data")
+        if R.shape[1] > self.n_features:
+            raise XmlkitError(f"the data have {R.shape[1]} features but the model was "
+                              f"trained on {self.n_features}")
+        f, p = self._pack(), self.params
+        xp = R.indptr.astype(np.int64, copy=False)
+        n = R.shape[0]
+
+        def run(b):
+            out = predict_rows(xp, R.indices, R.data, b[0], b[1], self.n_features + 1, p.bias,
+                               f["roots"], p.arity, f["first_child"], f["reg_row"],
+                               f["reg_ptr"], f["reg_idx"], f["reg_val"], f["dense_id"],
+                               f["dense"], f["l_ptr"], f["l_idx"], f["l_val"], self.n_labels,
+                               p.route_threshold, 0 if k is None else int(k))
+            if progress is not None:
+                progress(b[1] - b[0])
+            return out
+        bounds = [(r, min(n, r + CHUNK_ROWS)) for r in range(0, n, CHUNK_ROWS)]
+        if threads > 1 and len(bounds) > 1:
+            with ThreadPoolExecutor(threads) as pool:
+                parts = list(pool.map(run, bounds))
+        else:
+            parts = [run(b) for b in bounds]
+        return like(X, _stack(parts, (n, self.n_labels)))
+
+    # -- storage
+    def manifest(self):
+        return store.make_manifest(self.algorithm, self.params.model_params(),
+                                   self.n_features, self.n_labels, self.params.seed)
+
+    def save(self, folder):
+        store.prepare_folder(folder, self.manifest())
+        for t, tree in self.trees.items():
+            store.save_arrays(folder, tree_name(t), tree)
+        return folder
+
+    def _load_tree(self, folder, t):
+        name = f"{folder}/{tree_name(t)}.npz"
+        tree = store.load_arrays(folder, tree_name(t))
+        check_tree(tree, self.params.arity, self.n_features, self.n_labels, name)
+        return tree
+
+    @classmethod
+    def load(cls, folder, trees=None, threads=1):
+        m = store.read_manifest(folder)
+        if m["algorithm"] != cls.algorithm:
+            raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
+        model = cls(**m["params"], seed=m["seed"])
+        model.n_features, model.n_labels = m["n_features"], m["n_labels"]
+        present = stored_trees(folder)
+        wanted = present if trees is None else list(trees)
+        missing = sorted(set(wanted) - set(present))
+        if missing:
+            raise XmlkitError(f"{folder}: has no tree {missing[0]} (it holds "
+                              f"{len(present)} trees)")
+        if not wanted:
+            raise XmlkitError(f"{folder}: holds no trees")
+        for t in wanted:
+            model.trees[t] = model._load_tree(folder, t)
+        return model
+
+    def stats(self):
+        trees = list(self.trees.values())
+        return {"nodes": float(np.mean([len(t["first_child"]) for t in trees])),
+                "leaves": float(np.mean([(t["first_child"] < 0).sum() for t in trees])),
+                "max_depth": float(np.mean([t["depth"].max() for t in trees]))}
+
+    def get_params(self):
+        return asdict(self.params)
+
+
+def check_tree(tree, M, n_features, n_labels, name):
+    """Validate a stored LdSM tree so that prediction can trust it."""
+    try:
+        fc, rr = tree["first_child"], tree["reg_row"]
+        n = len(fc)
+        rows = len(tree["reg_ptr"]) - 1
+        internal = fc >= 0
+        ok = (n > 0 and len(tree["depth"]) == n and len(rr) == n
+              and len(tree["l_ptr"]) == n + 1 and tree["l_ptr"][-1] == len(tree["l_idx"])
+              == len(tree["l_val"]) and tree["reg_ptr"][-1] == len(tree["reg_idx"])
+              == len(tree["reg_val"])
+              and np.all(fc[internal] > np.flatnonzero(internal))
+              and np.all(fc[internal] + M <= n)
+              and np.all(rr[internal] >= 0) and np.all(rr[internal] + M <= rows)
+              and (len(tree["reg_idx"]) == 0 or (tree["reg_idx"].min() >= 0
+                                                 and tree["reg_idx"].max() <= n_features))
+              and (len(tree["l_idx"]) == 0 or (tree["l_idx"].min() >= 0
+                                               and tree["l_idx"].max() < n_labels)))
+    except (KeyError, TypeError, ValueError, IndexError):
+        ok = False
+    if not ok:
+        raise XmlkitError(f"{name}: tree arrays are inconsistent (corrupt model file?)")
