@@ -185,10 +185,11 @@ def test_api_rejects_bad_parameters():
         xmlkit.FastXML(log_loss_coeff=0)
 
 
-def test_predict_command_does_not_import_scipy():
+def test_predict_command_does_not_import_scipy(tmp_path):
     """scipy.sparse costs ~0.15 s per xml-predict run; its path avoids it."""
     import subprocess
     import sys
     code = ("import sys, xmlkit.cli.predict, xmlkit.io; "
             "sys.exit(1 if any(m.startswith('scipy') for m in sys.modules) else 0)")
-    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+    # run outside the source tree: `python -c` imports from the current folder
+    assert subprocess.run([sys.executable, "-c", code], cwd=tmp_path).returncode == 0
