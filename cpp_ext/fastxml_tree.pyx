@@ -25,15 +25,10 @@ from libcpp.algorithm cimport sort, partial_sort
 import numpy as np
 cimport numpy as cnp
 
-from sparse_rows cimport array_copy, tree_seed
+from sparse_rows cimport array_copy, mt19937, tree_seed
 
 cnp.import_array()
 
-cdef extern from "<random>" namespace "std" nogil:
-    cdef cppclass mt19937:
-        mt19937()
-        void seed(uint32_t seed)
-        uint32_t operator()()
 
 # ---- liblinear's C ABI (linear.h of liblinear >= 2.44) -------------------
 

@@ -18,15 +18,10 @@ from libcpp.queue cimport priority_queue
 
 cimport numpy as cnp
 
-from sparse_rows cimport array_copy, tree_seed
+from sparse_rows cimport array_copy, mt19937, tree_seed
 
 cnp.import_array()
 
-cdef extern from "<random>" namespace "std" nogil:
-    cdef cppclass mt19937:
-        mt19937()
-        void seed(uint32_t seed)
-        uint32_t operator()()
 
 ctypedef pair[pair[double, int64_t], int32_t] QItem   # ((priority, insertion), node)
 

@@ -58,3 +58,10 @@ cdef inline uint32_t tree_seed(uint64_t seed, uint64_t tree) noexcept nogil:
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL
     z = z ^ (z >> 31)
     return <uint32_t> (z & 0xFFFFFFFFULL)
+
+
+cdef extern from "<random>" namespace "std" nogil:
+    cdef cppclass mt19937:
+        mt19937()
+        void seed(uint32_t seed)
+        uint32_t operator()()

@@ -9,6 +9,17 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data_samples"
 SHARED = Path(os.environ.get("XMLKIT_SHARED", ROOT.parent / "shared"))
 BIN = Path(sys.executable).parent
+TRAIN = SAMPLES / "bibtex_train.txt.xz"
+TEST = SAMPLES / "bibtex_test.txt.xz"
+
+
+@pytest.fixture(scope="session")
+def bibtex():
+    """The sample Bibtex split: (X, Y, Xt, Yt) as scipy csr."""
+    from xmlkit.io import read_dataset
+    X, Y = read_dataset(TRAIN)
+    Xt, Yt = read_dataset(TEST)
+    return X, Y, Xt, Yt
 
 
 @pytest.fixture

@@ -9,21 +9,12 @@ import scipy.sparse as sp
 
 import xmlkit
 from xmlkit.csr import Rows
-from xmlkit.io import read_dataset, read_matrix, read_xc
+from xmlkit.io import read_matrix, read_xc
 from xmlkit.metrics import ranking_metrics
 from xmlkit.models.forest import decode_tree, encode_tree
 
-from conftest import SAMPLES, run_cli
+from conftest import TEST, TRAIN, run_cli
 
-TRAIN = SAMPLES / "bibtex_train.txt.xz"
-TEST = SAMPLES / "bibtex_test.txt.xz"
-
-
-@pytest.fixture(scope="module")
-def bibtex():
-    X, Y = read_dataset(TRAIN)
-    Xt, Yt = read_dataset(TEST)
-    return X, Y, Xt, Yt
 
 
 def tree_files(folder):

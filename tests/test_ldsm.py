@@ -7,20 +7,11 @@ import pytest
 
 import xmlkit
 from xmlkit._ext.ldsm_tree import choose_subset, node_objective
-from xmlkit.io import read_dataset, read_matrix
+from xmlkit.io import read_matrix
 from xmlkit.metrics import ranking_metrics
 
-from conftest import SAMPLES, run_cli
+from conftest import TEST, TRAIN, run_cli
 
-TRAIN = SAMPLES / "bibtex_train.txt.xz"
-TEST = SAMPLES / "bibtex_test.txt.xz"
-
-
-@pytest.fixture(scope="module")
-def bibtex():
-    X, Y = read_dataset(TRAIN)
-    Xt, Yt = read_dataset(TEST)
-    return X, Y, Xt, Yt
 
 
 def test_objective_by_hand():

@@ -11,17 +11,8 @@ from xmlkit._ext.tail_rerank import rerank_rows
 from xmlkit.io import read_dataset, read_inv_propensity, read_matrix
 from xmlkit.metrics import inverse_propensity, ranking_metrics
 
-from conftest import SAMPLES, run_cli
+from conftest import TEST, TRAIN, run_cli
 
-TRAIN = SAMPLES / "bibtex_train.txt.xz"
-TEST = SAMPLES / "bibtex_test.txt.xz"
-
-
-@pytest.fixture(scope="module")
-def bibtex():
-    X, Y = read_dataset(TRAIN)
-    Xt, Yt = read_dataset(TEST)
-    return X, Y, Xt, Yt
 
 
 def test_inverse_propensity_by_hand():

@@ -12,7 +12,7 @@ from click.core import ParameterSource
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_option,
                                quiet_option, read_input, run, version_option)
 from xmlkit.models import REGISTRY, get_class
-from xmlkit.models.fastxml import param_fields
+from xmlkit.models.ensemble import param_fields
 
 DEFAULT_ALGORITHM = "fastxml"
 

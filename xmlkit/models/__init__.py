@@ -2,7 +2,8 @@
 ``save(folder)``, ``load(folder)``; REGISTRY maps ``--algorithm`` names to them."""
 from xmlkit import store
 from xmlkit.errors import XmlkitError
-from xmlkit.models.fastxml import FastXML, stored_trees
+from xmlkit.models.ensemble import stored_trees
+from xmlkit.models.fastxml import FastXML
 from xmlkit.models.ldsm import LdSM
 from xmlkit.models.pfastrexml import PfastreXML
 

@@ -15,23 +15,16 @@ why liblinear needs that).
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass
 
 import numpy as np
 
 from xmlkit import store
 from xmlkit.csr import as_rows, like
 from xmlkit.errors import XmlkitError
+from xmlkit.models.ensemble import TreeEnsemble, option, stored_trees, tree_name
 from xmlkit.models.forest import (PackedForest, check_tree, decode_tree, encode_tree,
                                   tree_stats)
-
-
-def option(default, short, long, help, type=None, choices=None):
-    """A parameter with its command-line spelling and help (one place for
-    defaults). `type` (a Python type, or "path" for a file name) is needed
-    when the default is None; `choices` restricts a string to a set."""
-    return field(default=default, metadata={"short": short, "long": long, "help": help,
-                                            "type": type, "choices": choices})
 
 
 @dataclass
@@ -75,15 +68,6 @@ class FastXMLParams:
         return {k: getattr(self, k) for k in self.MODEL_KEYS}
 
 
-def tree_name(t):
-    return f"tree_{t:05d}"
-
-
-def stored_trees(folder):
-    """Indices of the trees saved in an xmlkit model folder, ascending."""
-    return sorted(int(n.split("_")[1]) for n in store.array_names(folder, "tree_"))
-
-
 # Worker state: set in the parent before forking, inherited by the workers.
 _GROWER = None
 
@@ -104,7 +88,7 @@ def _as_training_csr(M, name, dtype=np.float32):
     return R.indptr.astype(np.int64), R.indices, R.data
 
 
-class FastXML:
+class FastXML(TreeEnsemble):
     """FastXML tree ensemble: ``FastXML(n_trees=50, ...).fit(X, Y)``, then
     ``predict(X, k)`` → csr scores. X: csr N×D features, Y: csr N×L labels."""
 
@@ -112,11 +96,6 @@ class FastXML:
     Params = FastXMLParams
     use_idcg = True
 
-    def __init__(self, **params):
-        self.params = self.Params(**params)
-        self.params.check()
-        self.trees = {}
-        self.n_features = self.n_labels = None
 
     # -- training
     def _label_values(self, Y):
@@ -210,10 +189,6 @@ class FastXML:
         return like(X, self.forest().predict(X, k, threads, progress))
 
     # -- storage
-    def manifest(self):
-        return store.make_manifest(self.algorithm, self.params.model_params(),
-                                   self.n_features, self.n_labels, self.params.seed)
-
     def save(self, folder):
         """Write the model folder (manifest + one .npz per tree)."""
         store.prepare_folder(folder, self.manifest())
@@ -227,43 +202,5 @@ class FastXML:
         check_tree(tree, self.n_features, self.n_labels, name)
         return tree
 
-    @classmethod
-    def from_manifest(cls, manifest):
-        model = cls(**manifest["params"], seed=manifest["seed"])
-        model.n_features, model.n_labels = manifest["n_features"], manifest["n_labels"]
-        return model
-
-    @classmethod
-    def load(cls, folder, trees=None, threads=1):
-        """Load a model folder; `trees` (an iterable of indices) picks a subset."""
-        m = store.read_manifest(folder)
-        if m["algorithm"] != cls.algorithm:
-            raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
-        model = cls.from_manifest(m)
-        present = stored_trees(folder)
-        wanted = present if trees is None else list(trees)
-        missing = sorted(set(wanted) - set(present))
-        if missing:
-            raise XmlkitError(f"{folder}: has no tree {missing[0]} (it holds "
-                              f"{len(present)} trees)")
-        if not wanted:
-            raise XmlkitError(f"{folder}: holds no trees")
-        if threads > 1 and len(wanted) > 1:
-            from concurrent.futures import ThreadPoolExecutor
-            with ThreadPoolExecutor(threads) as pool:   # zlib and numpy release the GIL
-                loaded = list(pool.map(lambda t: model._load_tree(folder, t), wanted))
-        else:
-            loaded = [model._load_tree(folder, t) for t in wanted]
-        model.trees.update(zip(wanted, loaded))
-        return model
-
     def stats(self):
         return tree_stats(list(self.trees.values()))
-
-    def get_params(self):
-        return asdict(self.params)
-
-
-def param_fields(params_cls):
-    """The dataclass fields with command-line metadata, in declaration order."""
-    return [f for f in fields(params_cls) if "long" in f.metadata]

@@ -170,22 +170,31 @@ class PackedForest:
         indices, data = X.indices, X.data
         topk = 0 if k is None else int(k)
         n = X.shape[0]
-        bounds = [(r, min(n, r + CHUNK_ROWS)) for r in range(0, n, CHUNK_ROWS)]
 
-        def run(b):
-            out = predict_rows(indptr, indices, data, b[0], b[1], self.roots, self.child,
-                               self.w_ptr, self.w_idx, self.w_val, self.dense_id,
-                               self.dense, self.l_ptr, self.l_idx,
-                               self.l_val, self.n_features, self.n_labels, self.bias, topk)
-            if progress is not None:
-                progress(b[1] - b[0])
-            return out
-        if threads > 1 and len(bounds) > 1:
-            with ThreadPoolExecutor(threads) as pool:
-                parts = list(pool.map(run, bounds))
-        else:
-            parts = [run(b) for b in bounds]
-        return _stack(parts, (n, self.n_labels))
+        def run(r0, r1):
+            return predict_rows(indptr, indices, data, r0, r1, self.roots, self.child,
+                                self.w_ptr, self.w_idx, self.w_val, self.dense_id,
+                                self.dense, self.l_ptr, self.l_idx,
+                                self.l_val, self.n_features, self.n_labels, self.bias, topk)
+        return score_rows(run, n, self.n_labels, threads, progress)
+
+
+def score_rows(run, n, n_cols, threads=1, progress=None):
+    """Rows 0..n-1 scored in chunks of CHUNK_ROWS by `run(r0, r1)` (a nogil
+    kernel returning CSR pieces), on `threads` threads; the pieces stacked
+    into one Rows n × n_cols. `progress(rows)` after each chunk."""
+    def one(b):
+        out = run(*b)
+        if progress is not None:
+            progress(b[1] - b[0])
+        return out
+    bounds = [(r, min(n, r + CHUNK_ROWS)) for r in range(0, n, CHUNK_ROWS)]
+    if threads > 1 and len(bounds) > 1:
+        with ThreadPoolExecutor(threads) as pool:
+            parts = list(pool.map(one, bounds))
+    else:
+        parts = [one(b) for b in bounds]
+    return _stack(parts, (n, n_cols))
 
 
 def _stack(parts, shape):

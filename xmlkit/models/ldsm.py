@@ -16,15 +16,15 @@ Trees are seeded by (seed, tree index) and grown without the GIL by
 `threads` threads, so the model does not depend on the thread count.
 """
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
 from xmlkit import store
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
-from xmlkit.models.fastxml import option, stored_trees, tree_name
-from xmlkit.models.forest import CHUNK_ROWS, _stack, dense_rows
+from xmlkit.models.ensemble import TreeEnsemble, option, stored_trees, tree_name
+from xmlkit.models.forest import dense_rows, score_rows
 
 # LdSM regressors are far denser than FastXML's separators (on Bibtex ~40% of
 # the features on average, most of them near the roots). A dense copy costs
@@ -101,7 +101,7 @@ def with_bias(R, bias):
     return ptr, idx, val
 
 
-class LdSM:
+class LdSM(TreeEnsemble):
     """LdSM tree ensemble: ``LdSM(n_trees=5, ...).fit(X, Y)``, then
     ``predict(X, k)``. X: sparse N×D features, Y: sparse N×L labels."""
 
@@ -109,10 +109,7 @@ class LdSM:
     Params = LdSMParams
 
     def __init__(self, **params):
-        self.params = self.Params(**params)
-        self.params.check()
-        self.trees = {}
-        self.n_features = self.n_labels = None
+        super().__init__(**params)
         self._packed = None
 
     # -- training
@@ -213,28 +210,15 @@ class LdSM:
         xp = R.indptr.astype(np.int64, copy=False)
         n = R.shape[0]
 
-        def run(b):
-            out = predict_rows(xp, R.indices, R.data, b[0], b[1], self.n_features + 1, p.bias,
-                               f["roots"], p.arity, f["first_child"], f["reg_row"],
-                               f["reg_ptr"], f["reg_idx"], f["reg_val"], f["dense_id"],
-                               f["dense"], f["l_ptr"], f["l_idx"], f["l_val"], self.n_labels,
-                               p.route_threshold, 0 if k is None else int(k))
-            if progress is not None:
-                progress(b[1] - b[0])
-            return out
-        bounds = [(r, min(n, r + CHUNK_ROWS)) for r in range(0, n, CHUNK_ROWS)]
-        if threads > 1 and len(bounds) > 1:
-            with ThreadPoolExecutor(threads) as pool:
-                parts = list(pool.map(run, bounds))
-        else:
-            parts = [run(b) for b in bounds]
-        return like(X, _stack(parts, (n, self.n_labels)))
+        def run(r0, r1):
+            return predict_rows(xp, R.indices, R.data, r0, r1, self.n_features + 1, p.bias,
+                                f["roots"], p.arity, f["first_child"], f["reg_row"],
+                                f["reg_ptr"], f["reg_idx"], f["reg_val"], f["dense_id"],
+                                f["dense"], f["l_ptr"], f["l_idx"], f["l_val"], self.n_labels,
+                                p.route_threshold, 0 if k is None else int(k))
+        return like(X, score_rows(run, n, self.n_labels, threads, progress))
 
     # -- storage
-    def manifest(self):
-        return store.make_manifest(self.algorithm, self.params.model_params(),
-                                   self.n_features, self.n_labels, self.params.seed)
-
     def save(self, folder):
         store.prepare_folder(folder, self.manifest())
         for t, tree in self.trees.items():
@@ -247,33 +231,12 @@ class LdSM:
         check_tree(tree, self.params.arity, self.n_features, self.n_labels, name)
         return tree
 
-    @classmethod
-    def load(cls, folder, trees=None, threads=1):
-        m = store.read_manifest(folder)
-        if m["algorithm"] != cls.algorithm:
-            raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
-        model = cls(**m["params"], seed=m["seed"])
-        model.n_features, model.n_labels = m["n_features"], m["n_labels"]
-        present = stored_trees(folder)
-        wanted = present if trees is None else list(trees)
-        missing = sorted(set(wanted) - set(present))
-        if missing:
-            raise XmlkitError(f"{folder}: has no tree {missing[0]} (it holds "
-                              f"{len(present)} trees)")
-        if not wanted:
-            raise XmlkitError(f"{folder}: holds no trees")
-        for t in wanted:
-            model.trees[t] = model._load_tree(folder, t)
-        return model
-
     def stats(self):
         trees = list(self.trees.values())
         return {"nodes": float(np.mean([len(t["first_child"]) for t in trees])),
                 "leaves": float(np.mean([(t["first_child"] < 0).sum() for t in trees])),
                 "max_depth": float(np.mean([t["depth"].max() for t in trees]))}
 
-    def get_params(self):
-        return asdict(self.params)
 
 
 def check_tree(tree, M, n_features, n_labels, name):

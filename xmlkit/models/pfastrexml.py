@@ -9,7 +9,6 @@ t = 1 / (1 + exp(gamma * ||x^ - mu_l||^2)). With trees_only (-S 1) the tail
 classifiers are skipped: PfastXML.
 """
 import hashlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,8 +17,9 @@ from xmlkit import store
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
 from xmlkit.metrics import PROPENSITY_PRESETS, inverse_propensity
-from xmlkit.models.fastxml import FastXML, FastXMLParams, option
-from xmlkit.models.forest import CHUNK_ROWS
+from xmlkit.models.ensemble import option
+from xmlkit.models.fastxml import FastXML, FastXMLParams
+from xmlkit.models.forest import score_rows
 
 #: name of the tail-classifier arrays in a model folder
 TAIL = "tail_centroids"
@@ -169,24 +169,17 @@ class PfastreXML(FastXML):
 
     def _rerank(self, R, S, k, threads):
         from xmlkit._ext.tail_rerank import rerank_rows
-        from xmlkit.models.forest import _stack
         ptr, lab, val = self.tail
         sq = np.bincount(lab, weights=val.astype(np.float64) ** 2, minlength=self.n_labels)
         xp = R.indptr.astype(np.int64, copy=False)
         n = R.shape[0]
         p = self.params
 
-        def run(b):
+        def run(r0, r1):
             return rerank_rows(xp, R.indices, R.data, p.bias, ptr, lab, val, sq,
                                S.indptr.astype(np.int64, copy=False), S.indices, S.data,
-                               b[0], b[1], p.gamma, p.alpha, 0 if k is None else int(k))
-        bounds = [(r, min(n, r + CHUNK_ROWS)) for r in range(0, n, CHUNK_ROWS)]
-        if threads > 1 and len(bounds) > 1:
-            with ThreadPoolExecutor(threads) as pool:
-                parts = list(pool.map(run, bounds))
-        else:
-            parts = [run(b) for b in bounds]
-        return _stack(parts, (n, self.n_labels))
+                               r0, r1, p.gamma, p.alpha, 0 if k is None else int(k))
+        return score_rows(run, n, self.n_labels, threads)
 
     # -- storage
     def manifest(self):

@@ -1,0 +1,89 @@
+"""What the tree-ensemble model families share: parameters declared once with
+their command-line spelling (`option`), one file per tree in the model folder
+(`tree_name`, `stored_trees`), and the manifest / load / params plumbing of
+the common fit / predict / save / load interface (`TreeEnsemble`)."""
+from dataclasses import asdict, field, fields
+
+from xmlkit import store
+from xmlkit.errors import XmlkitError
+
+
+def option(default, short, long, help, type=None, choices=None):
+    """A parameter with its command-line spelling and help (one place for
+    defaults). `type` (a Python type, or "path" for a file name) is needed
+    when the default is None; `choices` restricts a string to a set."""
+    return field(default=default, metadata={"short": short, "long": long, "help": help,
+                                            "type": type, "choices": choices})
+
+
+def tree_name(t):
+    return f"tree_{t:05d}"
+
+
+def stored_trees(folder):
+    """Indices of the trees saved in an xmlkit model folder, ascending."""
+    return sorted(int(n.split("_")[1]) for n in store.array_names(folder, "tree_"))
+
+
+class TreeEnsemble:
+    """Base of the tree-ensemble families. A subclass sets `algorithm`,
+    `Params` (a dataclass with check() and model_params()), and implements
+    fit, predict, save and _load_tree(folder, t)."""
+
+    algorithm = None
+    Params = None
+
+    def __init__(self, **params):
+        self.params = self.Params(**params)
+        self.params.check()
+        self.trees = {}
+        self.n_features = self.n_labels = None
+
+    def manifest(self):
+        return store.make_manifest(self.algorithm, self.params.model_params(),
+                                   self.n_features, self.n_labels, self.params.seed)
+
+    @classmethod
+    def from_manifest(cls, manifest):
+        model = cls(**manifest["params"], seed=manifest["seed"])
+        model.n_features, model.n_labels = manifest["n_features"], manifest["n_labels"]
+        return model
+
+    @classmethod
+    def load(cls, folder, trees=None, threads=1):
+        """Load a model folder; `trees` (an iterable of indices) picks a subset."""
+        return load_folder(cls, folder, trees, threads)
+
+    def get_params(self):
+        return asdict(self.params)
+
+
+def load_folder(cls, folder, trees=None, threads=1):
+    """A model of class `cls` (with from_manifest and _load_tree) from an
+    xmlkit folder: its trees, or the indices `trees`; `threads` read tree
+    files in parallel (zlib and numpy release the GIL)."""
+    m = store.read_manifest(folder)
+    if m["algorithm"] != cls.algorithm:
+        raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
+    model = cls.from_manifest(m)
+    present = stored_trees(folder)
+    wanted = present if trees is None else list(trees)
+    missing = sorted(set(wanted) - set(present))
+    if missing:
+        raise XmlkitError(f"{folder}: has no tree {missing[0]} (it holds "
+                          f"{len(present)} trees)")
+    if not wanted:
+        raise XmlkitError(f"{folder}: holds no trees")
+    if threads > 1 and len(wanted) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(threads) as pool:
+            loaded = list(pool.map(lambda t: model._load_tree(folder, t), wanted))
+    else:
+        loaded = [model._load_tree(folder, t) for t in wanted]
+    model.trees.update(zip(wanted, loaded))
+    return model
+
+
+def param_fields(params_cls):
+    """The dataclass fields with command-line metadata, in declaration order."""
+    return [f for f in fields(params_cls) if "long" in f.metadata]
