@@ -79,3 +79,23 @@ def test_shape_mismatch(tmp_path):
     truth.write_text("1 4\n0:1\n")
     r = run_cli("xml-eval", scores, truth)
     assert r.returncode == 2 and "scores 3 labels" in r.stderr
+
+
+def test_label_set_metrics(tmp_path):
+    """--sets reads every stored entry as a predicted label; --threshold cuts scores."""
+    truth = tmp_path / "y.txt"
+    truth.write_text("3 4\n0:1 1:1\n2:1\n\n")
+    pred = tmp_path / "p.txt"
+    pred.write_text("3 4\n0:0.9 2:0.4\n2:0.8 3:0.2\n\n")
+    r = run_cli("xml-eval", pred, truth, "--sets", "--json")
+    assert r.returncode == 0, r.stderr
+    m = json.loads(r.stdout)["metrics"]
+    # sets {0,2}, {2,3}, {}: tp 2, fp 2, fn 1 -> micro-F1 4/7, Hamming 3/12
+    assert m["micro_f1"] == pytest.approx(4 / 7) and m["hamming_loss"] == pytest.approx(3 / 12)
+    r = run_cli("xml-eval", pred, truth, "--threshold", "0.5", "--json")
+    m = json.loads(r.stdout)["metrics"]
+    # sets {0}, {2}, {}: tp 2, fn 1 -> micro-F1 4/5, example-F1 (2/3 + 1 + 1) / 3
+    assert m["micro_f1"] == pytest.approx(4 / 5)
+    assert m["example_f1"] == pytest.approx((2 / 3 + 2) / 3)
+    r = run_cli("xml-eval", pred, truth, "--sets")
+    assert r.returncode == 0 and "macro_f1" in r.stdout

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from xmlkit.metrics import (inverse_propensity, ndcg_at_k, precision_at_k, psndcg_at_k,
-                            psprecision_at_k, ranking_metrics, recall_at_k, top_k)
+from xmlkit.metrics import (inverse_propensity, label_sets, ndcg_at_k, precision_at_k,
+                            psndcg_at_k, psprecision_at_k, ranking_metrics, recall_at_k,
+                            set_metrics, top_k)
 
 L2 = math.log2
 # Truth: point 0 {0, 2}; point 1 {1}; point 2 no labels; point 3 {3, 4}
@@ -91,3 +92,25 @@ def test_shape_mismatch_is_an_error():
     from xmlkit.errors import XmlkitError
     with pytest.raises(XmlkitError):
         ranking_metrics(Y, S[:3], (1,))
+
+
+def test_set_metrics_by_hand():
+    # 3 points, 4 labels
+    #   truth      prediction
+    #   {0, 1}     {0, 2}        tp 1, fp 1, fn 1 -> example F1 2/4
+    #   {2}        {2}           tp 1             -> 1
+    #   {}         {}            nothing          -> 1 (nothing to find, nothing wrong)
+    Y = sp.csr_matrix(np.array([[1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]]))
+    P = sp.csr_matrix(np.array([[1, 0, 1, 0], [0, 0, 1, 0], [0, 0, 0, 0]]))
+    m = set_metrics(Y, P)
+    assert m["hamming_loss"] == pytest.approx(2 / 12)          # 1 fn + 1 fp of 12
+    assert m["micro_f1"] == pytest.approx(2 * 2 / (2 * 2 + 1 + 1))
+    # labels: 0 F1 1, 1 F1 0 (missed), 2 F1 2*1/(1+2) = 2/3, 3 nothing -> 1
+    assert m["macro_f1"] == pytest.approx((1 + 0 + 2 / 3 + 1) / 4)
+    assert m["example_f1"] == pytest.approx((0.5 + 1 + 1) / 3)
+
+
+def test_label_sets_from_scores():
+    S = sp.csr_matrix(np.array([[0.9, 0.2, 0.5], [0.1, 0.0, 0.7]], dtype=np.float32))
+    assert label_sets(S, 0.5).toarray().tolist() == [[1, 0, 1], [0, 0, 1]]
+    assert label_sets(S).toarray().tolist() == [[1, 1, 1], [1, 0, 1]]

@@ -34,6 +34,8 @@ __all__ = [
     "recall_at_k",
     "psprecision_at_k",
     "psndcg_at_k",
+    "label_sets",
+    "set_metrics",
 ]
 
 #: (A, B) of the propensity model, per data-set family (Jain et al., 2016).
@@ -163,3 +165,48 @@ def psprecision_at_k(Y_true, scores, inv_prop, k=5):
 def psndcg_at_k(Y_true, scores, inv_prop, k=5):
     """PSnDCG@1..k as an array."""
     return _one("PSnDCG", Y_true, scores, k, inv_prop)
+
+
+def label_sets(scores, threshold=None):
+    """Predicted label sets (binary csr) from a score matrix: the stored
+    entries with score >= threshold, or every stored entry (threshold None)."""
+    import scipy.sparse as sp
+    indptr, indices, data, shape = _scores_csr(scores)
+    keep = np.ones(len(data), bool) if threshold is None else data >= threshold
+    rows = np.repeat(np.arange(shape[0]), np.diff(indptr))[keep]
+    P = sp.csr_matrix((np.ones(int(keep.sum()), np.float32), (rows, indices[keep])),
+                      shape=shape)
+    P.sum_duplicates()
+    P.data[:] = 1
+    return P
+
+
+def set_metrics(Y_true, Y_pred):
+    """Metrics of predicted label sets (binary, N×L) against the truth, as
+    fractions: Hamming loss (wrong decisions / N·L), micro-F1 (2TP / (2TP + FP
+    + FN) over all decisions), macro-F1 (mean over labels of the same per
+    label) and example-F1 (mean over points of 2|y ∩ ŷ| / (|y| + |ŷ|)). A
+    label or point with neither true nor predicted entries has F1 = 1 (the
+    convention of mulan's F-measure: nothing to find, nothing wrong)."""
+    Y = _binary_csr(Y_true, "true labels")
+    P = _binary_csr(Y_pred, "predicted labels")
+    if P.shape != Y.shape:
+        raise XmlkitError(f"predictions are {P.shape[0]}×{P.shape[1]} but true labels "
+                          f"{Y.shape[0]}×{Y.shape[1]}")
+    n, L = Y.shape
+    P.data[:] = 1
+    Y.data[:] = 1
+    hit = Y.multiply(P).tocsr()
+    tp_l = np.asarray(hit.sum(axis=0)).ravel()
+    true_l = np.asarray(Y.sum(axis=0)).ravel()
+    pred_l = np.asarray(P.sum(axis=0)).ravel()
+    tp, n_true, n_pred = tp_l.sum(), true_l.sum(), pred_l.sum()
+    den_l = true_l + pred_l
+    f1_l = np.where(den_l > 0, 2 * tp_l / np.maximum(den_l, 1), 1.0)
+    tp_i = np.asarray(hit.sum(axis=1)).ravel()
+    den_i = np.diff(Y.indptr) + np.diff(P.indptr)
+    f1_i = np.where(den_i > 0, 2 * tp_i / np.maximum(den_i, 1), 1.0)
+    return {"hamming_loss": float((n_true + n_pred - 2 * tp) / max(1, n * L)),
+            "micro_f1": float(2 * tp / (n_true + n_pred)) if n_true + n_pred else 1.0,
+            "macro_f1": float(f1_l.mean()) if L else float("nan"),
+            "example_f1": float(f1_i.mean()) if n else float("nan")}

@@ -7,7 +7,8 @@ import click
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_option,
                                quiet_option, read_input, run, version_option)
 from xmlkit.io import read_inv_propensity
-from xmlkit.metrics import DEFAULT_KS, PROPENSITY_PRESETS, inverse_propensity, ranking_metrics
+from xmlkit.metrics import (DEFAULT_KS, PROPENSITY_PRESETS, inverse_propensity, label_sets,
+                            ranking_metrics, set_metrics)
 
 ROW_ORDER = ("P", "nDCG", "PSP", "PSnDCG", "R")
 
@@ -51,17 +52,24 @@ def format_table(metrics, ks):
               help="A of the propensity model (overrides the preset's).")
 @click.option("-B", "--B", "prop_b", type=float, default=None,
               help="B of the propensity model (overrides the preset's).")
+@click.option("--sets", is_flag=True,
+              help="SCORES holds predicted label sets (every stored entry is a predicted "
+                   "label): print Hamming loss, micro-, macro- and example-F1 instead.")
+@click.option("--threshold", type=float, default=None,
+              help="Predict the labels scored >= this and print the label-set metrics, as "
+                   "--sets does.")
 @index_base_option
 @json_option
 @quiet_option
 @version_option
 def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_preset,
-            prop_a, prop_b, index_base, as_json, quiet):
+            prop_a, prop_b, sets, threshold, index_base, as_json, quiet):
     """Evaluate SCORES (a score matrix, header 'N L') against TRUE_LABELS (a label
     file 'N L' or a single-file data set 'N D L').
 
     Prints P@k, nDCG@k and R@k, plus PSP@k and PSnDCG@k when propensities are
-    given, in percent. Ranking: stored scores only, higher score first, ties to
+    given, in percent; with --sets or --threshold, the label-set metrics
+    (Hamming loss, micro-F1, macro-F1, example-F1) as fractions. Ranking: stored scores only, higher score first, ties to
     the lower label index; all test points count (XC repository definitions).
     """
     log = Log(quiet)
@@ -78,6 +86,19 @@ def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_pr
         fail(f"{scores} has {S.shape[0]} rows but {true_labels} has {Y.shape[0]} points")
     if S.shape[1] != Y.shape[1]:
         fail(f"{scores} scores {S.shape[1]} labels but {true_labels} has {Y.shape[1]}")
+
+    if sets or threshold is not None:
+        if threshold is not None and not math.isfinite(threshold):
+            fail("--threshold must be a finite number")
+        m = set_metrics(Y, label_sets(S, threshold))
+        if as_json:
+            click.echo(json.dumps({"n_points": int(Y.shape[0]), "n_labels": int(Y.shape[1]),
+                                   "threshold": threshold, "unit": "fraction", "metrics": m},
+                                  indent=2))
+        else:
+            width = max(len(k) for k in m)
+            click.echo("\n".join(f"{k:<{width}}  {v:.4f}" for k, v in m.items()))
+        return
 
     q, prop = None, None
     if train_labels:
