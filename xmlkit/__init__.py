@@ -6,9 +6,10 @@ layers over this Python API.
 from xmlkit._version import __version__
 from xmlkit.errors import InputFormatError, XmlkitError
 from xmlkit.models import REGISTRY, load_model
+from xmlkit.models.embed import Embed
 from xmlkit.models.fastxml import FastXML
 from xmlkit.models.ldsm import LdSM
 from xmlkit.models.pfastrexml import PfastreXML
 
-__all__ = ["__version__", "XmlkitError", "InputFormatError", "FastXML", "PfastreXML", "LdSM", "REGISTRY",
+__all__ = ["__version__", "XmlkitError", "InputFormatError", "FastXML", "PfastreXML", "LdSM", "Embed", "REGISTRY",
            "load_model"]

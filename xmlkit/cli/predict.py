@@ -1,4 +1,5 @@
 """xml-predict: score a feature file with a trained model folder."""
+import math
 import time
 
 import click
@@ -7,6 +8,7 @@ from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, quiet_opti
                                read_input, run, version_option)
 from xmlkit.io import write_matrix
 from xmlkit.models import load_model
+from xmlkit.models.embed import DECISIONS, Embed
 from xmlkit.models.pfastrexml import RERANK, PfastreXML
 
 
@@ -28,11 +30,17 @@ from xmlkit.models.pfastrexml import RERANK, PfastreXML
 @click.option("-S", "--trees-only", type=click.IntRange(0, 1), default=None,
               help="PfastreXML: 1 writes the tree scores without re-ranking [default: "
                    "the model's -S].")
+@click.option("--decision", type=click.Choice(DECISIONS), default=None,
+              help="Embed models: write probabilities (scores), or label sets: labels with "
+                   "p >= --threshold, or per-label F1 inference over the points of FEATURES "
+                   "[default: scores].")
+@click.option("--threshold", type=float, default=None,
+              help="Embed models, --decision threshold: the probability cut [default: 0.5].")
 @index_base_option
 @quiet_option
 @version_option
 def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, rerank,
-            trees_only, index_base, quiet):
+            trees_only, decision, threshold, index_base, quiet):
     """Write the scores of MODEL_DIR's model for the points of FEATURES (a feature
     file 'N D', or a single-file data set 'N D L' whose labels are ignored) to
     SCORES, a score matrix 'N L' (6 decimals, labels ascending).
@@ -57,12 +65,21 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
     elif rerank is not None or trees_only is not None:
         fail(f"-n/--rerank and -S/--trees-only apply to PfastreXML models, and {model_dir} "
              f"holds a {model.algorithm} model")
+    if isinstance(model, Embed):
+        extra = {"decision": decision or "scores",
+                 "threshold": 0.5 if threshold is None else threshold}
+        if threshold is not None and (decision != "threshold" or not math.isfinite(threshold)):
+            fail("--threshold (a finite number) goes with --decision threshold")
+    elif decision is not None or threshold is not None:
+        fail(f"--decision and --threshold apply to embed models, and {model_dir} holds a "
+             f"{model.algorithm} model")
     start = time.perf_counter()
     with log.progress(X.shape[0], "predicting", "points") as bar:
         S = model.predict(X, k=top_k, threads=threads, progress=bar.update, **extra)
     seconds = time.perf_counter() - start
     write_matrix(scores, S)
-    log(f"scored {X.shape[0]} points with {len(model.trees)} trees in {seconds:.2f} s "
+    what = f"{len(model.trees)} trees" if model.trees else model.algorithm
+    log(f"scored {X.shape[0]} points with {what} in {seconds:.2f} s "
         f"({1000 * seconds / max(1, X.shape[0]):.3f} ms/point) -> {scores}")
 
 

@@ -104,19 +104,19 @@ def command(ctx, paths, algorithm, index_base, as_json, quiet, **options):
         if value is not None:
             params[name] = value
     model = cls(**params)
-    p = model.params
     start = time.perf_counter()
-    with log.progress(p.n_trees, "training", "trees") as bar:
+    with log.progress(model.progress_total, "training", "steps") as bar:
         model.fit(X, Y, model_dir=model_dir, progress=bar.update, log=log)
     seconds = time.perf_counter() - start
     stats = model.stats()
     summary = {"algorithm": algorithm, "model_dir": str(model_dir),
-               "trees": sorted(model.trees), "train_seconds": round(seconds, 3), **stats}
+               "train_seconds": round(seconds, 3), **stats}
+    if model.trees:
+        summary["trees"] = sorted(model.trees)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:
-        log(f"trained in {seconds:.1f} s: {len(model.trees)} trees, "
-            f"{stats['nodes']:.0f} nodes and depth {stats['max_depth']:.1f} on average")
+        log(f"trained in {seconds:.1f} s: {model.summary()}")
 
 
 def main():

@@ -2,12 +2,13 @@
 ``save(folder)``, ``load(folder)``; REGISTRY maps ``--algorithm`` names to them."""
 from xmlkit import store
 from xmlkit.errors import XmlkitError
+from xmlkit.models.embed import Embed
 from xmlkit.models.ensemble import stored_trees
 from xmlkit.models.fastxml import FastXML
 from xmlkit.models.ldsm import LdSM
 from xmlkit.models.pfastrexml import PfastreXML
 
-REGISTRY = {cls.algorithm: cls for cls in (FastXML, PfastreXML, LdSM)}
+REGISTRY = {cls.algorithm: cls for cls in (FastXML, PfastreXML, LdSM, Embed)}
 
 
 def get_class(algorithm):

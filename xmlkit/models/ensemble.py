@@ -57,6 +57,16 @@ class TreeEnsemble:
     def get_params(self):
         return asdict(self.params)
 
+    @property
+    def progress_total(self):
+        """Steps of fit's progress callback (trees for tree ensembles)."""
+        return self.params.n_trees
+
+    def summary(self):
+        s = self.stats()
+        return (f"{len(self.trees)} trees, {s['nodes']:.0f} nodes and depth "
+                f"{s['max_depth']:.1f} on average")
+
 
 def load_folder(cls, folder, trees=None, threads=1):
     """A model of class `cls` (with from_manifest and _load_tree) from an

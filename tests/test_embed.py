@@ -1,0 +1,76 @@
+"""Randomized label embedding: the top singular subspace on a synthetic
+problem against a dense computation, F1 inference by hand, CLI = API."""
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import xmlkit
+from xmlkit.models.embed import f1_decisions, label_embedding, with_ones
+from xmlkit.io import read_matrix
+from xmlkit.metrics import ranking_metrics, set_metrics
+
+from conftest import TEST, TRAIN, run_cli
+
+
+def test_embedding_recovers_the_top_singular_subspace():
+    rng = np.random.default_rng(1)
+    n, d, c, k = 600, 80, 40, 5
+    X = sp.random(n, d, density=0.2, random_state=2, format="csr")
+    # labels driven by a rank-k function of the features, plus noise
+    Y = sp.csr_matrix(((X @ rng.standard_normal((d, k))) @ rng.standard_normal((k, c))
+                       + 0.3 * rng.standard_normal((n, c)) > 0.8).astype(float))
+    X1 = with_ones(X)
+    lam = 1e-3
+    VE, cx, _ = label_embedding(X1, Y, k, 20, 4, lam, 200, np.random.default_rng(0))
+    # dense: top-k eigenvectors of Yᵀ X (XᵀX + c_x I)⁻¹ Xᵀ Y
+    Xd, Yd = X1.toarray(), Y.toarray()
+    G = Yd.T @ Xd @ np.linalg.solve(Xd.T @ Xd + cx * np.eye(Xd.shape[1]), Xd.T @ Yd)
+    w, U = np.linalg.eigh(G)
+    top = U[:, np.argsort(w)[::-1][:k]]
+    Q, _ = np.linalg.qr(VE)
+    cosines = np.linalg.svd(top.T @ Q, compute_uv=False)
+    assert np.arccos(np.clip(cosines.min(), -1, 1)) < 0.01      # largest principal angle
+
+
+def test_f1_inference_by_hand():
+    # one label, 3 points with p = 0.9, 0.2, 0.6, training frequency 1/3 (m·π = 1):
+    # r = 1: 0.9 / 2 = 0.45; r = 2: 1.5 / 3 = 0.5; r = 3: 1.7 / 4 = 0.425 -> top 2
+    P = np.array([[0.9], [0.2], [0.6]])
+    assert f1_decisions(P, np.array([1 / 3]), 3)[:, 0].tolist() == [True, False, True]
+    # a frequent label (π = 1, m·π = 3):
+    # r = 1: 0.9/4 = 0.225, r = 2: 1.5/5 = 0.3, r = 3: 1.7/6 = 0.283 -> top 2
+    assert f1_decisions(P, np.array([1.0]), 3)[:, 0].tolist() == [True, False, True]
+    # always at least one point per label
+    assert f1_decisions(np.array([[0.01], [0.0]]), np.array([0.001]), 2).sum() == 1
+
+
+def test_cli_and_api_agree(tmp_path, bibtex):
+    X, Y, Xt, Yt = bibtex
+    kw = {"num_features": 300, "rank": 30, "loss": "logistic", "epochs": 2, "seed": 3}
+    model = xmlkit.Embed(**kw).fit(X, Y)
+    S = model.predict(Xt, k=5)
+    assert ranking_metrics(Yt, S, (1,))["P@1"] > 0.4
+    folder, scores = tmp_path / "m", tmp_path / "s.txt"
+    args = [a for key, v in kw.items() for a in (f"--{key.replace('_', '-')}", str(v))]
+    r = run_cli("xml-train", TRAIN, folder, "--algorithm", "embed", *args, "-q")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((folder / "manifest.json").read_text())["params"]["rank"] == 30
+    r = run_cli("xml-predict", TEST, scores, folder, "-k", "5", "-q")
+    assert r.returncode == 0, r.stderr
+    S_cli = read_matrix(scores)
+    assert np.array_equal(S_cli.indices, S.indices)
+    assert np.abs(S_cli.data - S.data).max() <= 1e-5
+    # label sets: threshold and F1 inference, as files that xml-eval reads with --sets
+    for decision in ("threshold", "f1"):
+        r = run_cli("xml-predict", TEST, scores, folder, "--decision", decision, "-q")
+        assert r.returncode == 0, r.stderr
+        api = model.predict(Xt, decision=decision)
+        assert set_metrics(Yt, read_matrix(scores)) == pytest.approx(set_metrics(Yt, api))
+    F = model.predict(Xt, decision="f1")
+    assert np.all(np.asarray((F > 0).sum(axis=0)).ravel() >= 1)   # every label predicted
+    r = run_cli("xml-predict", TEST, scores, folder, "-s", "1", "-q")
+    assert r.returncode == 2
+    r = run_cli("xml-train", TRAIN, tmp_path / "x", "--algorithm", "embed", "--shrink", "2")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1

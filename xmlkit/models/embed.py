@@ -1,0 +1,414 @@
+"""Multilabel prediction through a randomized low-rank label embedding and a
+smooth link (Karampatziakis & Mineiro, "Scalable Multilabel Prediction via
+Randomized Methods"; the authors' `rembed` / `calmultimls` code).
+
+1. Embedding (randomized range finder): a Gaussian c×(k+p) test matrix Q;
+   `passes` times Z ≈ argmin ‖XZ − YQ‖² + c_x‖Z‖² (preconditioned conjugate
+   gradient on sparse X, c_x = λ·tr(XᵀX)/d), T = YᵀXZ, Q = orth(T); a final
+   solve, and the top-k left singular vectors of T are the label embedding
+   V_E (c×k). The feature map W_x ≈ argmin ‖XW_x − YV_E‖² gives h(x) = xW_x.
+2. Random Fourier features of [h(x), 1] (Gaussian or Cauchy frequencies,
+   bandwidth by the median heuristic times `bandwidth`), φ = [cos(hΩ + b), 1].
+3. Output layer V: ridge closed form (A = ΦᵀΦ + λ·tr/(f+1)·I), optionally
+   refined by per-class logistic loss with A⁻¹-preconditioned minibatch
+   gradient steps and heavy-ball momentum.
+
+Prediction: probabilities (logistic: σ(φV); ridge: φV clipped to [0, 1]),
+label sets by threshold (p ≥ 0.5), or per-label F1 inference over the test
+batch (rank the points by p_j, predict the top r maximising
+Σ_{t≤r} p_(t) / (r + m·π_j), π_j the training frequency).
+Nothing N×c, d×c or N×d dense is formed beyond k(+p) columns, f columns or
+a block of rows/labels.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from xmlkit import store
+from xmlkit.csr import Rows, as_rows, like
+from xmlkit.errors import XmlkitError
+from xmlkit.models.ensemble import TreeEnsemble, option
+
+ARRAYS = "embed"
+ROW_BLOCK = 2048      # points scored at once
+LABEL_BLOCK = 256     # labels per block in F1 inference
+DECISIONS = ("scores", "threshold", "f1")
+
+
+@dataclass
+class EmbedParams:
+    rank: int = option(0, None, "--rank", "Embedding dimension k; 0: the smallest k whose top "
+                                          "eigenvalues of YᵀY hold 90% of their sum.")
+    oversample: int = option(20, None, "--oversample", "Extra columns p of the Gaussian test "
+                                                       "matrix.")
+    passes: int = option(1, None, "--passes", "Range-finder passes q.")
+    embed_lambda: float = option(1.0, None, "--embed-lambda",
+                                 "Ridge of the embedding solves, times tr(XᵀX)/d.")
+    cg_iters: int = option(20, None, "--cg-iters", "Conjugate-gradient iterations per solve.")
+    num_features: int = option(1000, None, "--num-features", "Random Fourier features f.")
+    kernel: str = option("gaussian", None, "--kernel", "Random-feature kernel.",
+                         choices=("gaussian", "cauchy"))
+    bandwidth: float = option(1.0, None, "--bandwidth",
+                              "Frequency multiplier on the median-heuristic bandwidth.")
+    ridge: float = option(1e-2, None, "--ridge",
+                          "Ridge of the output layer, times tr(ΦᵀΦ)/(f+1).")
+    loss: str = option("ridge", None, "--loss", "Output layer: ridge closed form, or refined "
+                                                "by per-class logistic loss.",
+                       choices=("ridge", "logistic"))
+    epochs: int = option(5, None, "--epochs", "Logistic refinement epochs.")
+    eta: float = option(1.0, None, "--eta", "Logistic step size (preconditioned).")
+    momentum: float = option(0.5, None, "--momentum", "Heavy-ball momentum of the logistic "
+                                                      "steps.")
+    decay: float = option(1.0, None, "--decay", "Step-size decay per epoch (<= 1).")
+    shrink: float = option(1.0, None, "--shrink", "Label smoothing s: targets s·y + (1−s)(1−y).")
+    seed: int = option(0, None, "--seed", "Random seed (test matrix, frequencies, batches).")
+
+    MODEL_KEYS = ("rank", "oversample", "passes", "embed_lambda", "cg_iters", "num_features",
+                  "kernel", "bandwidth", "ridge", "loss", "epochs", "eta", "momentum", "decay",
+                  "shrink")
+
+    def check(self):
+        for name in ("rank", "oversample"):
+            if getattr(self, name) < 0:
+                raise XmlkitError(f"--{name} must be >= 0")
+        for name in ("passes", "cg_iters", "num_features"):
+            if getattr(self, name) < 1:
+                raise XmlkitError(f"--{name.replace('_', '-')} must be at least 1")
+        for name in ("embed_lambda", "ridge", "bandwidth", "eta"):
+            v = getattr(self, name)
+            if not (np.isfinite(v) and v > 0):
+                raise XmlkitError(f"--{name.replace('_', '-')} must be a positive number")
+        if self.epochs < 0:
+            raise XmlkitError("--epochs must be >= 0")
+        if not 0 <= self.momentum < 1:
+            raise XmlkitError("--momentum must be in [0, 1)")
+        if not 0 < self.decay <= 1:
+            raise XmlkitError("--decay must be in (0, 1]")
+        if not 0.5 < self.shrink <= 1:
+            raise XmlkitError("--shrink must be in (0.5, 1]")
+        if self.kernel not in ("gaussian", "cauchy") or self.loss not in ("ridge", "logistic"):
+            raise XmlkitError("unknown --kernel or --loss")
+        if not 0 <= self.seed < 2 ** 63:
+            raise XmlkitError("the seed must be a non-negative 64-bit integer")
+
+    def model_params(self):
+        return {k: getattr(self, k) for k in self.MODEL_KEYS}
+
+
+# ------------------------------------------------------------------ algebra
+def with_ones(X):
+    """X (csr) with a last column of ones."""
+    import scipy.sparse as sp
+    return sp.hstack([X, np.ones((X.shape[0], 1), np.float64)], format="csr")
+
+
+def pcg(X, B, reg, M, iters):
+    """Z ≈ (XᵀX + reg·I)⁻¹ B for every column of B at once: preconditioned
+    conjugate gradient (Jacobi M = diag(XᵀX) + reg), from 0, at most `iters`
+    steps, stopping a column when its squared residual is below 1e-6 of the
+    start; the best iterate (smallest residual) of each column is returned."""
+    Z = np.zeros_like(B)
+    R = B.copy()
+    Mi = 1.0 / M[:, None]
+    Y = Mi * R
+    P = Y.copy()
+    rz = np.einsum("ij,ij->j", R, Y)
+    r0 = np.einsum("ij,ij->j", R, R)
+    best, best_r = Z.copy(), r0.copy()
+    for _ in range(iters):
+        AP = X.T @ (X @ P) + reg * P
+        pap = np.einsum("ij,ij->j", P, AP)
+        alpha = np.divide(rz, pap, out=np.zeros_like(rz), where=pap > 0)
+        Z += alpha * P
+        R -= alpha * AP
+        rr = np.einsum("ij,ij->j", R, R)
+        better = rr < best_r
+        best[:, better] = Z[:, better]
+        best_r = np.minimum(best_r, rr)
+        if np.all(rr <= 1e-6 * r0):
+            break
+        Y = Mi * R
+        rz_new = np.einsum("ij,ij->j", R, Y)
+        beta = np.divide(rz_new, rz, out=np.zeros_like(rz), where=rz > 0)
+        P = Y + beta * P
+        rz = rz_new
+    return best
+
+
+def orthonormal(T):
+    """Columns of T made orthonormal symmetrically: T·V·Λ^(−1/2), TᵀT = VΛVᵀ
+    (pseudo-inverse for zero eigenvalues)."""
+    lam, V = np.linalg.eigh(T.T @ T)
+    inv = np.where(lam > 1e-12 * max(lam.max(), 1e-300), 1 / np.sqrt(np.maximum(lam, 1e-300)), 0)
+    return T @ (V * inv)
+
+
+def auto_rank(Y, mass=0.9):
+    """Smallest k whose top eigenvalues of YᵀY hold `mass` of their sum."""
+    c = Y.shape[1]
+    if c > 4000:
+        raise XmlkitError(f"--rank 0 (automatic) needs the {c}×{c} matrix YᵀY; give --rank")
+    G = (Y.T @ Y).toarray()
+    lam = np.sort(np.linalg.eigvalsh(G))[::-1]
+    cum = np.cumsum(np.maximum(lam, 0))
+    return int(np.searchsorted(cum, mass * cum[-1]) + 1) if cum[-1] > 0 else 1
+
+
+def label_embedding(X1, Y, k, oversample, passes, lam, iters, rng):
+    """V_E (c×k): top-k left singular vectors of YᵀX(XᵀX + c_x I)⁻¹XᵀY,
+    by the randomized range finder; X1 has its column of ones."""
+    d, c = X1.shape[1], Y.shape[1]
+    k = min(k, d, c)
+    kp = min(d, c, k + oversample)
+    cx = lam * float(X1.multiply(X1).sum()) / d
+    M = np.asarray(X1.multiply(X1).sum(axis=0)).ravel() + cx
+    Q = rng.standard_normal((c, kp))
+    for _ in range(passes):
+        Z = pcg(X1, X1.T @ (Y @ Q), cx, M, iters)
+        Q = orthonormal(Y.T @ (X1 @ Z))
+    Z = pcg(X1, X1.T @ (Y @ Q), cx, M, iters)
+    T = Y.T @ (X1 @ Z)
+    lam_t, V = np.linalg.eigh(T.T @ T)
+    order = np.argsort(lam_t)[::-1][:k]
+    sigma = np.sqrt(np.maximum(lam_t[order], 0))
+    scale = sigma / (sigma ** 2 + 1e-12 * max(sigma.max() ** 2, 1e-300))
+    return T @ V[:, order] * scale, cx, M
+
+
+def median_sq_distance(H, rng, sample=1000):
+    idx = rng.choice(H.shape[0], size=min(sample, H.shape[0]), replace=False)
+    S = H[idx]
+    sq = (S ** 2).sum(axis=1)
+    D = np.maximum(sq[:, None] + sq[None, :] - 2 * S @ S.T, 0)
+    return float(np.median(D))
+
+
+def fourier(H1, Omega, b):
+    """[cos(H1 Ω + b), 1] for the rows of H1."""
+    Phi = np.empty((H1.shape[0], Omega.shape[1] + 1))
+    np.cos(H1 @ Omega + b, out=Phi[:, :-1])
+    Phi[:, -1] = 1
+    return Phi
+
+
+def sigmoid(z):
+    return 0.5 * (1 + np.tanh(0.5 * z))
+
+
+def f1_decisions(P, prior, m):
+    """Per-label F1 inference on a block of probabilities P (m points × labels):
+    for label j, the points ranked by p_j; predict the top r maximising
+    Σ_{t≤r} p_(t) / (r + m·π_j). Returns a boolean mask of P's shape."""
+    order = np.argsort(-P, axis=0, kind="stable")
+    sorted_p = np.take_along_axis(P, order, axis=0)
+    r = np.arange(1, m + 1)[:, None]
+    gain = np.cumsum(sorted_p, axis=0) / (r + m * prior[None, :])
+    best = np.argmax(gain, axis=0) + 1
+    keep_sorted = r <= best[None, :]
+    mask = np.zeros_like(P, dtype=bool)
+    np.put_along_axis(mask, order, keep_sorted, axis=0)
+    return mask
+
+
+class Embed(TreeEnsemble):
+    """``Embed(...).fit(X, Y)``, then ``predict(X, k, decision=...)``."""
+
+    algorithm = "embed"
+    Params = EmbedParams
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.arrays = None
+
+    @property
+    def progress_total(self):
+        p = self.params
+        return 3 + (p.epochs if p.loss == "logistic" else 0)
+
+    def fit(self, X, Y, model_dir=None, progress=None, log=None):
+        import scipy.sparse as sp
+        from scipy.linalg import cho_factor, cho_solve
+        p = self.params
+        X = as_rows(X, "features").to_scipy().astype(np.float64)
+        Y = as_rows(Y, "labels").to_scipy()
+        if X.shape[0] != Y.shape[0]:
+            raise XmlkitError(f"features have {X.shape[0]} rows but labels {Y.shape[0]}")
+        if X.shape[0] < 2:
+            raise XmlkitError("at least two training points are needed")
+        if not np.all(np.isfinite(X.data)):
+            raise XmlkitError("features contain NaN or inf")
+        Y = sp.csr_matrix((np.ones(Y.nnz), Y.indices, Y.indptr), shape=Y.shape)
+        Y.sum_duplicates()
+        Y.data[:] = 1
+        n, self.n_features, self.n_labels = X.shape[0], X.shape[1], Y.shape[1]
+        if model_dir is not None:
+            store.prepare_folder(model_dir, self.manifest())
+        rng = np.random.default_rng(p.seed)
+        tick = progress or (lambda _: None)
+        k = p.rank or auto_rank(Y)
+        X1 = with_ones(X)
+        VE, cx, M = label_embedding(X1, Y, k, p.oversample, p.passes, p.embed_lambda,
+                                    p.cg_iters, rng)
+        tick(1)
+        Wx = pcg(X1, X1.T @ (Y @ VE), 1e-6 * cx, M - cx + 1e-6 * cx, p.cg_iters)
+        H1 = np.hstack([X1 @ Wx, np.ones((n, 1))])
+        qd = median_sq_distance(H1, rng)
+        scale = p.bandwidth * np.sqrt(2 / qd) if qd > 0 else p.bandwidth
+        shape = (H1.shape[1], p.num_features)
+        G = rng.standard_normal(shape) if p.kernel == "gaussian" \
+            else np.tan(np.pi * (rng.random(shape) - 0.5))
+        Omega = scale * G
+        b = rng.uniform(-np.pi / 2, np.pi / 2, p.num_features)
+        Phi = fourier(H1, Omega, b)
+        tick(1)
+        A = Phi.T @ Phi
+        A[np.diag_indices_from(A)] += p.ridge * np.trace(A) / A.shape[0]
+        chol = cho_factor(A)
+        s = p.shrink
+        # Φᵀ(sY + (1−s)(1−Y)) without the dense n×c targets
+        PhiY = np.asarray((Y.T @ Phi).T)
+        target = s * PhiY + (1 - s) * (Phi.sum(axis=0)[:, None] - PhiY)
+        V = cho_solve(chol, target)
+        tick(1)
+        if p.loss == "logistic":
+            V = self._logistic(Phi, Y, V, target, chol, rng, tick, log)
+        self.arrays = {"Wx": Wx.astype(np.float32), "Omega": Omega, "b": b,
+                       "V": V.astype(np.float32),
+                       "prior": np.asarray(Y.mean(axis=0)).ravel(),
+                       "rank": np.array([VE.shape[1]])}
+        if log:
+            log(f"embed: {n} points, {self.n_features} features, {self.n_labels} labels; "
+                f"rank {VE.shape[1]}, {p.num_features} random features")
+        if model_dir is not None:
+            store.save_arrays(model_dir, ARRAYS, self.arrays)
+        return self
+
+    def _logistic(self, Phi, Y, V, target, chol, rng, tick, log):
+        from scipy.linalg import cho_solve
+        p = self.params
+        n = Phi.shape[0]
+        bs = max(1, min(-(-n // 10), int(1e9 // max(self.n_labels, Phi.shape[1]))))
+        eta = p.eta * (1 - p.momentum)
+        dV = np.zeros_like(V)
+        for _ in range(p.epochs):
+            perm = rng.permutation(n)
+            for start in range(0, n, bs):
+                B = perm[start:start + bs]
+                P = sigmoid(np.minimum(Phi[B] @ V, 40))
+                grad = (len(B) / n) * target - Phi[B].T @ P
+                dV = p.momentum * dV + (eta * n / len(B)) * cho_solve(chol, grad)
+                V = V + dV
+            eta *= p.decay
+            dV *= p.decay
+            tick(1)
+        return V
+
+    # -- prediction
+    def features(self, R, r0, r1):
+        """φ of rows r0..r1-1 of R (Rows): the random features of the embedding."""
+        a = self.arrays
+        lo, hi = R.indptr[r0], R.indptr[r1]
+        Xs = Rows(R.indptr[r0:r1 + 1] - lo, R.indices[lo:hi], R.data[lo:hi],
+                  (r1 - r0, R.shape[1])).to_scipy()
+        Wx = a["Wx"].astype(np.float64)
+        H1 = np.empty((r1 - r0, Wx.shape[1] + 1))
+        # rows of Wx: the features (X may have fewer columns than in training), then the 1
+        H1[:, :-1] = Xs.astype(np.float64) @ Wx[:Xs.shape[1]] + Wx[-1]
+        H1[:, -1] = 1
+        return fourier(H1, a["Omega"], a["b"])
+
+    def _link(self, Z):
+        return sigmoid(np.minimum(Z, 40)) if self.params.loss == "logistic" \
+            else np.clip(Z, 0, 1)
+
+    def predict(self, X, k=None, threads=1, progress=None, decision="scores",
+                threshold=0.5):
+        """Probabilities (every label, or the k best per row), or label sets:
+        decision="threshold" (p >= threshold) or "f1" (per-label F1 inference
+        over the rows of X). Rows in, Rows out; else a scipy csr_matrix."""
+        from xmlkit.models.forest import _stack
+        if self.arrays is None:
+            raise XmlkitError("the model is not trained (fit or load it first)")
+        if decision not in DECISIONS:
+            raise XmlkitError(f"unknown decision '{decision}' (known: {', '.join(DECISIONS)})")
+        R = as_rows(X, "the data")
+        if R.shape[1] > self.n_features:
+            raise XmlkitError(f"the data have {R.shape[1]} features but the model was "
+                              f"trained on {self.n_features}")
+        n, L = R.shape[0], self.n_labels
+        V = self.arrays["V"].astype(np.float64)
+        if decision == "f1":
+            # every label ranks all the points: their features once, labels by blocks
+            Phi = np.vstack([self.features(R, r0, min(n, r0 + ROW_BLOCK))
+                             for r0 in range(0, n, ROW_BLOCK)]) if n else np.zeros((0, V.shape[0]))
+            rows, cols, vals = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
+            for j0 in range(0, L if n else 0, LABEL_BLOCK):
+                j1 = min(L, j0 + LABEL_BLOCK)
+                P = self._link(Phi @ V[:, j0:j1])
+                r, c = np.nonzero(f1_decisions(P, self.arrays["prior"][j0:j1], n))
+                rows.append(r)
+                cols.append(c + j0)
+                vals.append(np.maximum(P[r, c], 1e-6))
+            if progress is not None:
+                progress(n)
+            return like(X, _coo_rows(np.concatenate(rows), np.concatenate(cols),
+                                     np.concatenate(vals), (n, L)))
+        parts = []
+        for r0 in range(0, n, ROW_BLOCK):
+            r1 = min(n, r0 + ROW_BLOCK)
+            P = self._link(self.features(R, r0, r1) @ V)
+            if decision == "threshold":
+                keep = P >= threshold
+            elif k is not None and k < L:
+                # the k best per row, ties to the lower label (as the metrics rank)
+                order = np.argsort(-P, axis=1, kind="stable")[:, :k]
+                keep = np.zeros_like(P, dtype=bool)
+                np.put_along_axis(keep, order, True, axis=1)
+            else:
+                keep = np.ones_like(P, dtype=bool)
+            r, c = np.nonzero(keep)
+            part = _coo_rows(r, c, P[r, c], (r1 - r0, L))
+            parts.append((part.indptr, part.indices, part.data))
+            if progress is not None:
+                progress(r1 - r0)
+        return like(X, _stack(parts, (n, L)))
+
+    # -- storage
+    def save(self, folder):
+        store.prepare_folder(folder, self.manifest())
+        store.save_arrays(folder, ARRAYS, self.arrays)
+        return folder
+
+    @classmethod
+    def load(cls, folder, trees=None, threads=1):
+        if trees is not None:
+            raise XmlkitError(f"{folder}: an embed model has no trees to pick (-s/-t)")
+        m = store.read_manifest(folder)
+        if m["algorithm"] != cls.algorithm:
+            raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
+        model = cls.from_manifest(m)
+        a = store.load_arrays(folder, ARRAYS)
+        need = {"Wx", "Omega", "b", "V", "prior", "rank"}
+        d, L = model.n_features, model.n_labels
+        ok = need <= set(a) and a["Wx"].shape[0] == d + 1 and a["V"].shape[1] == L \
+            and a["Omega"].shape == (a["Wx"].shape[1] + 1, a["b"].shape[0]) \
+            and a["V"].shape[0] == a["b"].shape[0] + 1 and a["prior"].shape == (L,)
+        if not ok:
+            raise XmlkitError(f"{folder}/{ARRAYS}.npz: arrays are missing or inconsistent")
+        model.arrays = a
+        return model
+
+    def stats(self):
+        return {"rank": int(self.arrays["rank"][0]), "random_features": self.params.num_features}
+
+    def summary(self):
+        s = self.stats()
+        return f"rank {s['rank']}, {s['random_features']} random features"
+
+
+def _coo_rows(rows, cols, vals, shape):
+    """Rows from (row, column, value) triples."""
+    order = np.lexsort((cols, rows))
+    ptr = np.zeros(shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=shape[0]), out=ptr[1:])
+    return Rows(ptr, cols[order].astype(np.int32), vals[order].astype(np.float32), shape)
