@@ -4,7 +4,7 @@ with hyper-parameters chosen by random search on a 10% hold-out of the
 training set, then a final fit on the whole training set; plus P@1/3/5 on
 the XC Bibtex and Delicious splits next to FastXML.
 
-    python scripts/bench_embed.py [--data ../shared/data] [--trials 30] [--seed 0]
+    python scripts/bench_embed.py [--data ../shared/data] [--trials 20] [--seed 0]
                                   [--markdown results/embed.md]
 
 Selection is per metric, as in the paper's protocol: Hamming loss with
@@ -36,13 +36,15 @@ FASTXML = {"bibtex": "63.88/39.56/29.05", "delicious": "70.66/64.91/60.23"}
 
 
 def sample(rng, n_sub):
-    """One random-search draw (the authors' mulan ranges; f capped at 4000)."""
-    return {"num_features": int(1000 + rng.integers(0, 3001)),
+    """One random-search draw: the authors' mulan ranges, with f capped at 2000
+    and at most 10 logistic epochs (a trial then takes seconds, not minutes),
+    Gaussian frequencies only (their mulan search used Gaussian and Matérn;
+    the Cauchy kernel was their LSHTC setting)."""
+    return {"num_features": int(1000 + rng.integers(0, 1001)),
             "bandwidth": float(rng.uniform(0.25, 3.75)),
             "ridge": float(10 ** rng.uniform(-4, -1)),
-            "kernel": str(rng.choice(["gaussian", "cauchy"])),
             "loss": str(rng.choice(["ridge", "logistic"])),
-            "epochs": int(rng.integers(2, 16)),
+            "epochs": int(rng.integers(2, 11)),
             "eta": float(rng.uniform(0.25, 1.25)),
             "momentum": float(rng.uniform(0.05, 0.9)),
             "decay": float(min(1.0, rng.uniform(0.9, 1.05))),
@@ -105,7 +107,7 @@ def describe(params):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=benchlib.DATA)
-    ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--markdown", type=Path)
     a = ap.parse_args()

@@ -287,7 +287,8 @@ class Embed(TreeEnsemble):
         from scipy.linalg import cho_solve
         p = self.params
         n = Phi.shape[0]
-        bs = max(1, min(-(-n // 10), int(1e9 // max(self.n_labels, Phi.shape[1]))))
+        # a tenth of the points per step, at most 2^24 logits (128 MB) at once
+        bs = max(1, min(-(-n // 10), (1 << 24) // max(self.n_labels, Phi.shape[1])))
         eta = p.eta * (1 - p.momentum)
         dV = np.zeros_like(V)
         for _ in range(p.epochs):
