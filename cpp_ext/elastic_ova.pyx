@@ -1,0 +1,201 @@
+# One-vs-all linear models for all labels at once, elastic net
+# lambda1 |w| + (lambda2 / 2) w^2, trained by SGD with FoBoS proximal steps
+# (Lipton & Elkan): per example only the rows of its active features are
+# touched. Their owed regularisation is caught up in constant time per
+# weight from two global scalars (Phi, beta) and a per-feature snapshot:
+#     |w| <- Phi(t) * (|w| / Phi(psi) - lambda1 * (beta(t) - beta(psi)))^+
+# with c_t = 1 / (1 + eta_t lambda2), Phi(t+1) = Phi(t) c_t,
+# beta(t+1) = beta(t) + eta_t / Phi(t). A touched row gets its own proximal
+# step right after its gradient step (the same operation, done early), so
+# rows are stored sparse: a weight the proximal step zeroes costs nothing.
+# `lazy=False` is the plain algorithm: every weight's proximal step at every
+# example, on a dense D x L array (for comparisons).
+
+from libc.stdint cimport int32_t, int64_t
+from libc.math cimport exp, fabs
+from libcpp.vector cimport vector
+from libcpp.utility cimport pair
+
+cimport numpy as cnp
+
+from sparse_rows cimport array_copy
+
+cnp.import_array()
+
+ctypedef pair[int32_t, double] Entry
+
+
+cdef inline double shrink(double w, double scale, double sub) noexcept nogil:
+    """sign(w) * max(0, scale * (|w| - sub))"""
+    cdef double a = fabs(w) - sub
+    if a <= 0:
+        return 0.0
+    return a * scale if w > 0 else -a * scale
+
+
+cdef class ElasticOVA:
+    cdef int64_t D, L
+    cdef double l1, l2, eta0, decay
+    cdef bint logistic, lazy
+    cdef vector[vector[Entry]] rows          # lazy: sparse rows
+    cdef vector[double] dense                # plain: D x L
+    cdef vector[double] snap_phi, snap_beta, bias, s, r, tmp
+    cdef vector[char] active
+    cdef double phi, beta
+    cdef int64_t t
+
+    def __init__(self, int64_t n_features, int64_t n_labels, double lambda1, double lambda2,
+                 double eta0, double decay, bint logistic, bint lazy):
+        if lambda1 < 0 or lambda2 < 0 or eta0 <= 0 or decay < 0:
+            raise ValueError("lambda1, lambda2, decay >= 0 and eta0 > 0 needed")
+        self.D, self.L = n_features, n_labels
+        self.l1, self.l2, self.eta0, self.decay = lambda1, lambda2, eta0, decay
+        self.logistic, self.lazy = logistic, lazy
+        self.rows.resize(n_features if lazy else 0)
+        if not lazy:
+            self.dense.assign(n_features * n_labels, 0.0)
+        self.snap_phi.assign(n_features, 1.0)
+        self.snap_beta.assign(n_features, 0.0)
+        self.bias.assign(n_labels, 0.0)
+        self.s.assign(n_labels, 0.0)
+        self.r.assign(n_labels, 0.0)
+        self.tmp.assign(n_labels, 0.0)
+        self.active.assign(n_labels, 0)
+        self.phi, self.beta, self.t = 1.0, 0.0, 0
+
+    def epoch(self, const int64_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
+              const int64_t[::1] yp, const int32_t[::1] yi, const int64_t[::1] order):
+        """One pass over the examples in `order` (features < n_features, labels < n_labels)."""
+        cdef int32_t di = 0
+        cdef float df = 0
+        cdef const int32_t* xip = &xi[0] if xi.shape[0] else &di
+        cdef const float* xvp = &xv[0] if xv.shape[0] else &df
+        cdef const int32_t* yip = &yi[0] if yi.shape[0] else &di
+        cdef Py_ssize_t k
+        with nogil:
+            for k in range(order.shape[0]):
+                self._step(&xp[0], xip, xvp, &yp[0], yip, order[k])
+
+    cdef void _catch_up(self, int64_t i) noexcept nogil:
+        cdef vector[Entry]* row = &self.rows[i]
+        cdef double scale = self.phi / self.snap_phi[i]
+        cdef double sub = self.l1 * (self.beta - self.snap_beta[i]) * self.snap_phi[i]
+        cdef size_t a, kept = 0
+        cdef double w
+        # |w| <- phi * (|w| / phi_psi - l1 (beta - beta_psi)) = scale * (|w| - sub)
+        for a in range(row.size()):
+            w = shrink(row[0][a].second, scale, sub)
+            if w != 0:
+                row[0][kept] = Entry(row[0][a].first, w)
+                kept += 1
+        row.resize(kept)
+        self.snap_phi[i] = self.phi
+        self.snap_beta[i] = self.beta
+
+    cdef void _step(self, const int64_t* xp, const int32_t* xi, const float* xv,
+                    const int64_t* yp, const int32_t* yi, int64_t e) noexcept nogil:
+        cdef int64_t L = self.L, j, l, i
+        cdef size_t a
+        cdef double eta = self.eta0 / (1.0 + self.decay * self.t)
+        cdef double c = 1.0 / (1.0 + eta * self.l2)
+        cdef double x, w, g
+        cdef vector[Entry]* row
+        # current weights of the active rows, scores
+        for l in range(L):
+            self.s[l] = self.bias[l]
+        for j in range(xp[e], xp[e + 1]):
+            i, x = xi[j], xv[j]
+            if self.lazy:
+                self._catch_up(i)
+                row = &self.rows[i]
+                for a in range(row.size()):
+                    self.s[row[0][a].first] += x * row[0][a].second
+            else:
+                for l in range(L):
+                    self.s[l] += x * self.dense[i * L + l]
+        # residuals of the loss: sigma(s) - y or s - y
+        for l in range(L):
+            if self.logistic:
+                self.r[l] = 1.0 / (1.0 + exp(-self.s[l])) if self.s[l] > -35 else 0.0
+            else:
+                self.r[l] = self.s[l]
+        for j in range(yp[e], yp[e + 1]):
+            self.r[yi[j]] -= 1.0
+        # gradient step on the active rows, then their proximal step for this example
+        for j in range(xp[e], xp[e + 1]):
+            i, x = xi[j], xv[j]
+            if self.lazy:
+                row = &self.rows[i]
+                for a in range(row.size()):
+                    self.tmp[row[0][a].first] = row[0][a].second
+                row.clear()
+                for l in range(L):
+                    w = shrink(self.tmp[l] - eta * x * self.r[l], c, eta * self.l1)
+                    self.tmp[l] = 0
+                    if w != 0:
+                        row.push_back(Entry(<int32_t> l, w))
+            else:
+                for l in range(L):
+                    self.dense[i * L + l] -= eta * x * self.r[l]
+        for l in range(L):
+            self.bias[l] -= eta * self.r[l]
+        if self.lazy:
+            # the active rows are now current through this step
+            self.beta += eta / self.phi
+            self.phi *= c
+            for j in range(xp[e], xp[e + 1]):
+                self.snap_phi[xi[j]] = self.phi
+                self.snap_beta[xi[j]] = self.beta
+            if self.phi < 1e-100:
+                self._rebase()
+        else:
+            for a in range(<size_t> (self.D * L)):
+                self.dense[a] = shrink(self.dense[a], c, eta * self.l1)
+        self.t += 1
+
+    cdef void _rebase(self) noexcept nogil:
+        cdef int64_t i
+        for i in range(self.D):
+            self._catch_up(i)
+        for i in range(self.D):
+            self.snap_phi[i] = 1.0
+            self.snap_beta[i] = 0.0
+        self.phi, self.beta = 1.0, 0.0
+
+    def weights(self):
+        """(ptr over features, label indices, values, bias): every weight
+        brought current, zeros left out."""
+        cdef vector[int64_t] ptr
+        cdef vector[int32_t] idx
+        cdef vector[float] val
+        cdef int64_t i, l
+        cdef size_t a
+        ptr.push_back(0)
+        with nogil:
+            if self.lazy:
+                self._rebase()
+            for i in range(self.D):
+                if self.lazy:
+                    for a in range(self.rows[i].size()):
+                        idx.push_back(self.rows[i][a].first)
+                        val.push_back(self.rows[i][a].second)
+                else:
+                    for l in range(self.L):
+                        if self.dense[i * self.L + l] != 0:
+                            idx.push_back(<int32_t> l)
+                            val.push_back(<float> self.dense[i * self.L + l])
+                ptr.push_back(idx.size())
+        return (array_copy(ptr.data(), ptr.size(), cnp.NPY_INT64),
+                array_copy(idx.data(), idx.size(), cnp.NPY_INT32),
+                array_copy(val.data(), val.size(), cnp.NPY_FLOAT32),
+                array_copy(self.bias.data(), self.bias.size(), cnp.NPY_FLOAT64))
+
+    @property
+    def nnz(self):
+        """Weights currently stored (lazy: non-zero ones; plain: D x L)."""
+        cdef int64_t total = 0, i
+        if not self.lazy:
+            return self.D * self.L
+        for i in range(self.D):
+            total += self.rows[i].size()
+        return total
