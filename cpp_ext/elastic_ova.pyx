@@ -10,9 +10,16 @@
 # rows are stored sparse: a weight the proximal step zeroes costs nothing.
 # `lazy=False` is the plain algorithm: every weight's proximal step at every
 # example, on a dense D x L array (for comparisons).
+#
+# AdaGrad (adagrad=True): one accumulator per feature, G_i += sum_l (r_l x_i)^2,
+# rate eta_i = eta0 / (1 + sqrt(G_i)) shared by the feature's L weights (the
+# unregularised bias: one accumulator per label). The
+# rate only changes when the feature is active, so an idle gap of m steps has
+# a constant c = 1 / (1 + eta_i lambda2) and the catch-up is closed form:
+#     |w| <- (c^m |w| - (lambda1 / lambda2) (1 - c^m))^+   (|w| - m eta_i lambda1 if lambda2 = 0).
 
 from libc.stdint cimport int32_t, int64_t
-from libc.math cimport exp, fabs
+from libc.math cimport exp, fabs, sqrt
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
 
@@ -36,7 +43,9 @@ cdef inline double shrink(double w, double scale, double sub) noexcept nogil:
 cdef class ElasticOVA:
     cdef int64_t D, L
     cdef double l1, l2, eta0, decay
-    cdef bint logistic, lazy
+    cdef bint logistic, lazy, adagrad
+    cdef vector[double] G, rate, Gb
+    cdef vector[int64_t] psi
     cdef vector[vector[Entry]] rows          # lazy: sparse rows
     cdef vector[double] dense                # plain: D x L
     cdef vector[double] snap_phi, snap_beta, bias, s, r, tmp
@@ -45,12 +54,16 @@ cdef class ElasticOVA:
     cdef int64_t t
 
     def __init__(self, int64_t n_features, int64_t n_labels, double lambda1, double lambda2,
-                 double eta0, double decay, bint logistic, bint lazy):
+                 double eta0, double decay, bint logistic, bint lazy, bint adagrad=False):
         if lambda1 < 0 or lambda2 < 0 or eta0 <= 0 or decay < 0:
             raise ValueError("lambda1, lambda2, decay >= 0 and eta0 > 0 needed")
         self.D, self.L = n_features, n_labels
         self.l1, self.l2, self.eta0, self.decay = lambda1, lambda2, eta0, decay
-        self.logistic, self.lazy = logistic, lazy
+        self.logistic, self.lazy, self.adagrad = logistic, lazy, adagrad
+        self.G.assign(n_features, 0.0)
+        self.Gb.assign(n_labels, 0.0)
+        self.rate.assign(n_features, eta0)
+        self.psi.assign(n_features, 0)
         self.rows.resize(n_features if lazy else 0)
         if not lazy:
             self.dense.assign(n_features * n_labels, 0.0)
@@ -81,7 +94,17 @@ cdef class ElasticOVA:
         cdef double scale = self.phi / self.snap_phi[i]
         cdef double sub = self.l1 * (self.beta - self.snap_beta[i]) * self.snap_phi[i]
         cdef size_t a, kept = 0
-        cdef double w
+        cdef double w, eta
+        cdef int64_t m = self.t - self.psi[i]
+        if self.adagrad:
+            eta = self.rate[i]
+            if self.l2 > 0:
+                scale = (1.0 / (1.0 + eta * self.l2)) ** m
+                sub = (self.l1 / self.l2) * (1.0 - scale) / scale
+            else:
+                scale = 1.0
+                sub = m * eta * self.l1
+            self.psi[i] = self.t
         # |w| <- phi * (|w| / phi_psi - l1 (beta - beta_psi)) = scale * (|w| - sub)
         for a in range(row.size()):
             w = shrink(row[0][a].second, scale, sub)
@@ -98,7 +121,7 @@ cdef class ElasticOVA:
         cdef size_t a
         cdef double eta = self.eta0 / (1.0 + self.decay * self.t)
         cdef double c = 1.0 / (1.0 + eta * self.l2)
-        cdef double x, w, g
+        cdef double x, w, g, gsum
         cdef vector[Entry]* row
         # current weights of the active rows, scores
         for l in range(L):
@@ -124,6 +147,14 @@ cdef class ElasticOVA:
         # gradient step on the active rows, then their proximal step for this example
         for j in range(xp[e], xp[e + 1]):
             i, x = xi[j], xv[j]
+            if self.adagrad:
+                gsum = 0
+                for l in range(L):
+                    gsum += (self.r[l] * x) * (self.r[l] * x)
+                self.G[i] += gsum
+                self.rate[i] = self.eta0 / (1.0 + sqrt(self.G[i]))
+                eta = self.rate[i]
+                c = 1.0 / (1.0 + eta * self.l2)
             if self.lazy:
                 row = &self.rows[i]
                 for a in range(row.size()):
@@ -137,9 +168,18 @@ cdef class ElasticOVA:
             else:
                 for l in range(L):
                     self.dense[i * L + l] -= eta * x * self.r[l]
+        eta = self.eta0 / (1.0 + self.decay * self.t)
+        c = 1.0 / (1.0 + eta * self.l2)
         for l in range(L):
-            self.bias[l] -= eta * self.r[l]
-        if self.lazy:
+            if self.adagrad:   # the bias: AdaGrad per label
+                self.Gb[l] += self.r[l] * self.r[l]
+                self.bias[l] -= self.eta0 / (1.0 + sqrt(self.Gb[l])) * self.r[l]
+            else:
+                self.bias[l] -= eta * self.r[l]
+        if self.lazy and self.adagrad:
+            for j in range(xp[e], xp[e + 1]):
+                self.psi[xi[j]] = self.t + 1
+        elif self.lazy:
             # the active rows are now current through this step
             self.beta += eta / self.phi
             self.phi *= c
@@ -148,6 +188,12 @@ cdef class ElasticOVA:
                 self.snap_beta[xi[j]] = self.beta
             if self.phi < 1e-100:
                 self._rebase()
+        elif self.adagrad:
+            for i in range(self.D):
+                c = 1.0 / (1.0 + self.rate[i] * self.l2)
+                for l in range(L):
+                    self.dense[i * L + l] = shrink(self.dense[i * L + l], c,
+                                                   self.rate[i] * self.l1)
         else:
             for a in range(<size_t> (self.D * L)):
                 self.dense[a] = shrink(self.dense[a], c, eta * self.l1)

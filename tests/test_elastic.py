@@ -10,7 +10,8 @@ from xmlkit._ext.elastic_ova import ElasticOVA
 def train(X, Y, lazy, logistic, epochs=3, **kw):
     rng = np.random.default_rng(0)
     m = ElasticOVA(X.shape[1], Y.shape[1], kw.get("l1", 0.01), kw.get("l2", 0.05),
-                   kw.get("eta0", 0.5), kw.get("decay", 0.01), logistic, lazy)
+                   kw.get("eta0", 0.5), kw.get("decay", 0.01), logistic, lazy,
+                   kw.get("adagrad", False))
     for _ in range(epochs):
         m.epoch(X.indptr.astype(np.int64), X.indices, X.data, Y.indptr.astype(np.int64),
                 Y.indices, rng.permutation(X.shape[0]).astype(np.int64))
@@ -19,7 +20,9 @@ def train(X, Y, lazy, logistic, epochs=3, **kw):
 
 
 @pytest.mark.parametrize("logistic", [True, False])
-@pytest.mark.parametrize("rates", [{"decay": 0.01}, {"decay": 0.0, "eta0": 0.1}])
+@pytest.mark.parametrize("rates", [{"decay": 0.01}, {"decay": 0.0, "eta0": 0.1},
+                                   {"adagrad": True, "eta0": 1.0},
+                                   {"adagrad": True, "eta0": 1.0, "l2": 0.0}])
 def test_lazy_equals_dense(logistic, rates):
     rng = np.random.default_rng(1)
     X = sp.random(300, 60, density=0.08, random_state=2, format="csr", dtype=np.float32)

@@ -9,7 +9,8 @@ from xmlkit.models import REGISTRY, load_model
 from xmlkit.models.embed import Embed
 from xmlkit.models.fastxml import FastXML
 from xmlkit.models.ldsm import LdSM
+from xmlkit.models.linear import Linear
 from xmlkit.models.pfastrexml import PfastreXML
 
-__all__ = ["__version__", "XmlkitError", "InputFormatError", "FastXML", "PfastreXML", "LdSM", "Embed", "REGISTRY",
+__all__ = ["__version__", "XmlkitError", "InputFormatError", "FastXML", "PfastreXML", "LdSM", "Embed", "Linear", "REGISTRY",
            "load_model"]

@@ -8,7 +8,8 @@ from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, quiet_opti
                                read_input, run, version_option)
 from xmlkit.io import write_matrix
 from xmlkit.models import load_model
-from xmlkit.models.embed import DECISIONS, Embed
+from xmlkit.models.embed import Embed
+from xmlkit.models.linear import Linear
 from xmlkit.models.pfastrexml import RERANK, PfastreXML
 
 
@@ -30,10 +31,12 @@ from xmlkit.models.pfastrexml import RERANK, PfastreXML
 @click.option("-S", "--trees-only", type=click.IntRange(0, 1), default=None,
               help="PfastreXML: 1 writes the tree scores without re-ranking [default: "
                    "the model's -S].")
-@click.option("--decision", type=click.Choice(DECISIONS), default=None,
+@click.option("--decision", type=click.Choice(["scores", "threshold", "f1", "thresholds"]),
+              default=None,
               help="Embed models: write probabilities (scores), or label sets: labels with "
-                   "p >= --threshold, or per-label F1 inference over the points of FEATURES "
-                   "[default: scores].")
+                   "p >= --threshold, or per-label F1 inference over the points of FEATURES; "
+                   "linear models: scores, or the labels above their fitted F1-optimal "
+                   "thresholds [default: scores].")
 @click.option("--threshold", type=float, default=None,
               help="Embed models, --decision threshold: the probability cut [default: 0.5].")
 @index_base_option
@@ -70,9 +73,14 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
                  "threshold": 0.5 if threshold is None else threshold}
         if threshold is not None and (decision != "threshold" or not math.isfinite(threshold)):
             fail("--threshold (a finite number) goes with --decision threshold")
+    elif isinstance(model, Linear):
+        if threshold is not None:
+            fail("--threshold applies to embed models; a linear model has fitted per-label "
+                 "thresholds (--decision thresholds)")
+        extra = {"decision": decision or "scores"}
     elif decision is not None or threshold is not None:
-        fail(f"--decision and --threshold apply to embed models, and {model_dir} holds a "
-             f"{model.algorithm} model")
+        fail(f"--decision and --threshold apply to embed and linear models, and {model_dir} "
+             f"holds a {model.algorithm} model")
     start = time.perf_counter()
     with log.progress(X.shape[0], "predicting", "points") as bar:
         S = model.predict(X, k=top_k, threads=threads, progress=bar.update, **extra)

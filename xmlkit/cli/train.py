@@ -22,17 +22,20 @@ def _collect_options():
     specs = {}
     for algo, cls in REGISTRY.items():
         for f in param_fields(cls.Params):
-            spec = specs.setdefault(f.name, {"field": f, "defaults": {}})
+            spec = specs.setdefault(f.name, {"field": f, "defaults": {}, "choices": []})
             spec["defaults"][algo] = f.default
+            for c in f.metadata.get("choices") or ():
+                if c not in spec["choices"]:      # each family checks its own
+                    spec["choices"].append(c)
     return specs
 
 
 OPTION_SPECS = _collect_options()
 
 
-def _click_type(f):
-    if f.metadata.get("choices"):
-        return click.Choice(list(f.metadata["choices"]))
+def _click_type(f, choices):
+    if choices:
+        return click.Choice(choices)
     kind = f.metadata.get("type") or type(f.default)
     return click.Path(dir_okay=False) if kind == "path" else kind
 
@@ -40,12 +43,15 @@ def _click_type(f):
 def _param_options(func):
     for name, spec in reversed(list(OPTION_SPECS.items())):
         f, defaults = spec["field"], spec["defaults"]
-        decls = [d for d in (f.metadata["short"], f.metadata["long"]) if d] + [name]
+        long = f.metadata["long"]
+        if isinstance(f.default, bool):    # --x/--no-x (the off spelling in metadata)
+            long = f"{long}/{f.metadata.get('off') or '--no-' + long[2:]}"
+        decls = [d for d in (f.metadata["short"], long) if d] + [name]
         values = set(defaults.values())
         help_text = f.metadata["help"]
         if len(defaults) < len(REGISTRY):
             help_text += f" [{', '.join(sorted(defaults))} only]"
-        kind = _click_type(f)
+        kind = None if isinstance(f.default, bool) else _click_type(f, spec["choices"])
         if len(values) == 1:
             option = click.option(*decls, type=kind, default=f.default,
                                   show_default=f.default is not None, help=help_text)

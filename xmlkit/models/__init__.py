@@ -6,9 +6,10 @@ from xmlkit.models.embed import Embed
 from xmlkit.models.ensemble import stored_trees
 from xmlkit.models.fastxml import FastXML
 from xmlkit.models.ldsm import LdSM
+from xmlkit.models.linear import Linear
 from xmlkit.models.pfastrexml import PfastreXML
 
-REGISTRY = {cls.algorithm: cls for cls in (FastXML, PfastreXML, LdSM, Embed)}
+REGISTRY = {cls.algorithm: cls for cls in (FastXML, PfastreXML, LdSM, Embed, Linear)}
 
 
 def get_class(algorithm):

@@ -52,8 +52,9 @@ class EmbedParams:
                               "Frequency multiplier on the median-heuristic bandwidth.")
     ridge: float = option(1e-2, None, "--ridge",
                           "Ridge of the output layer, times tr(ΦᵀΦ)/(f+1).")
-    loss: str = option("ridge", None, "--loss", "Output layer: ridge closed form, or refined "
-                                                "by per-class logistic loss.",
+    loss: str = option("ridge", None, "--loss",
+                       "embed: ridge output layer, or refined by per-class logistic loss; "
+                       "linear: the loss of every one-vs-all model.",
                        choices=("ridge", "logistic"))
     epochs: int = option(5, None, "--epochs", "Logistic refinement epochs.")
     eta: float = option(1.0, None, "--eta", "Logistic step size (preconditioned).")

@@ -8,12 +8,13 @@ from xmlkit import store
 from xmlkit.errors import XmlkitError
 
 
-def option(default, short, long, help, type=None, choices=None):
+def option(default, short, long, help, type=None, choices=None, off=None):
     """A parameter with its command-line spelling and help (one place for
     defaults). `type` (a Python type, or "path" for a file name) is needed
-    when the default is None; `choices` restricts a string to a set."""
+    when the default is None; `choices` restricts a string to a set; a bool is
+    a `long`/`off` switch pair (`off` defaults to --no-...)."""
     return field(default=default, metadata={"short": short, "long": long, "help": help,
-                                            "type": type, "choices": choices})
+                                            "type": type, "choices": choices, "off": off})
 
 
 def tree_name(t):

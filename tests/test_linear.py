@@ -1,0 +1,68 @@
+"""Elastic-net one-vs-all model: F1-optimal thresholds by hand, lazy = dense
+updates through the API, CLI = API."""
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import xmlkit
+from xmlkit.io import read_matrix
+from xmlkit.metrics import ranking_metrics
+from xmlkit.models.linear import best_f1, fit_thresholds
+
+from conftest import TEST, TRAIN, run_cli
+
+
+def test_threshold_is_half_the_best_f1():
+    # 6 hold-out points, one label with 2 positives, ranked by score:
+    #   0.9 (pos), 0.8 (neg), 0.7 (pos), 0.4, 0.3, 0.1 (neg)
+    # F1 at cut r: r=1: 2/3, r=2: 2/4, r=3: 4/5 (best), r=4: 4/6 ... -> F* = 0.8, threshold 0.4
+    scores = np.array([[0.9], [0.8], [0.7], [0.4], [0.3], [0.1]])
+    truth = np.array([[1.0], [0], [1], [0], [0], [0]])
+    f_star, pos = best_f1(scores, truth)
+    assert f_star[0] == pytest.approx(0.8) and pos[0] == 2
+    # a label with fewer than 5 positives takes the pooled F*/2; with 5 its own
+    Y = sp.csr_matrix(np.hstack([truth, np.array([[1.0], [1], [1], [1], [1], [0]])]))
+    P = np.hstack([scores, np.array([[0.6], [0.6], [0.6], [0.6], [0.6], [0.1]])])
+    theta = fit_thresholds(P, Y)
+    assert theta[1] == pytest.approx(1.0 / 2)           # 5 positives above 0.1: F* = 1
+    pooled, _ = best_f1(P.reshape(-1, 1), Y.toarray().reshape(-1, 1))
+    assert theta[0] == pytest.approx(pooled[0] / 2)
+
+
+def test_lazy_and_dense_updates_give_the_same_model(bibtex):
+    X, Y, Xt, Yt = bibtex
+    X, Y = X[:400], Y[:400]
+    kw = {"epochs": 2, "threshold_holdout": 0, "l1": 1e-3, "l2": 1e-3}
+    lazy = xmlkit.Linear(**kw).fit(X, Y)
+    dense = xmlkit.Linear(dense_updates=True, **kw).fit(X, Y)
+    a, b = lazy._weights().toarray(), dense._weights().toarray()
+    assert np.abs(a - b).max() <= 1e-6 and np.array_equal(a == 0, b == 0)
+    assert 0 < lazy.stats()["nnz_weights"] < a.size      # l1 leaves exact zeros, not stored
+
+
+def test_cli_and_api_agree(tmp_path, bibtex):
+    X, Y, Xt, Yt = bibtex
+    model = xmlkit.Linear(epochs=2).fit(X, Y)
+    S = model.predict(Xt, k=5)
+    assert ranking_metrics(Yt, S, (1,))["P@1"] > 0.5
+    folder, scores = tmp_path / "m", tmp_path / "s.txt"
+    r = run_cli("xml-train", TRAIN, folder, "--algorithm", "linear", "--epochs", "2", "-q")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((folder / "manifest.json").read_text())["params"]["lr_schedule"] == \
+        "adagrad"
+    r = run_cli("xml-predict", TEST, scores, folder, "-k", "5", "-q")
+    assert r.returncode == 0, r.stderr
+    S_cli = read_matrix(scores)
+    assert np.array_equal(S_cli.indices, S.indices)
+    assert np.abs(S_cli.data - S.data).max() <= 1e-5
+    r = run_cli("xml-predict", TEST, scores, folder, "--decision", "thresholds", "-q")
+    assert r.returncode == 0, r.stderr
+    T = model.predict(Xt, decision="thresholds")
+    assert np.array_equal(read_matrix(scores).indices, T.indices)
+    for args in (["--decision", "f1"], ["--threshold", "0.3"]):
+        r = run_cli("xml-predict", TEST, scores, folder, *args, "-q")
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    r = run_cli("xml-train", TRAIN, tmp_path / "x", "--algorithm", "linear", "--loss", "ridge")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
