@@ -49,6 +49,7 @@ cdef class ElasticOVA:
     cdef vector[vector[Entry]] rows          # lazy: sparse rows
     cdef vector[double] dense                # plain: D x L
     cdef vector[double] snap_phi, snap_beta, bias, s, r, tmp
+    cdef vector[Entry] scratch
     cdef vector[char] active
     cdef double phi, beta
     cdef int64_t t
@@ -89,7 +90,7 @@ cdef class ElasticOVA:
             for k in range(order.shape[0]):
                 self._step(&xp[0], xip, xvp, &yp[0], yip, order[k])
 
-    cdef void _catch_up(self, int64_t i) noexcept nogil:
+    cdef void _catch_up(self, int64_t i, double x=0.0) noexcept nogil:
         cdef vector[Entry]* row = &self.rows[i]
         cdef double scale = self.phi / self.snap_phi[i]
         cdef double sub = self.l1 * (self.beta - self.snap_beta[i]) * self.snap_phi[i]
@@ -106,10 +107,12 @@ cdef class ElasticOVA:
                 sub = m * eta * self.l1
             self.psi[i] = self.t
         # |w| <- phi * (|w| / phi_psi - l1 (beta - beta_psi)) = scale * (|w| - sub)
+        # bring the row current; with x != 0 also add x * w to the scores
         for a in range(row.size()):
             w = shrink(row[0][a].second, scale, sub)
             if w != 0:
                 row[0][kept] = Entry(row[0][a].first, w)
+                self.s[row[0][a].first] += x * w
                 kept += 1
         row.resize(kept)
         self.snap_phi[i] = self.phi
@@ -121,7 +124,7 @@ cdef class ElasticOVA:
         cdef size_t a
         cdef double eta = self.eta0 / (1.0 + self.decay * self.t)
         cdef double c = 1.0 / (1.0 + eta * self.l2)
-        cdef double x, w, g, gsum
+        cdef double x, w, g, rsq
         cdef vector[Entry]* row
         # current weights of the active rows, scores
         for l in range(L):
@@ -129,10 +132,7 @@ cdef class ElasticOVA:
         for j in range(xp[e], xp[e + 1]):
             i, x = xi[j], xv[j]
             if self.lazy:
-                self._catch_up(i)
-                row = &self.rows[i]
-                for a in range(row.size()):
-                    self.s[row[0][a].first] += x * row[0][a].second
+                self._catch_up(i, x)
             else:
                 for l in range(L):
                     self.s[l] += x * self.dense[i * L + l]
@@ -144,27 +144,32 @@ cdef class ElasticOVA:
                 self.r[l] = self.s[l]
         for j in range(yp[e], yp[e + 1]):
             self.r[yi[j]] -= 1.0
+        rsq = 0
+        if self.adagrad:
+            for l in range(L):
+                rsq += self.r[l] * self.r[l]
         # gradient step on the active rows, then their proximal step for this example
         for j in range(xp[e], xp[e + 1]):
             i, x = xi[j], xv[j]
             if self.adagrad:
-                gsum = 0
-                for l in range(L):
-                    gsum += (self.r[l] * x) * (self.r[l] * x)
-                self.G[i] += gsum
+                self.G[i] += x * x * rsq
                 self.rate[i] = self.eta0 / (1.0 + sqrt(self.G[i]))
                 eta = self.rate[i]
                 c = 1.0 / (1.0 + eta * self.l2)
             if self.lazy:
+                # merge the sparse row (labels ascending) with the dense step
                 row = &self.rows[i]
-                for a in range(row.size()):
-                    self.tmp[row[0][a].first] = row[0][a].second
-                row.clear()
+                self.scratch.clear()
+                a = 0
                 for l in range(L):
-                    w = shrink(self.tmp[l] - eta * x * self.r[l], c, eta * self.l1)
-                    self.tmp[l] = 0
+                    w = 0.0
+                    if a < row.size() and row[0][a].first == l:
+                        w = row[0][a].second
+                        a += 1
+                    w = shrink(w - eta * x * self.r[l], c, eta * self.l1)
                     if w != 0:
-                        row.push_back(Entry(<int32_t> l, w))
+                        self.scratch.push_back(Entry(<int32_t> l, w))
+                row.swap(self.scratch)
             else:
                 for l in range(L):
                     self.dense[i * L + l] -= eta * x * self.r[l]
