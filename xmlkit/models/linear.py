@@ -39,7 +39,7 @@ class LinearParams:
                               choices=("constant", "decaying", "adagrad"))
     lr: float = option(3.0, None, "--lr", "Learning rate.")
     lr_decay: float = option(1e-4, None, "--lr-decay", "Decay of the decaying schedule.")
-    epochs: int = option(5, None, "--epochs", "Passes over the training data.")
+    epochs: int = option(10, None, "--epochs", "Passes over the training data.")
     unit_rows: bool = option(True, None, "--unit-rows", "Scale every point to unit length "
                              "(training and prediction).", off="--raw-rows")
     dense_updates: bool = option(False, None, "--dense-updates", "The plain algorithm: every "
