@@ -27,16 +27,15 @@ import numpy as np
 from xmlkit import store
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
-from xmlkit.models.ensemble import TreeEnsemble, option
+from xmlkit.models.arrays import ROW_BLOCK, ArrayModel, coo_rows, scored_blocks, top_k_mask
+from xmlkit.models.ensemble import ParamsBase, option
 
-ARRAYS = "embed"
-ROW_BLOCK = 2048      # points scored at once
 LABEL_BLOCK = 256     # labels per block in F1 inference
 DECISIONS = ("scores", "threshold", "f1")
 
 
 @dataclass
-class EmbedParams:
+class EmbedParams(ParamsBase):
     rank: int = option(0, None, "--rank", "Embedding dimension k; 0: the smallest k whose top "
                                           "eigenvalues of YᵀY hold 90% of their sum.")
     oversample: int = option(20, None, "--oversample", "Extra columns p of the Gaussian test "
@@ -89,11 +88,7 @@ class EmbedParams:
             raise XmlkitError("--shrink must be in (0.5, 1]")
         if self.kernel not in ("gaussian", "cauchy") or self.loss not in ("ridge", "logistic"):
             raise XmlkitError("unknown --kernel or --loss")
-        if not 0 <= self.seed < 2 ** 63:
-            raise XmlkitError("the seed must be a non-negative 64-bit integer")
-
-    def model_params(self):
-        return {k: getattr(self, k) for k in self.MODEL_KEYS}
+        self.check_seed()
 
 
 # ------------------------------------------------------------------ algebra
@@ -211,15 +206,12 @@ def f1_decisions(P, prior, m):
     return mask
 
 
-class Embed(TreeEnsemble):
+class Embed(ArrayModel):
     """``Embed(...).fit(X, Y)``, then ``predict(X, k, decision=...)``."""
 
     algorithm = "embed"
     Params = EmbedParams
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        self.arrays = None
+    ARRAYS = "embed"
 
     @property
     def progress_total(self):
@@ -281,7 +273,7 @@ class Embed(TreeEnsemble):
             log(f"embed: {n} points, {self.n_features} features, {self.n_labels} labels; "
                 f"rank {VE.shape[1]}, {p.num_features} random features")
         if model_dir is not None:
-            store.save_arrays(model_dir, ARRAYS, self.arrays)
+            store.save_arrays(model_dir, self.ARRAYS, self.arrays)
         return self
 
     def _logistic(self, Phi, Y, V, target, chol, rng, tick, log):
@@ -328,9 +320,7 @@ class Embed(TreeEnsemble):
         """Probabilities (every label, or the k best per row), or label sets:
         decision="threshold" (p >= threshold) or "f1" (per-label F1 inference
         over the rows of X). Rows in, Rows out; else a scipy csr_matrix."""
-        from xmlkit.models.forest import _stack
-        if self.arrays is None:
-            raise XmlkitError("the model is not trained (fit or load it first)")
+        self._require_fitted()
         if decision not in DECISIONS:
             raise XmlkitError(f"unknown decision '{decision}' (known: {', '.join(DECISIONS)})")
         R = as_rows(X, "the data")
@@ -353,52 +343,27 @@ class Embed(TreeEnsemble):
                 vals.append(np.maximum(P[r, c], 1e-6))
             if progress is not None:
                 progress(n)
-            return like(X, _coo_rows(np.concatenate(rows), np.concatenate(cols),
-                                     np.concatenate(vals), (n, L)))
-        parts = []
-        for r0 in range(0, n, ROW_BLOCK):
-            r1 = min(n, r0 + ROW_BLOCK)
-            P = self._link(self.features(R, r0, r1) @ V)
-            if decision == "threshold":
-                keep = P >= threshold
-            elif k is not None and k < L:
-                # the k best per row, ties to the lower label (as the metrics rank)
-                order = np.argsort(-P, axis=1, kind="stable")[:, :k]
-                keep = np.zeros_like(P, dtype=bool)
-                np.put_along_axis(keep, order, True, axis=1)
-            else:
-                keep = np.ones_like(P, dtype=bool)
-            r, c = np.nonzero(keep)
-            part = _coo_rows(r, c, P[r, c], (r1 - r0, L))
-            parts.append((part.indptr, part.indices, part.data))
-            if progress is not None:
-                progress(r1 - r0)
-        return like(X, _stack(parts, (n, L)))
+            return like(X, coo_rows(np.concatenate(rows), np.concatenate(cols),
+                                    np.concatenate(vals), (n, L)))
+        if decision == "threshold":
+            def select(P):
+                return P >= threshold
+        elif k is not None and k < L:
+            def select(P):
+                return top_k_mask(P, k)
+        else:
+            def select(P):
+                return np.ones_like(P, dtype=bool)
+        return like(X, scored_blocks(
+            n, L, lambda r0, r1: self._link(self.features(R, r0, r1) @ V), select, progress))
 
     # -- storage
-    def save(self, folder):
-        store.prepare_folder(folder, self.manifest())
-        store.save_arrays(folder, ARRAYS, self.arrays)
-        return folder
-
-    @classmethod
-    def load(cls, folder, trees=None, threads=1):
-        if trees is not None:
-            raise XmlkitError(f"{folder}: an embed model has no trees to pick (-s/-t)")
-        m = store.read_manifest(folder)
-        if m["algorithm"] != cls.algorithm:
-            raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
-        model = cls.from_manifest(m)
-        a = store.load_arrays(folder, ARRAYS)
-        need = {"Wx", "Omega", "b", "V", "prior", "rank"}
-        d, L = model.n_features, model.n_labels
-        ok = need <= set(a) and a["Wx"].shape[0] == d + 1 and a["V"].shape[1] == L \
-            and a["Omega"].shape == (a["Wx"].shape[1] + 1, a["b"].shape[0]) \
-            and a["V"].shape[0] == a["b"].shape[0] + 1 and a["prior"].shape == (L,)
-        if not ok:
-            raise XmlkitError(f"{folder}/{ARRAYS}.npz: arrays are missing or inconsistent")
-        model.arrays = a
-        return model
+    def _check_arrays(self, a):
+        d, L = self.n_features, self.n_labels
+        return ({"Wx", "Omega", "b", "V", "prior", "rank"} <= set(a)
+                and a["Wx"].shape[0] == d + 1 and a["V"].shape[1] == L
+                and a["Omega"].shape == (a["Wx"].shape[1] + 1, a["b"].shape[0])
+                and a["V"].shape[0] == a["b"].shape[0] + 1 and a["prior"].shape == (L,))
 
     def stats(self):
         return {"rank": int(self.arrays["rank"][0]), "random_features": self.params.num_features}
@@ -406,11 +371,3 @@ class Embed(TreeEnsemble):
     def summary(self):
         s = self.stats()
         return f"rank {s['rank']}, {s['random_features']} random features"
-
-
-def _coo_rows(rows, cols, vals, shape):
-    """Rows from (row, column, value) triples."""
-    order = np.lexsort((cols, rows))
-    ptr = np.zeros(shape[0] + 1, np.int64)
-    np.cumsum(np.bincount(rows, minlength=shape[0]), out=ptr[1:])
-    return Rows(ptr, cols[order].astype(np.int32), vals[order].astype(np.float32), shape)

@@ -1,7 +1,7 @@
 """What the tree-ensemble model families share: parameters declared once with
 their command-line spelling (`option`), one file per tree in the model folder
 (`tree_name`, `stored_trees`), and the manifest / load / params plumbing of
-the common fit / predict / save / load interface (`TreeEnsemble`)."""
+the common fit / predict / save / load interface (`ModelBase`)."""
 from dataclasses import asdict, field, fields
 
 from xmlkit import store
@@ -17,6 +17,21 @@ def option(default, short, long, help, type=None, choices=None, off=None):
                                             "type": type, "choices": choices, "off": off})
 
 
+class ParamsBase:
+    """What every family's parameter dataclass shares: MODEL_KEYS (the
+    parameters that define the model, recorded in the manifest) and the
+    seed check."""
+
+    MODEL_KEYS = ()
+
+    def model_params(self):
+        return {k: getattr(self, k) for k in self.MODEL_KEYS}
+
+    def check_seed(self):
+        if not 0 <= self.seed < 2 ** 63:
+            raise XmlkitError("the seed must be a non-negative 64-bit integer")
+
+
 def tree_name(t):
     return f"tree_{t:05d}"
 
@@ -26,10 +41,11 @@ def stored_trees(folder):
     return sorted(int(n.split("_")[1]) for n in store.array_names(folder, "tree_"))
 
 
-class TreeEnsemble:
-    """Base of the tree-ensemble families. A subclass sets `algorithm`,
-    `Params` (a dataclass with check() and model_params()), and implements
-    fit, predict, save and _load_tree(folder, t)."""
+class ModelBase:
+    """Base of the model families. A subclass sets `algorithm`, `Params` (a
+    dataclass with check() and model_params()) and implements fit, predict and
+    save; tree ensembles also _load_tree(folder, t), single-file models derive
+    from xmlkit.models.arrays.ArrayModel instead."""
 
     algorithm = None
     Params = None

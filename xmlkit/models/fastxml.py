@@ -22,13 +22,13 @@ import numpy as np
 from xmlkit import store
 from xmlkit.csr import as_rows, like
 from xmlkit.errors import XmlkitError
-from xmlkit.models.ensemble import TreeEnsemble, option, stored_trees, tree_name
+from xmlkit.models.ensemble import ModelBase, ParamsBase, option, stored_trees, tree_name
 from xmlkit.models.forest import (PackedForest, check_tree, decode_tree, encode_tree,
                                   tree_stats)
 
 
 @dataclass
-class FastXMLParams:
+class FastXMLParams(ParamsBase):
     n_trees: int = option(50, "-t", "--trees", "Number of trees to grow.")
     start_tree: int = option(0, "-s", "--start-tree",
                              "Index of the first tree (train shards of one model separately).")
@@ -61,11 +61,7 @@ class FastXMLParams:
             raise XmlkitError("the log-loss coefficient (-c) must be positive")
         if not np.isfinite(self.bias):
             raise XmlkitError("the bias (-b) must be finite")
-        if not 0 <= self.seed < 2 ** 63:
-            raise XmlkitError("the seed must be a non-negative 64-bit integer")
-
-    def model_params(self):
-        return {k: getattr(self, k) for k in self.MODEL_KEYS}
+        self.check_seed()
 
 
 # Worker state: set in the parent before forking, inherited by the workers.
@@ -88,7 +84,7 @@ def _as_training_csr(M, name, dtype=np.float32):
     return R.indptr.astype(np.int64), R.indices, R.data
 
 
-class FastXML(TreeEnsemble):
+class FastXML(ModelBase):
     """FastXML tree ensemble: ``FastXML(n_trees=50, ...).fit(X, Y)``, then
     ``predict(X, k)`` → csr scores. X: csr N×D features, Y: csr N×L labels."""
 

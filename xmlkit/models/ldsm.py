@@ -23,7 +23,7 @@ import numpy as np
 from xmlkit import store
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
-from xmlkit.models.ensemble import TreeEnsemble, option, stored_trees, tree_name
+from xmlkit.models.ensemble import ModelBase, ParamsBase, option, stored_trees, tree_name
 from xmlkit.models.forest import dense_rows, score_rows
 
 # LdSM regressors are far denser than FastXML's separators (on Bibtex ~40% of
@@ -39,7 +39,7 @@ TREE_KEYS = ("first_child", "depth", "reg_row", "reg_ptr", "reg_idx", "reg_val",
 
 
 @dataclass
-class LdSMParams:
+class LdSMParams(ParamsBase):
     n_trees: int = option(6, "-t", "--trees", "Number of trees to grow.")
     threads: int = option(1, "-T", "--threads", "Threads growing trees in parallel.")
     arity: int = option(2, None, "--arity", "Children per node (M), 2 to 8.")
@@ -78,11 +78,7 @@ class LdSMParams:
                 raise XmlkitError(f"--{name.replace('_', '-')} must be finite")
         if self.lr <= 0:
             raise XmlkitError("--lr must be positive")
-        if not 0 <= self.seed < 2 ** 63:
-            raise XmlkitError("the seed must be a non-negative 64-bit integer")
-
-    def model_params(self):
-        return {k: getattr(self, k) for k in self.MODEL_KEYS}
+        self.check_seed()
 
 
 def with_bias(R, bias):
@@ -101,7 +97,7 @@ def with_bias(R, bias):
     return ptr, idx, val
 
 
-class LdSM(TreeEnsemble):
+class LdSM(ModelBase):
     """LdSM tree ensemble: ``LdSM(n_trees=5, ...).fit(X, Y)``, then
     ``predict(X, k)``. X: sparse N×D features, Y: sparse N×L labels."""
 

@@ -17,16 +17,15 @@ import numpy as np
 from xmlkit import store
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
-from xmlkit.models.ensemble import TreeEnsemble, option
+from xmlkit.models.arrays import ArrayModel, scored_blocks, top_k_mask
+from xmlkit.models.ensemble import ParamsBase, option
 
-ARRAYS = "linear"
-ROW_BLOCK = 2048
 MIN_POSITIVES = 5      # labels with fewer hold-out positives use the pooled threshold
 DECISIONS = ("scores", "thresholds")
 
 
 @dataclass
-class LinearParams:
+class LinearParams(ParamsBase):
     loss: str = option("logistic", None, "--loss",
                        "embed: ridge output layer, or refined by per-class logistic loss; "
                        "linear: the loss of every one-vs-all model.",
@@ -68,11 +67,7 @@ class LinearParams:
             raise XmlkitError("--epochs must be at least 1")
         if not 0 <= self.threshold_holdout < 1:
             raise XmlkitError("--threshold-holdout must be in [0, 1)")
-        if not 0 <= self.seed < 2 ** 63:
-            raise XmlkitError("the seed must be a non-negative 64-bit integer")
-
-    def model_params(self):
-        return {k: getattr(self, k) for k in self.MODEL_KEYS}
+        self.check_seed()
 
 
 def unit(R):
@@ -106,16 +101,16 @@ def fit_thresholds(P, Y):
     return np.where(pos >= MIN_POSITIVES, f_star / 2, pooled[0] / 2)
 
 
-class Linear(TreeEnsemble):
+class Linear(ArrayModel):
     """``Linear(...).fit(X, Y)``, then ``predict(X, k)`` or
     ``predict(X, decision="thresholds")``."""
 
     algorithm = "linear"
     Params = LinearParams
+    ARRAYS = "linear"
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.arrays = None
         self.train_info = {}
 
     @property
@@ -174,7 +169,7 @@ class Linear(TreeEnsemble):
                 f"labels; nnz(W) {len(self.arrays['w_idx'])} of "
                 f"{self.n_features * self.n_labels}")
         if model_dir is not None:
-            store.save_arrays(model_dir, ARRAYS, self.arrays)
+            store.save_arrays(model_dir, self.ARRAYS, self.arrays)
         return self
 
     # -- prediction
@@ -196,10 +191,7 @@ class Linear(TreeEnsemble):
         """Probabilities (every label, or the k best per row), or label sets
         with the fitted per-label thresholds (decision="thresholds"). Rows in,
         Rows out; else a scipy csr_matrix."""
-        from xmlkit.models.embed import _coo_rows
-        from xmlkit.models.forest import _stack
-        if self.arrays is None:
-            raise XmlkitError("the model is not trained (fit or load it first)")
+        self._require_fitted()
         if decision not in DECISIONS:
             raise XmlkitError(f"unknown decision '{decision}' for a linear model (known: "
                               f"{', '.join(DECISIONS)})")
@@ -216,53 +208,26 @@ class Linear(TreeEnsemble):
                                shape=(Xs.shape[0], self.n_features))
         n, L = R.shape[0], self.n_labels
         theta = self.arrays["thresholds"]
-        parts = []
-        for r0 in range(0, n, ROW_BLOCK):
-            r1 = min(n, r0 + ROW_BLOCK)
-            P = self._probabilities(Xs[r0:r1])
-            if decision == "thresholds":
-                keep = P >= theta[None, :]
-            elif k is not None and k < L:
-                order = np.argsort(-P, axis=1, kind="stable")[:, :k]
-                keep = np.zeros_like(P, dtype=bool)
-                np.put_along_axis(keep, order, True, axis=1)
-            else:
-                keep = np.ones_like(P, dtype=bool)
-            rr, cc = np.nonzero(keep)
-            part = _coo_rows(rr, cc, P[rr, cc], (r1 - r0, L))
-            parts.append((part.indptr, part.indices, part.data))
-            if progress is not None:
-                progress(r1 - r0)
-        return like(X, _stack(parts, (n, L)))
+        if decision == "thresholds":
+            def select(P):
+                return P >= theta[None, :]
+        elif k is not None and k < L:
+            def select(P):
+                return top_k_mask(P, k)
+        else:
+            def select(P):
+                return np.ones_like(P, dtype=bool)
+        return like(X, scored_blocks(n, L, lambda r0, r1: self._probabilities(Xs[r0:r1]),
+                                     select, progress))
 
     # -- storage
-    def save(self, folder):
-        store.prepare_folder(folder, self.manifest())
-        store.save_arrays(folder, ARRAYS, self.arrays)
-        return folder
-
-    @classmethod
-    def load(cls, folder, trees=None, threads=1):
-        if trees is not None:
-            raise XmlkitError(f"{folder}: a linear model has no trees to pick (-s/-t)")
-        m = store.read_manifest(folder)
-        if m["algorithm"] != cls.algorithm:
-            raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
-        model = cls.from_manifest(m)
-        a = store.load_arrays(folder, ARRAYS)
-        D, L = model.n_features, model.n_labels
-        try:
-            ok = (a["w_ptr"].shape == (D + 1,) and a["w_ptr"][-1] == len(a["w_idx"])
-                  == len(a["w_val"]) and a["bias"].shape == (L,)
-                  and a["thresholds"].shape == (L,)
-                  and (len(a["w_idx"]) == 0 or (a["w_idx"].min() >= 0
-                                                and a["w_idx"].max() < L)))
-        except KeyError:
-            ok = False
-        if not ok:
-            raise XmlkitError(f"{folder}/{ARRAYS}.npz: arrays are missing or inconsistent")
-        model.arrays = a
-        return model
+    def _check_arrays(self, a):
+        D, L = self.n_features, self.n_labels
+        return (a["w_ptr"].shape == (D + 1,) and a["w_ptr"][-1] == len(a["w_idx"])
+                == len(a["w_val"]) and a["bias"].shape == (L,)
+                and a["thresholds"].shape == (L,)
+                and (len(a["w_idx"]) == 0 or (a["w_idx"].min() >= 0
+                                              and a["w_idx"].max() < L)))
 
     def stats(self):
         nnz = len(self.arrays["w_idx"])

@@ -1,0 +1,85 @@
+"""Models stored as one array file (the embedding and the linear one-vs-all)
+whose scores are computed densely by blocks of rows: the shared save/load
+and the block loop that keeps only the selected entries of each block."""
+import numpy as np
+
+from xmlkit import store
+from xmlkit.csr import Rows
+from xmlkit.errors import XmlkitError
+from xmlkit.models.ensemble import ModelBase
+
+ROW_BLOCK = 2048      # points scored at once
+
+
+def coo_rows(rows, cols, vals, shape):
+    """Rows from (row, column, value) triples."""
+    order = np.lexsort((cols, rows))
+    ptr = np.zeros(shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=shape[0]), out=ptr[1:])
+    return Rows(ptr, cols[order].astype(np.int32), vals[order].astype(np.float32), shape)
+
+
+def top_k_mask(P, k):
+    """The k best entries of each row of P, ties to the lower column."""
+    order = np.argsort(-P, axis=1, kind="stable")[:, :k]
+    keep = np.zeros_like(P, dtype=bool)
+    np.put_along_axis(keep, order, True, axis=1)
+    return keep
+
+
+def scored_blocks(n, n_cols, probabilities, select, progress=None):
+    """Rows n × n_cols from dense blocks: probabilities(r0, r1) gives the
+    block, select(P) the boolean mask of the entries to keep."""
+    from xmlkit.models.forest import _stack
+    parts = []
+    for r0 in range(0, n, ROW_BLOCK):
+        r1 = min(n, r0 + ROW_BLOCK)
+        P = probabilities(r0, r1)
+        r, c = np.nonzero(select(P))
+        part = coo_rows(r, c, P[r, c], (r1 - r0, n_cols))
+        parts.append((part.indptr, part.indices, part.data))
+        if progress is not None:
+            progress(r1 - r0)
+    return _stack(parts, (n, n_cols))
+
+
+class ArrayModel(ModelBase):
+    """A model whose state is `self.arrays`, saved as `<ARRAYS>.npz`; a
+    subclass sets ARRAYS and checks loaded arrays in _check_arrays."""
+
+    ARRAYS = None
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.arrays = None
+
+    def _require_fitted(self):
+        if self.arrays is None:
+            raise XmlkitError("the model is not trained (fit or load it first)")
+
+    def save(self, folder):
+        self._require_fitted()
+        store.prepare_folder(folder, self.manifest())
+        store.save_arrays(folder, self.ARRAYS, self.arrays)
+        return folder
+
+    @classmethod
+    def load(cls, folder, trees=None, threads=1):
+        if trees is not None:
+            raise XmlkitError(f"{folder}: a {cls.algorithm} model has no trees to pick (-s/-t)")
+        m = store.read_manifest(folder)
+        if m["algorithm"] != cls.algorithm:
+            raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
+        model = cls.from_manifest(m)
+        a = store.load_arrays(folder, cls.ARRAYS)
+        try:
+            ok = model._check_arrays(a)
+        except (KeyError, IndexError, ValueError):
+            ok = False
+        if not ok:
+            raise XmlkitError(f"{folder}/{cls.ARRAYS}.npz: arrays are missing or inconsistent")
+        model.arrays = a
+        return model
+
+    def _check_arrays(self, a):
+        raise NotImplementedError
