@@ -28,7 +28,7 @@ from xmlkit import store
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
 from xmlkit.models.arrays import ROW_BLOCK, ArrayModel, coo_rows, scored_blocks, top_k_mask
-from xmlkit.models.ensemble import ParamsBase, option
+from xmlkit.models.ensemble import ParamsBase, option, training_rows
 
 LABEL_BLOCK = 256     # labels per block in F1 inference
 DECISIONS = ("scores", "threshold", "f1")
@@ -222,14 +222,8 @@ class Embed(ArrayModel):
         import scipy.sparse as sp
         from scipy.linalg import cho_factor, cho_solve
         p = self.params
-        X = as_rows(X, "features").to_scipy().astype(np.float64)
-        Y = as_rows(Y, "labels").to_scipy()
-        if X.shape[0] != Y.shape[0]:
-            raise XmlkitError(f"features have {X.shape[0]} rows but labels {Y.shape[0]}")
-        if X.shape[0] < 2:
-            raise XmlkitError("at least two training points are needed")
-        if not np.all(np.isfinite(X.data)):
-            raise XmlkitError("features contain NaN or inf")
+        X, Y = training_rows(X, Y, min_points=2)
+        X, Y = X.to_scipy().astype(np.float64), Y.to_scipy()
         Y = sp.csr_matrix((np.ones(Y.nnz), Y.indices, Y.indptr), shape=Y.shape)
         Y.sum_duplicates()
         Y.data[:] = 1

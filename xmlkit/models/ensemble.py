@@ -4,6 +4,8 @@ their command-line spelling (`option`), one file per tree in the model folder
 the common fit / predict / save / load interface (`ModelBase`)."""
 from dataclasses import asdict, field, fields
 
+import numpy as np
+
 from xmlkit import store
 from xmlkit.errors import XmlkitError
 
@@ -15,6 +17,20 @@ def option(default, short, long, help, type=None, choices=None, off=None):
     a `long`/`off` switch pair (`off` defaults to --no-...)."""
     return field(default=default, metadata={"short": short, "long": long, "help": help,
                                             "type": type, "choices": choices, "off": off})
+
+
+def training_rows(X, Y, min_points=1):
+    """Features and labels as Rows, checked: same number of points, at least
+    `min_points` of them, finite feature values."""
+    from xmlkit.csr import as_rows
+    X, Y = as_rows(X, "features"), as_rows(Y, "labels")
+    if X.shape[0] != Y.shape[0]:
+        raise XmlkitError(f"features have {X.shape[0]} rows but labels {Y.shape[0]}")
+    if X.shape[0] < min_points:
+        raise XmlkitError(f"at least {min_points} training point(s) needed, got {X.shape[0]}")
+    if not np.all(np.isfinite(X.data)):
+        raise XmlkitError("features contain NaN or inf")
+    return X, Y
 
 
 class ParamsBase:

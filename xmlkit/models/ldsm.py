@@ -21,9 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from xmlkit import store
-from xmlkit.csr import Rows, as_rows, like
+from xmlkit.csr import as_rows, like
 from xmlkit.errors import XmlkitError
-from xmlkit.models.ensemble import ModelBase, ParamsBase, option, stored_trees, tree_name
+from xmlkit.models.ensemble import (ModelBase, ParamsBase, option, stored_trees, tree_name,
+                                    training_rows)
 from xmlkit.models.forest import dense_rows, score_rows
 
 # LdSM regressors are far denser than FastXML's separators (on Bibtex ~40% of
@@ -115,13 +116,7 @@ class LdSM(ModelBase):
         the folder (same settings) are kept, so a rerun resumes."""
         from xmlkit._ext.ldsm_tree import LdsmBuild, LdsmData
         p = self.params
-        X, Y = as_rows(X, "features"), as_rows(Y, "labels")
-        if X.shape[0] != Y.shape[0]:
-            raise XmlkitError(f"features have {X.shape[0]} rows but labels {Y.shape[0]}")
-        if X.shape[0] == 0:
-            raise XmlkitError("no training points")
-        if not np.all(np.isfinite(X.data)):
-            raise XmlkitError("features contain NaN or inf")
+        X, Y = training_rows(X, Y)
         self.n_features, self.n_labels = int(X.shape[1]), int(Y.shape[1])
         todo = list(range(p.n_trees))
         if model_dir is not None:

@@ -18,7 +18,7 @@ from xmlkit import store
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
 from xmlkit.models.arrays import ArrayModel, scored_blocks, top_k_mask
-from xmlkit.models.ensemble import ParamsBase, option
+from xmlkit.models.ensemble import ParamsBase, option, training_rows
 
 MIN_POSITIVES = 5      # labels with fewer hold-out positives use the pooled threshold
 DECISIONS = ("scores", "thresholds")
@@ -136,13 +136,7 @@ class Linear(ArrayModel):
     def fit(self, X, Y, model_dir=None, progress=None, log=None):
         import time
         p = self.params
-        X, Y = as_rows(X, "features"), as_rows(Y, "labels")
-        if X.shape[0] != Y.shape[0]:
-            raise XmlkitError(f"features have {X.shape[0]} rows but labels {Y.shape[0]}")
-        if X.shape[0] < 2:
-            raise XmlkitError("at least two training points are needed")
-        if not np.all(np.isfinite(X.data)):
-            raise XmlkitError("features contain NaN or inf")
+        X, Y = training_rows(X, Y, min_points=2)
         self.n_features, self.n_labels = X.shape[1], Y.shape[1]
         if model_dir is not None:
             store.prepare_folder(model_dir, self.manifest())
