@@ -48,7 +48,7 @@ cdef class ElasticOVA:
     cdef vector[int64_t] psi
     cdef vector[vector[Entry]] rows          # lazy: sparse rows
     cdef vector[double] dense                # plain: D x L
-    cdef vector[double] snap_phi, snap_beta, bias, s, r, tmp
+    cdef vector[double] snap_phi, snap_beta, bias, s, r
     cdef vector[Entry] scratch
     cdef vector[char] active
     cdef double phi, beta
@@ -73,7 +73,6 @@ cdef class ElasticOVA:
         self.bias.assign(n_labels, 0.0)
         self.s.assign(n_labels, 0.0)
         self.r.assign(n_labels, 0.0)
-        self.tmp.assign(n_labels, 0.0)
         self.active.assign(n_labels, 0)
         self.phi, self.beta, self.t = 1.0, 0.0, 0
 
@@ -124,7 +123,7 @@ cdef class ElasticOVA:
         cdef size_t a
         cdef double eta = self.eta0 / (1.0 + self.decay * self.t)
         cdef double c = 1.0 / (1.0 + eta * self.l2)
-        cdef double x, w, g, rsq
+        cdef double x, w, rsq
         cdef vector[Entry]* row
         # current weights of the active rows, scores
         for l in range(L):

@@ -27,6 +27,16 @@ def top_k_mask(P, k):
     return keep
 
 
+def selector(k=None, threshold=None):
+    """The entries a block keeps: those >= threshold (a number, or one per
+    column), else the k best of each row, else all of them."""
+    if threshold is not None:
+        return lambda P: P >= threshold
+    if k is not None:
+        return lambda P: top_k_mask(P, k) if k < P.shape[1] else np.ones_like(P, dtype=bool)
+    return lambda P: np.ones_like(P, dtype=bool)
+
+
 def scored_blocks(n, n_cols, probabilities, select, progress=None):
     """Rows n × n_cols from dense blocks: probabilities(r0, r1) gives the
     block, select(P) the boolean mask of the entries to keep."""

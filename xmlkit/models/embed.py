@@ -27,7 +27,7 @@ import numpy as np
 from xmlkit import store
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
-from xmlkit.models.arrays import ROW_BLOCK, ArrayModel, coo_rows, scored_blocks, top_k_mask
+from xmlkit.models.arrays import ROW_BLOCK, ArrayModel, coo_rows, scored_blocks, selector
 from xmlkit.models.ensemble import ParamsBase, option, training_rows
 
 LABEL_BLOCK = 256     # labels per block in F1 inference
@@ -339,15 +339,7 @@ class Embed(ArrayModel):
                 progress(n)
             return like(X, coo_rows(np.concatenate(rows), np.concatenate(cols),
                                     np.concatenate(vals), (n, L)))
-        if decision == "threshold":
-            def select(P):
-                return P >= threshold
-        elif k is not None and k < L:
-            def select(P):
-                return top_k_mask(P, k)
-        else:
-            def select(P):
-                return np.ones_like(P, dtype=bool)
+        select = selector(k, threshold if decision == "threshold" else None)
         return like(X, scored_blocks(
             n, L, lambda r0, r1: self._link(self.features(R, r0, r1) @ V), select, progress))
 

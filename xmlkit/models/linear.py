@@ -17,7 +17,7 @@ import numpy as np
 from xmlkit import store
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
-from xmlkit.models.arrays import ArrayModel, scored_blocks, top_k_mask
+from xmlkit.models.arrays import ArrayModel, scored_blocks, selector
 from xmlkit.models.ensemble import ParamsBase, option, training_rows
 
 MIN_POSITIVES = 5      # labels with fewer hold-out positives use the pooled threshold
@@ -200,19 +200,10 @@ class Linear(ArrayModel):
             import scipy.sparse as sp
             Xs = sp.csr_matrix((Xs.data, Xs.indices, Xs.indptr),
                                shape=(Xs.shape[0], self.n_features))
-        n, L = R.shape[0], self.n_labels
-        theta = self.arrays["thresholds"]
-        if decision == "thresholds":
-            def select(P):
-                return P >= theta[None, :]
-        elif k is not None and k < L:
-            def select(P):
-                return top_k_mask(P, k)
-        else:
-            def select(P):
-                return np.ones_like(P, dtype=bool)
-        return like(X, scored_blocks(n, L, lambda r0, r1: self._probabilities(Xs[r0:r1]),
-                                     select, progress))
+        theta = self.arrays["thresholds"] if decision == "thresholds" else None
+        return like(X, scored_blocks(R.shape[0], self.n_labels,
+                                     lambda r0, r1: self._probabilities(Xs[r0:r1]),
+                                     selector(k, theta), progress))
 
     # -- storage
     def _check_arrays(self, a):
