@@ -1,5 +1,4 @@
 """xml-predict: score a feature file with a trained model folder."""
-import math
 import time
 
 import click
@@ -8,9 +7,7 @@ from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, quiet_opti
                                read_input, run, version_option)
 from xmlkit.io import write_matrix
 from xmlkit.models import load_model
-from xmlkit.models.embed import Embed
-from xmlkit.models.linear import Linear
-from xmlkit.models.pfastrexml import RERANK, PfastreXML
+from xmlkit.models.pfastrexml import RERANK
 
 
 @click.command(context_settings=CONTEXT)
@@ -61,26 +58,8 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
     if X.shape[1] > model.n_features:
         fail(f"{features} has {X.shape[1]} features but the model in {model_dir} was "
              f"trained on {model.n_features}")
-    extra = {}
-    if isinstance(model, PfastreXML):
-        extra = {"rerank": RERANK if rerank is None else rerank,
-                 "trees_only": None if trees_only is None else bool(trees_only)}
-    elif rerank is not None or trees_only is not None:
-        fail(f"-n/--rerank and -S/--trees-only apply to PfastreXML models, and {model_dir} "
-             f"holds a {model.algorithm} model")
-    if isinstance(model, Embed):
-        extra = {"decision": decision or "scores",
-                 "threshold": 0.5 if threshold is None else threshold}
-        if threshold is not None and (decision != "threshold" or not math.isfinite(threshold)):
-            fail("--threshold (a finite number) goes with --decision threshold")
-    elif isinstance(model, Linear):
-        if threshold is not None:
-            fail("--threshold applies to embed models; a linear model has fitted per-label "
-                 "thresholds (--decision thresholds)")
-        extra = {"decision": decision or "scores"}
-    elif decision is not None or threshold is not None:
-        fail(f"--decision and --threshold apply to embed and linear models, and {model_dir} "
-             f"holds a {model.algorithm} model")
+    extra = model.predict_options(rerank=rerank, trees_only=trees_only, decision=decision,
+                                  threshold=threshold)
     start = time.perf_counter()
     with log.progress(X.shape[0], "predicting", "points") as bar:
         S = model.predict(X, k=top_k, threads=threads, progress=bar.update, **extra)

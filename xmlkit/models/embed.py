@@ -309,6 +309,13 @@ class Embed(ArrayModel):
         return sigmoid(np.minimum(Z, 40)) if self.params.loss == "logistic" \
             else np.clip(Z, 0, 1)
 
+    def predict_options(self, decision=None, threshold=None, **other):
+        self._only(other, ())
+        if threshold is not None and (decision != "threshold" or not np.isfinite(threshold)):
+            raise XmlkitError("--threshold (a finite number) goes with --decision threshold")
+        return {"decision": decision or "scores",
+                "threshold": 0.5 if threshold is None else threshold}
+
     def predict(self, X, k=None, threads=1, progress=None, decision="scores",
                 threshold=0.5):
         """Probabilities (every label, or the k best per row), or label sets:

@@ -90,6 +90,19 @@ class ModelBase:
     def get_params(self):
         return asdict(self.params)
 
+    def predict_options(self, **given):
+        """predict() keyword arguments from xml-predict's family-specific
+        options (name -> value, None when not given). A family overrides this
+        for the options it takes; any other option given is an error."""
+        return self._only(given, ())
+
+    def _only(self, given, takes):
+        wrong = sorted(n for n, v in given.items() if v is not None and n not in takes)
+        if wrong:
+            names = ", ".join("--" + n.replace("_", "-") for n in wrong)
+            raise XmlkitError(f"{names} cannot be used with a {self.algorithm} model")
+        return {}
+
     @property
     def progress_total(self):
         """Steps of fit's progress callback (trees for tree ensembles)."""

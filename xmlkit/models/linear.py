@@ -181,6 +181,10 @@ class Linear(ArrayModel):
             return 0.5 * (1 + np.tanh(0.5 * Z))
         return np.clip(Z, 0, 1)
 
+    def predict_options(self, decision=None, **other):
+        self._only(other, ())   # --threshold: the thresholds are fitted per label
+        return {"decision": decision or "scores"}
+
     def predict(self, X, k=None, threads=1, progress=None, decision="scores"):
         """Probabilities (every label, or the k best per row), or label sets
         with the fitted per-label thresholds (decision="thresholds"). Rows in,

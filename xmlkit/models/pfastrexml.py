@@ -149,6 +149,11 @@ class PfastreXML(FastXML):
         return self
 
     # -- prediction
+    def predict_options(self, rerank=None, trees_only=None, **other):
+        self._only(other, ())
+        return {"rerank": RERANK if rerank is None else rerank,
+                "trees_only": None if trees_only is None else bool(trees_only)}
+
     def predict(self, X, k=None, threads=1, progress=None, rerank=RERANK, trees_only=None):
         """Scores: the tree scores of the `rerank` best labels per point,
         re-ranked by the tail classifiers (unless trees_only, by default the
