@@ -66,3 +66,14 @@ def test_cli_and_api_agree(tmp_path, bibtex):
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     r = run_cli("xml-train", TRAIN, tmp_path / "x", "--algorithm", "linear", "--loss", "ridge")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_unit_rows_with_empty_rows():
+    """Empty rows anywhere, the last one included, stay empty (reduceat once
+    failed on a trailing empty row)."""
+    from xmlkit.csr import Rows, unit_rows
+    R = Rows(np.array([0, 2, 2, 3, 3]), np.array([0, 1, 1], np.int32),
+             np.array([3, 4, 2], np.float32), (4, 2))
+    U = unit_rows(R)
+    assert U.data.tolist() == pytest.approx([0.6, 0.8, 1.0])
+    assert U.indptr.tolist() == [0, 2, 2, 3, 3]

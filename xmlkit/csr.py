@@ -58,3 +58,13 @@ def like(template, rows):
     """``rows`` as the kind of matrix ``template`` is: a Rows for a Rows,
     else a scipy csr_matrix (what the Python API returns)."""
     return rows if isinstance(template, Rows) else rows.to_scipy()
+
+
+def unit_rows(R):
+    """Rows scaled to unit L2 length (empty rows stay empty)."""
+    counts = np.diff(R.indptr)
+    sq = np.bincount(np.repeat(np.arange(R.shape[0]), counts),
+                     weights=R.data.astype(np.float64) ** 2, minlength=R.shape[0])
+    scale = 1 / np.sqrt(np.where(sq > 0, sq, 1))
+    return Rows(R.indptr, R.indices, (R.data * np.repeat(scale, counts)).astype(np.float32),
+                R.shape)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from xmlkit import store
-from xmlkit.csr import Rows, as_rows, like
+from xmlkit.csr import as_rows, like, unit_rows
 from xmlkit.errors import XmlkitError
 from xmlkit.models.arrays import ArrayModel, scored_blocks, selector
 from xmlkit.models.ensemble import ParamsBase, option, training_rows
@@ -68,16 +68,6 @@ class LinearParams(ParamsBase):
         if not 0 <= self.threshold_holdout < 1:
             raise XmlkitError("--threshold-holdout must be in [0, 1)")
         self.check_seed()
-
-
-def unit(R):
-    """Rows scaled to unit L2 length (empty rows stay empty)."""
-    sq = np.add.reduceat(R.data.astype(np.float64) ** 2, R.indptr[:-1]) \
-        if R.data.size else np.zeros(R.shape[0])
-    sq[np.diff(R.indptr) == 0] = 0
-    scale = 1 / np.sqrt(np.where(sq > 0, sq, 1))
-    return Rows(R.indptr, R.indices,
-                (R.data * np.repeat(scale, np.diff(R.indptr))).astype(np.float32), R.shape)
 
 
 def best_f1(scores, truth):
@@ -141,7 +131,7 @@ class Linear(ArrayModel):
         if model_dir is not None:
             store.prepare_folder(model_dir, self.manifest())
         if p.unit_rows:
-            X = unit(X)
+            X = unit_rows(X)
         Xs, Ys = X.to_scipy(), Y.to_scipy()
         tick = progress or (lambda _: None)
         thresholds = np.full(self.n_labels, 0.5)
@@ -198,7 +188,7 @@ class Linear(ArrayModel):
             raise XmlkitError(f"the data have {R.shape[1]} features but the model was "
                               f"trained on {self.n_features}")
         if self.params.unit_rows:
-            R = unit(R)
+            R = unit_rows(R)
         Xs = R.to_scipy()
         if Xs.shape[1] < self.n_features:
             import scipy.sparse as sp
