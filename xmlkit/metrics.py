@@ -174,11 +174,8 @@ def label_sets(scores, threshold=None):
     indptr, indices, data, shape = _scores_csr(scores)
     keep = np.ones(len(data), bool) if threshold is None else data >= threshold
     rows = np.repeat(np.arange(shape[0]), np.diff(indptr))[keep]
-    P = sp.csr_matrix((np.ones(int(keep.sum()), np.float32), (rows, indices[keep])),
-                      shape=shape)
-    P.sum_duplicates()
-    P.data[:] = 1
-    return P
+    return sp.csr_matrix((np.ones(int(keep.sum()), np.float32), (rows, indices[keep])),
+                         shape=shape)   # _scores_csr is canonical: no duplicates to merge
 
 
 def set_metrics(Y_true, Y_pred):

@@ -69,8 +69,9 @@ def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_pr
 
     Prints P@k, nDCG@k and R@k, plus PSP@k and PSnDCG@k when propensities are
     given, in percent; with --sets or --threshold, the label-set metrics
-    (Hamming loss, micro-F1, macro-F1, example-F1) as fractions. Ranking: stored scores only, higher score first, ties to
-    the lower label index; all test points count (XC repository definitions).
+    (Hamming loss, micro-F1, macro-F1, example-F1) as fractions. Ranking:
+    stored scores only, higher score first, ties to the lower label index;
+    all test points count (XC repository definitions).
     """
     log = Log(quiet)
     ks = parse_ks(ks)

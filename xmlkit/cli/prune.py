@@ -7,7 +7,8 @@ import numpy as np
 
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_option,
                                quiet_option, read_input, run, version_option)
-from xmlkit.prune import DEFAULT_MIN_KEEP, DEFAULT_THRESHOLD
+from xmlkit.io import read_idf, write_dataset, write_idf, write_matrix
+from xmlkit.prune import DEFAULT_MIN_KEEP, DEFAULT_THRESHOLD, prune
 
 
 @click.command(context_settings=CONTEXT)
@@ -41,8 +42,6 @@ def command(input_path, output_path, threshold, tfidf, idf_out, idf_in, min_keep
     Prints nnz before and after, the share removed and the rows the threshold
     emptied (and how many of them --min-keep saved), or JSON with --json.
     """
-    from xmlkit.io import read_idf, write_dataset, write_idf, write_matrix
-    from xmlkit.prune import prune
     log = Log(quiet)
     if idf_in and idf_out:
         fail("give either --idf-in (transform a test set) or --idf-out (save the training "
