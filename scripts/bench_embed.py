@@ -6,19 +6,18 @@ the XC Bibtex and Delicious splits next to FastXML.
 
     python scripts/bench_embed.py [--data ../shared/data] [--trials 20] [--seed 0]
                                   [--markdown results/embed.md]
+                                  (and the step options of benchlib.cli)
 
 Selection is per metric, as in the paper's protocol: Hamming loss with
 label sets by threshold (p >= 0.5), macro-F1 with per-label F1 inference.
 Trial 0 is xmlkit's defaults; every trial's settings and validation scores
 go to stderr (the log). Runs through the Python API (the same code as
-`xml-train --algorithm embed`; a test checks CLI = API).
+`xml-train --algorithm embed`; a test checks CLI = API). Steps (records in
+work/embed/): one per trial, then the final fits (timed: they run alone).
 """
-import argparse
-import json
+import lzma
 import math
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -56,45 +55,80 @@ def scores(model, X, Y):
             "macro_f1": set_metrics(Y, model.predict(X, decision="f1"))["macro_f1"]}
 
 
-def tune(name, data_dir, trials, seed):
-    X, Y = read_dataset(data_dir / name / f"{name}_mulan_train.txt.xz"
-                        if name == "bibtex" else data_dir / name / f"{name}_train.txt.xz")
-    Xt, Yt = read_dataset(data_dir / name / f"{name}_mulan_test.txt.xz"
-                          if name == "bibtex" else data_dir / name / f"{name}_test.txt.xz")
+def files(name, xc=False):
+    stem = name if xc or name != "bibtex" else f"{name}_mulan"
+    return [benchlib.DATA / name / f"{stem}_{p}.txt.xz" for p in ("train", "test")]
+
+
+def trial_params(name, trials, seed):
+    """The random-search draws of a set (trial 0: defaults) and its hold-out
+    split, from one seeded stream (the same draws in every process)."""
+    with lzma.open(files(name)[0], "rt") as f:
+        n = int(f.readline().split()[0])
     rng = np.random.default_rng(seed)
-    perm = rng.permutation(X.shape[0])
-    n_val = X.shape[0] // 10
-    val, sub = perm[:n_val], perm[n_val:]
-    results = []
-    for t in range(trials):
-        params = {} if t == 0 else sample(rng, len(sub))
-        start = time.perf_counter()
-        m = xmlkit.Embed(seed=seed, **params).fit(X[sub], Y[sub])
-        s = scores(m, X[val], Y[val])
-        results.append((params, s))
-        print(json.dumps({"set": name, "trial": t, "params": params, "validation": s,
-                          "seconds": round(time.perf_counter() - start, 2)}),
-              file=sys.stderr, flush=True)
-    best_h = min(results, key=lambda r: r[1]["hamming"])[0]
-    best_f = max(results, key=lambda r: r[1]["macro_f1"])[0]
-    out = {}
-    for metric, params in (("hamming", best_h), ("macro_f1", best_f), ("defaults", {})):
-        start = time.perf_counter()
-        m = xmlkit.Embed(seed=seed, **params).fit(X, Y)
-        train_s = time.perf_counter() - start
-        out[metric] = {"params": params, "test": scores(m, Xt, Yt), "train_s": train_s,
-                       "rank": m.stats()["rank"]}
-    return out
+    perm = rng.permutation(n)
+    n_val = n // 10
+    return perm[:n_val], perm[n_val:], [{} if t == 0 else sample(rng, n - n_val)
+                                        for t in range(trials)]
 
 
-def xc_precision(name, data_dir, seed):
-    X, Y = read_dataset(data_dir / name / f"{name}_train.txt.xz")
-    Xt, Yt = read_dataset(data_dir / name / f"{name}_test.txt.xz")
+def trial(step):
+    k = step.kw
+    val, sub, draws = trial_params(k["set"], k["trials"], k["seed"])
+    X, Y = read_dataset(files(k["set"])[0])
     start = time.perf_counter()
-    m = xmlkit.Embed(seed=seed).fit(X, Y)
+    m = xmlkit.Embed(seed=k["seed"], **draws[k["trial"]]).fit(X[sub], Y[sub])
+    return {"params": draws[k["trial"]], "validation": scores(m, X[val], Y[val]),
+            "seconds": time.perf_counter() - start}
+
+
+def final(step):
+    """Refit the setting chosen for the step's metric on the whole training set."""
+    k = step.kw
+    trials = [benchlib.load(d) for d in step.deps]
+    if k["metric"] == "hamming":
+        params = min(trials, key=lambda r: r["validation"]["hamming"])["params"]
+    elif k["metric"] == "macro_f1":
+        params = max(trials, key=lambda r: r["validation"]["macro_f1"])["params"]
+    else:
+        params = {}
+    X, Y = read_dataset(files(k["set"])[0])
+    Xt, Yt = read_dataset(files(k["set"])[1])
+    start = time.perf_counter()
+    m = xmlkit.Embed(seed=k["seed"], **params).fit(X, Y)
+    train_s = time.perf_counter() - start
+    return {"params": params, "test": scores(m, Xt, Yt), "train_s": train_s,
+            "rank": m.stats()["rank"]}
+
+
+def xc_precision(step):
+    X, Y = read_dataset(files(step.kw["set"], xc=True)[0])
+    Xt, Yt = read_dataset(files(step.kw["set"], xc=True)[1])
+    start = time.perf_counter()
+    m = xmlkit.Embed(seed=step.kw["seed"]).fit(X, Y)
     train_s = time.perf_counter() - start
     r = ranking_metrics(Yt, m.predict(Xt, k=5), (1, 3, 5))
-    return {k: 100 * r[k] for k in ("P@1", "P@3", "P@5")}, train_s, m.stats()["rank"]
+    return {**{k: 100 * r[k] for k in ("P@1", "P@3", "P@5")}, "train_s": train_s,
+            "rank": m.stats()["rank"]}
+
+
+SETS = ("bibtex", "corel5k", "yeast")
+XC_SETS = ("bibtex", "delicious")
+
+
+def steps(a):
+    work = benchlib.WORK / "embed"
+    out = []
+    for name in SETS:
+        tr = [benchlib.Step(work / f"{name}_trial{t}.json", trial, files(name)[:1], set=name,
+                            trial=t, trials=a.trials, seed=a.seed) for t in range(a.trials)]
+        out += tr
+        out += [benchlib.Step(work / f"{name}_{m}.json", final, [s.target for s in tr],
+                              timed=True, set=name, metric=m, seed=a.seed)
+                for m in ("hamming", "macro_f1", "defaults")]
+    out += [benchlib.Step(work / f"{name}_xc.json", xc_precision, files(name, xc=True),
+                          timed=True, set=name, seed=a.seed) for name in XC_SETS]
+    return out
 
 
 def describe(params):
@@ -104,14 +138,9 @@ def describe(params):
                      for k, v in params.items())
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=benchlib.DATA)
-    ap.add_argument("--trials", type=int, default=20)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--markdown", type=Path)
-    a = ap.parse_args()
+def render(a, st):
     d = xmlkit.Embed.Params()
+    rec = {s.target.stem: benchlib.load(s.target) for s in st}
     out = [f"Randomized label embedding + random Fourier features. xmlkit defaults: rank "
            f"auto (90% of YᵀY), oversample {d.oversample}, passes {d.passes}, embed-lambda "
            f"{d.embed_lambda}, {d.num_features} {d.kernel} features, bandwidth {d.bandwidth}, "
@@ -123,8 +152,8 @@ def main():
            "| macro-F1 (tuned) | macro-F1 (defaults) | paper F1 | target F1 | rank | train s |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     chosen = []
-    for name in ("bibtex", "corel5k", "yeast"):
-        r = tune(name, a.data, a.trials, a.seed)
+    for name in SETS:
+        r = {m: rec[f"{name}_{m}"] for m in ("hamming", "macro_f1", "defaults")}
         ph, pf = PAPER[name]
         th, tf = TARGET[name]
         out.append(f"| {name} | {r['hamming']['test']['hamming']:.4f} | "
@@ -138,14 +167,17 @@ def main():
     out += ["", "Settings chosen on the hold-out:"] + chosen + ["",
             "| data (XC split) | P@1/3/5, embed defaults | FastXML (10 seeds) | rank | train s |",
             "|---|---|---|---|---|"]
-    for name in ("bibtex", "delicious"):
-        p, train_s, rank = xc_precision(name, a.data, a.seed)
+    for name in XC_SETS:
+        p = rec[f"{name}_xc"]
         out.append(f"| {name} | {p['P@1']:.2f}/{p['P@3']:.2f}/{p['P@5']:.2f} | {FASTXML[name]} | "
-                   f"{rank} | {train_s:.1f} |")
-    text = "\n".join(out) + "\n"
-    print(text)
-    benchlib.save(text, a.markdown)
+                   f"{p['rank']} | {p['train_s']:.1f} |")
+    return "\n".join(out) + "\n"
+
+
+def add_args(ap):
+    ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
 
 
 if __name__ == "__main__":
-    main()
+    benchlib.cli(__doc__, "embed", add_args, steps, render)

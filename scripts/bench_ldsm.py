@@ -5,18 +5,18 @@ Delicious splits.
 
     python scripts/bench_ldsm.py [--data ../shared/data] [--sets bibtex delicious]
                                  [--seeds 0 1 2] [--markdown results/ldsm.md]
+                                 (and the step options of benchlib.cli)
 
 Runs through the Python API in one process (the same code as `xml-train
 --algorithm ldsm`; a test checks CLI = API): train wall time with 2 threads,
 prediction per point with 1 thread once the model is loaded (best of 3
 passes; the first pass also packs the forest for prediction, shown apart),
 P@k and nDCG@k. Defaults are averaged over --seeds; the sweep uses seed 0.
+Each run is a step (its record in work/ldsm/), timed: it runs alone.
 """
-import argparse
+import json
 import math
-import sys
 import time
-from pathlib import Path
 
 import benchlib
 import xmlkit
@@ -47,7 +47,11 @@ SWEEP = ([{"epochs": e} for e in (1, 5, 10, 30)]
             {"n_trees": 10, "epochs": 10, "max_nodes": 8000}])
 
 
-def run(X, Y, Xt, Yt, seed, **kw):
+def run(step):
+    """Train with the step's settings (2 threads), time it, score the test set."""
+    name, seed, kw = step.kw["set"], step.kw["seed"], step.kw["params"]
+    X, Y = read_dataset(benchlib.DATA / name / f"{name}_train.txt.xz")
+    Xt, Yt = read_dataset(benchlib.DATA / name / f"{name}_test.txt.xz")
     params = {**{k: DEFAULTS[k] for k in ("n_trees", "arity", "max_nodes", "epochs")},
               **kw, "seed": seed, "threads": 2}
     t = time.perf_counter()
@@ -62,10 +66,25 @@ def run(X, Y, Xt, Yt, seed, **kw):
         S = m.predict(Xt, k=5)
         best = min(best, time.perf_counter() - t)
     r = ranking_metrics(Yt, S, (1, 3, 5))
-    out = {"params": params, "train_s": train_s, "ms_point": 1000 * best / Xt.shape[0],
-           "ms_point_first": 1000 * first / Xt.shape[0], **m.stats(),
-           **{k: 100 * v for k, v in r.items()}}
-    print(out, file=sys.stderr, flush=True)
+    return {"params": params, "train_s": train_s, "ms_point": 1000 * best / Xt.shape[0],
+            "ms_point_first": 1000 * first / Xt.shape[0], **m.stats(),
+            **{k: 100 * v for k, v in r.items()}, "N": X.shape[0], "D": X.shape[1],
+            "L": Y.shape[1]}
+
+
+def tag(kw):
+    return "_".join(f"{k}{v}" for k, v in kw.items())
+
+
+def steps(a):
+    work = benchlib.WORK / "ldsm"
+    out = []
+    for name in a.sets:
+        data = [benchlib.DATA / name / f"{name}_{p}.txt.xz" for p in ("train", "test")]
+        out += [benchlib.Step(work / f"{name}_defaults_s{s}.json", run, data, timed=True,
+                              set=name, seed=s, params={}) for s in a.seeds]
+        out += [benchlib.Step(work / f"{name}_{tag(kw)}_s0.json", run, data, timed=True,
+                              set=name, seed=0, params=kw) for kw in SWEEP]
     return out
 
 
@@ -81,13 +100,7 @@ def row(label, r, L):
             f"{r['ms_point']:.3f} ({r['ms_point_first']:.3f}) |")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=benchlib.DATA)
-    ap.add_argument("--sets", nargs="+", default=["bibtex", "delicious"])
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    ap.add_argument("--markdown", type=Path)
-    a = ap.parse_args()
+def render(a, st):
     d = describe({k: DEFAULTS[k] for k in ("n_trees", "arity", "max_nodes", "epochs", "lr",
                                             "lambda1", "lambda2", "route_threshold")})
     out = [f"LdSM on the XC splits. xmlkit defaults: {d}. Train: wall seconds, 2 threads; "
@@ -95,27 +108,31 @@ def main():
            "call, which also packs the forest). Depth: deepest leaf, mean over trees.", ""]
     head = "| setting | P@1/3/5 | nDCG@1/3/5 | depth | train s | predict ms/point |"
     for name in a.sets:
-        X, Y = read_dataset(a.data / name / f"{name}_train.txt.xz")
-        Xt, Yt = read_dataset(a.data / name / f"{name}_test.txt.xz")
-        L = Y.shape[1]
-        runs = [run(X, Y, Xt, Yt, s) for s in a.seeds]
-        mean = {k: benchlib.mean([r[k] for r in runs]) for k in runs[0] if k != "params"}
-        out += [f"### {name} (N {X.shape[0]}, D {X.shape[1]}, L {L}, log2 L {math.log2(L):.1f})",
+        recs = {(s.kw["seed"], json.dumps(s.kw["params"])): benchlib.load(s.target)
+                for s in st if s.kw["set"] == name}
+        runs = [recs[(s, "{}")] for s in a.seeds]
+        N, D, L = runs[0]["N"], runs[0]["D"], runs[0]["L"]
+        mean = {k: benchlib.mean([r[k] for r in runs]) for k in runs[0]
+                if isinstance(runs[0][k], (int, float))}
+        out += [f"### {name} (N {N}, D {D}, L {L}, log2 L {math.log2(L):.1f})",
                 "", head, "|---|---|---|---|---|---|"]
         out.append(row(f"**xmlkit defaults**, mean of seeds {a.seeds}", mean, L))
         for s, r in zip(a.seeds, runs):
             out.append(row(f"xmlkit defaults, seed {s}", r, L))
-        sweep = [(kw, run(X, Y, Xt, Yt, 0, **kw)) for kw in SWEEP]
+        sweep = [(kw, recs[(0, json.dumps(kw))]) for kw in SWEEP]
         for kw, r in sweep:
             out.append(row(f"xmlkit, {describe(kw)}", r, L))
         best_kw, best = max(sweep, key=lambda x: x[1]["P@1"])
         for label, numbers in AUTHORS[name]:
             out.append(f"| {label} | {numbers} | – | – | – | – |")
         out += ["", f"Best setting found (seed 0): {describe(best_kw)}, P@1 {best['P@1']:.2f}.", ""]
-    text = "\n".join(out) + "\n"
-    print(text)
-    benchlib.save(text, a.markdown)
+    return "\n".join(out) + "\n"
+
+
+def add_args(ap):
+    ap.add_argument("--sets", nargs="+", default=["bibtex", "delicious"])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
 
 
 if __name__ == "__main__":
-    main()
+    benchlib.cli(__doc__, "ldsm", add_args, steps, render)

@@ -4,16 +4,16 @@ training time with lazy against dense (plain) updates, on the XC Bibtex and
 Delicious splits.
 
     python scripts/bench_linear.py [--data ../shared/data] [--markdown results/linear.md]
+                                   (and the step options of benchlib.cli)
 
 Runs through the Python API (the same code as `xml-train --algorithm
 linear`; a test checks CLI = API). The lazy/dense timing trains the same
 model both ways (defaults, no threshold hold-out) and checks that the
-weights agree.
+weights agree (the lazy model is saved in work/linear/ for that). Every fit
+is a timed step (its record in work/linear/): it runs alone.
 """
-import argparse
-import sys
+import shutil
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -28,17 +28,68 @@ BASELINE = {"bibtex": "liblinear L2-SVC 63.90/38.82/28.53, scikit-learn logistic
             "delicious": "napkinXC one-vs-rest 69.20/61.56/56.76"}
 
 
+CONFIGS = (("defaults", {}), ("--l1 1e-4 (sparser W)", {"l1": 1e-4}))
+
+
 def timed_fit(X, Y, **kw):
     start = time.perf_counter()
     m = xmlkit.Linear(**kw).fit(X, Y)
     return m, time.perf_counter() - start
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=benchlib.DATA)
-    ap.add_argument("--markdown", type=Path)
-    a = ap.parse_args()
+def data(name, part):
+    return benchlib.DATA / name / f"{name}_{part}.txt.xz"
+
+
+def accuracy(step):
+    """Fit (with the threshold hold-out), P@k and the label-set F1s."""
+    name = step.kw["set"]
+    X, Y = read_dataset(data(name, "train"))
+    Xt, Yt = read_dataset(data(name, "test"))
+    m, train_s = timed_fit(X, Y, **step.kw["params"])
+    r = ranking_metrics(Yt, m.predict(Xt, k=5), (1, 3, 5))
+    st = set_metrics(Yt, m.predict(Xt, decision="thresholds"))
+    s5 = set_metrics(Yt, label_sets(m.predict(Xt), 0.5))
+    return {"train_s": train_s, **{k: 100 * v for k, v in r.items()},
+            "thresholds": st, "p05": s5, **m.stats()}
+
+
+def lazy_fit(step):
+    """Lazy updates, no hold-out; the model is kept for the dense step's check."""
+    X, Y = read_dataset(data(step.kw["set"], "train"))
+    m, t = timed_fit(X, Y, threshold_holdout=0)
+    if step.kw["model"].exists():
+        shutil.rmtree(step.kw["model"])
+    m.save(step.kw["model"])
+    return {"train_s": t, "D_over_nnz": X.shape[1] / (X.nnz / X.shape[0])}
+
+
+def dense_fit(step):
+    """The same model with plain (dense) updates; max |W_lazy - W_dense|."""
+    X, Y = read_dataset(data(step.kw["set"], "train"))
+    dense, t = timed_fit(X, Y, threshold_holdout=0, dense_updates=True)
+    lazy = xmlkit.load_model(step.kw["model"])
+    diff = np.abs((lazy._weights() - dense._weights()).toarray()).max()
+    return {"train_s": t, "max_diff": float(diff)}
+
+
+def steps(a):
+    work = benchlib.WORK / "linear"
+    out = []
+    for name in ("bibtex", "delicious"):
+        deps = [data(name, "train"), data(name, "test")]
+        out += [benchlib.Step(work / f"{name}_{i}.json", accuracy, deps, timed=True,
+                              set=name, label=label, params=kw)
+                for i, (label, kw) in enumerate(CONFIGS)]
+        lazy = benchlib.Step(work / f"{name}_lazy.json", lazy_fit, deps[:1], timed=True,
+                             set=name, model=work / f"{name}_lazy.model")
+        out += [lazy, benchlib.Step(work / f"{name}_dense.json", dense_fit,
+                                    [lazy.target], timed=True, set=name,
+                                    model=lazy.kw["model"])]
+    return out
+
+
+def render(a, st):
     d = xmlkit.Linear.Params()
     out = [f"Linear one-vs-all, elastic net. Defaults: loss {d.loss}, l1 {d.l1}, l2 {d.l2}, "
            f"{d.lr_schedule} rate {d.lr}, {d.epochs} epochs, unit rows, thresholds from a "
@@ -51,30 +102,23 @@ def main():
     timing = ["| data | lazy s | dense s | dense / lazy | max |W_lazy − W_dense| | "
               "D / mean nnz(x) |", "|---|---|---|---|---|---|"]
     for name in ("bibtex", "delicious"):
-        X, Y = read_dataset(a.data / name / f"{name}_train.txt.xz")
-        Xt, Yt = read_dataset(a.data / name / f"{name}_test.txt.xz")
-        for label, kw in (("defaults", {}), ("--l1 1e-4 (sparser W)", {"l1": 1e-4})):
-            m, train_s = timed_fit(X, Y, **kw)
-            r = ranking_metrics(Yt, m.predict(Xt, k=5), (1, 3, 5))
-            st = set_metrics(Yt, m.predict(Xt, decision="thresholds"))
-            s5 = set_metrics(Yt, label_sets(m.predict(Xt), 0.5))
-            s = m.stats()
-            out.append(f"| {name}, {label} | {100 * r['P@1']:.2f}/{100 * r['P@3']:.2f}/"
-                       f"{100 * r['P@5']:.2f} | ≥ {TARGET[name]} | {BASELINE[name]} | "
-                       f"{st['example_f1']:.4f} / {st['macro_f1']:.4f} | {s5['example_f1']:.4f} "
-                       f"/ {s5['macro_f1']:.4f} | {s['nnz_weights']} "
-                       f"({100 * s['weight_density']:.1f}%) | {train_s:.1f} |")
-            print(out[-1], file=sys.stderr, flush=True)
-        lazy, t_lazy = timed_fit(X, Y, threshold_holdout=0)
-        dense, t_dense = timed_fit(X, Y, threshold_holdout=0, dense_updates=True)
-        diff = np.abs((lazy._weights() - dense._weights()).toarray()).max()
-        timing.append(f"| {name} | {t_lazy:.1f} | {t_dense:.1f} | {t_dense / t_lazy:.1f}× | "
-                      f"{diff:.1e} | {X.shape[1] / (X.nnz / X.shape[0]):.0f} |")
-        print(timing[-1], file=sys.stderr, flush=True)
-    text = "\n".join(out + [""] + timing) + "\n"
-    print(text)
-    benchlib.save(text, a.markdown)
+        for s in st:
+            if s.kw["set"] != name or s.action is not accuracy:
+                continue
+            r = benchlib.load(s.target)
+            th, p5 = r["thresholds"], r["p05"]
+            out.append(f"| {name}, {s.kw['label']} | {r['P@1']:.2f}/{r['P@3']:.2f}/"
+                       f"{r['P@5']:.2f} | ≥ {TARGET[name]} | {BASELINE[name]} | "
+                       f"{th['example_f1']:.4f} / {th['macro_f1']:.4f} | {p5['example_f1']:.4f} "
+                       f"/ {p5['macro_f1']:.4f} | {r['nnz_weights']} "
+                       f"({100 * r['weight_density']:.1f}%) | {r['train_s']:.1f} |")
+        lazy = benchlib.load(benchlib.WORK / "linear" / f"{name}_lazy.json")
+        dense = benchlib.load(benchlib.WORK / "linear" / f"{name}_dense.json")
+        timing.append(f"| {name} | {lazy['train_s']:.1f} | {dense['train_s']:.1f} | "
+                      f"{dense['train_s'] / lazy['train_s']:.1f}× | {dense['max_diff']:.1e} | "
+                      f"{lazy['D_over_nnz']:.0f} |")
+    return "\n".join(out + [""] + timing) + "\n"
 
 
 if __name__ == "__main__":
-    main()
+    benchlib.cli(__doc__, "linear", lambda ap: None, steps, render)

@@ -43,4 +43,4 @@ COLUMNS = ["PSP@1", "PSP@3", "PSP@5", "P@1", "P@3", "P@5", "PSnDCG@3", "PSnDCG@5
            "nDCG@3", "nDCG@5"]
 
 if __name__ == "__main__":
-    benchlib.main(__doc__, CONFIGS, "PfastreXML, {trees} trees.", COLUMNS)
+    benchlib.main(__doc__, "pfastrexml", CONFIGS, "PfastreXML, {trees} trees.", COLUMNS)

@@ -4,7 +4,7 @@ non-zeros removed, P@k, nDCG@k, training time and model size.
 
     python scripts/bench_prunex.py [--data ../shared/data] [--sets bibtex delicious]
         [--thresholds 0 0.02 0.04 0.07 0.1 0.15 0.2] [--seeds 0 1 2] [--threads 2] [--trees 50]
-        [--markdown results/prunex.md]
+        [--markdown results/prunex.md] (and the step options of benchlib.cli)
 
 Every command runs as a user runs it: `xml-prune TRAIN P_TRAIN --threshold t
 --idf-out IDF`, `xml-prune TEST P_TEST --threshold t --idf-in IDF`, then
@@ -13,56 +13,67 @@ Every command runs as a user runs it: `xml-prune TRAIN P_TRAIN --threshold t
 pruning) as a reference; threshold 0 is tf-idf and unit rows without pruning. Times are whole-command wall seconds of xml-train,
 averaged over the seeds; accuracy is averaged over the seeds.
 """
-import argparse
 import json
-import shutil
-import sys
-import tempfile
-from pathlib import Path
 
 import benchlib
+from benchlib import BIN, WORK, Step, data_file, load, run_rss
 
 TRAIN_ARGS = ["-m", "10", "-l", "10", "-b", "1.0", "-c", "1.0"]
+HERE = WORK / "prunex"
 
 
-def pruned_copy(work, src, tag, threshold, idf, train):
-    dst = work / f"{src.stem}.{tag}.txt"
-    args = [benchlib.BIN / "xml-prune", src, dst, "--threshold", threshold, "--json", "-q",
-            "--idf-out" if train else "--idf-in", idf]
-    stats = json.loads(benchlib.run_rss(args)["stdout"])
-    return dst, stats
+def prune_data(step):
+    """xml-prune the training file (writing the idf) and the test file (reading it)."""
+    k = step.kw
+    out = {}
+    for src, dst, idf_arg in ((k["train"], k["p_train"], "--idf-out"),
+                              (k["test"], k["p_test"], "--idf-in")):
+        r = run_rss([BIN / "xml-prune", src, dst, "--threshold", k["threshold"], "--json",
+                     "-q", idf_arg, k["idf"]])
+        out.setdefault("stats", json.loads(r["stdout"]))
+    return {"removed": out["stats"]["removed_fraction"], "emptied": out["stats"]["emptied"]}
 
 
-def run_set(name, data_dir, work, thresholds, seeds, threads, trees):
-    train = benchlib.plain_copy(data_dir, work, name, "train")
-    test = benchlib.plain_copy(data_dir, work, name, "test")
-    rows = []
-    for th in [None] + thresholds:
-        if th is None:
-            tr, te, removed, emptied = train, test, 0.0, 0
-        else:
-            tag = f"t{th}"
-            idf = work / f"{name}.{tag}.idf"
-            tr, st = pruned_copy(work, train, tag, th, idf, True)
-            te, _ = pruned_copy(work, test, tag, th, idf, False)
-            removed, emptied = st["removed_fraction"], st["emptied"]
-        for seed in seeds:
-            model, scores = work / f"{name}_{th}_{seed}", work / f"{name}_{th}_{seed}.scores"
-            t = benchlib.run_rss([benchlib.BIN / "xml-train", tr, model, "-t", trees,
-                                  "-T", threads, "--seed", seed, "-q", *TRAIN_ARGS])
-            benchlib.run_rss([benchlib.BIN / "xml-predict", te, scores, model, "-T", threads,
-                              "-q"])
-            ev = benchlib.run_rss([benchlib.BIN / "xml-eval", scores, te, "--json", "-q"])
-            m = json.loads(ev["stdout"])["metrics"]
-            rows.append({"set": name, "threshold": th, "seed": seed, "removed": removed,
-                         "emptied": emptied, "train_s": t["wall"],
-                         "model_mb": benchlib.folder_mb(model),
-                         **{f"{k}@{c}": m[f"{k}@{c}"] for k in ("P", "nDCG")
-                            for c in (1, 3, 5)}})
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-            shutil.rmtree(model)
-            scores.unlink()
-    return rows
+def configs(a):
+    """One FastXML configuration per (set, threshold); None = the original data."""
+    out = []
+    for s in a.sets:
+        for th in [None] + a.thresholds:
+            cfg = {"name": f"{s}_orig" if th is None else f"{s}_t{th}", "set": s,
+                   "label": s, "threshold": th, "train_args": ["-t", a.trees, *TRAIN_ARGS]}
+            if th is not None:
+                tag = f"{s}.t{th}"
+                prune = Step(HERE / f"{tag}.prune.json", prune_data,
+                             [data_file(s, "train"), data_file(s, "test")], threshold=th,
+                             train=data_file(s, "train"), test=data_file(s, "test"),
+                             p_train=HERE / f"{s}_train.t{th}.txt",
+                             p_test=HERE / f"{s}_test.t{th}.txt", idf=HERE / f"{tag}.idf")
+                cfg.update(prune=prune, train_file=prune.kw["p_train"],
+                           test_file=prune.kw["p_test"], deps=[prune.target])
+            out.append(cfg)
+    return out
+
+
+def steps(a):
+    out = []
+    for c in configs(a):
+        if "prune" in c:
+            out.append(c["prune"])
+        # every seed is timed: the table reports train time averaged over seeds
+        out += benchlib.model_steps(c, HERE, a.seeds, a.seeds, [a.threads])
+    return out
+
+
+def rows(a, st):
+    """The table's rows: each model's record with its set, threshold and pruning stats."""
+    out = []
+    for c in configs(a):
+        pr = load(c["prune"].target) if "prune" in c else {"removed": 0.0, "emptied": 0}
+        for s in st:
+            if s.action is benchlib.predict_eval and s.kw["row"]["config"] == c["name"]:
+                out.append({"set": c["set"], "threshold": c["threshold"], **pr,
+                            **load(s.target)})
+    return out
 
 
 def report(rows, sets, thresholds, seeds, threads, trees):
@@ -114,33 +125,18 @@ def report(rows, sets, thresholds, seeds, threads, trees):
     return "\n".join(out) + "\n"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=benchlib.DATA)
+def add_args(ap):
     ap.add_argument("--sets", nargs="+", default=["bibtex", "delicious"])
-    ap.add_argument("--thresholds", nargs="+", type=float, default=[0, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2],
+    ap.add_argument("--thresholds", nargs="+", type=float,
+                    default=[0, 0.02, 0.04, 0.07, 0.1, 0.15, 0.2],
                     help="the issue's sweep 0..0.1, plus 0.15 and 0.2: on Bibtex and "
                          "Delicious 0.1 removes less than half of the non-zeros")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--trees", type=int, default=50)
-    ap.add_argument("--markdown", type=Path)
-    ap.add_argument("--rows-from", type=Path,
-                    help="re-render the table from the JSON rows a run printed on stderr")
-    a = ap.parse_args()
-    rows = []
-    if a.rows_from:
-        rows = [json.loads(line) for line in a.rows_from.read_text().splitlines()
-                if line.startswith("{")]
-    else:
-        with tempfile.TemporaryDirectory(prefix="xmlkit_prunex_") as tmp:
-            for s in a.sets:
-                rows += run_set(s, a.data, Path(tmp), a.thresholds, a.seeds, a.threads,
-                                a.trees)
-    text = report(rows, a.sets, a.thresholds, a.seeds, a.threads, a.trees)
-    print(text)
-    benchlib.save(text, a.markdown)
 
 
 if __name__ == "__main__":
-    main()
+    benchlib.cli(__doc__, "prunex", add_args, steps,
+                 lambda a, st: report(rows(a, st), a.sets, a.thresholds, a.seeds, a.threads,
+                                      a.trees))

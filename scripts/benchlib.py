@@ -1,14 +1,27 @@
-"""Shared parts of the tree-model benchmarks (bench_fastxml.py,
-bench_pfastrexml.py): run xml-train / xml-predict / xml-eval as a user does,
-measure wall time and memory, and write the markdown report.
+"""Shared parts of the benchmarks: run xml-train / xml-predict / xml-eval as a
+user does, measure wall time and memory, and build every benchmark as a list
+of steps that `make` can resume.
 
-A benchmark is a list of configurations: a data set, the xml-train and
-xml-predict arguments, the C++ tool's figures from ../shared/specs/anchors.md
-and the acceptance targets. For each configuration and seed the commands run
-at every thread count for the timing seeds, at the largest one only for the
-other seeds (the models do not depend on the thread count). Accuracy is the
-mean over all seeds: the spread between seeds (P@1 sd ~0.35 on Bibtex) is
-larger than the gaps the targets measure.
+Steps. A benchmark script declares its work as steps (:class:`Step`): each
+writes one JSON record under ``work/<bench>/`` (atomically, last), after the
+files it makes (model folders, score files, pruned or synthetic data), and
+names the records or data files it needs. ``bench_X.py --makefile F`` writes
+these steps as make rules, which ``scripts/Makefile`` includes: an interrupted
+``make`` resumes at the first missing record and ``make -j2`` runs independent
+steps side by side. Steps whose times are reported are *timed*: they take an
+exclusive lock (``work/.timing.lock``), the others a shared one, so under
+``make -j2`` a timed step never shares the machine with another step. Run
+without ``--step``, a script runs its missing steps in order, then writes
+its report (``--markdown``); ``--report-only`` only renders the records.
+
+Tree-model tables (FastXML, PfastreXML): a table is a list of configurations:
+a data set, the xml-train and xml-predict arguments, the C++ tool's figures
+from ../shared/specs/anchors.md and the acceptance targets. For each
+configuration and seed the commands run at every thread count for the timing
+seeds, at the largest one only for the other seeds (the models do not depend
+on the thread count). Accuracy is the mean over all seeds: the spread
+between seeds (P@1 sd ~0.35 on Bibtex) is larger than the gaps the targets
+measure.
 
 Wall time is the whole command (process start, reading, work, writing), as
 for the C++ figures. Memory: peak RSS of the largest process (getrusage of
@@ -88,14 +101,25 @@ def folder_mb(folder):
     return sum(p.stat().st_size for p in Path(folder).iterdir()) / 1e6
 
 
-def plain_copy(data_dir, work, name, part):
-    """The XC file decompressed to plain text (the C++ tools read plain text)."""
-    dst = work / f"{name}_{part}.txt"
-    if not dst.exists():
-        with lzma.open(data_dir / name / f"{name}_{part}.txt.xz", "rb") as f, \
-                open(dst, "wb") as g:
-            shutil.copyfileobj(f, g, 1 << 20)
-    return dst
+def data_file(name, part, work=None):
+    """Path of an XC file decompressed to plain text (the C++ tools read plain
+    text): ``work/data/<name>_<part>.txt``; made by :func:`ensure_data` or by
+    the Makefile's pattern rule (which calls this module)."""
+    return (work or WORK) / "data" / f"{name}_{part}.txt"
+
+
+def ensure_data(path, data_dir=None):
+    """Decompress ``<set>/<file>.txt.xz`` of ../shared/data to `path` (a
+    :func:`data_file` path) unless it is there."""
+    path = Path(path)
+    if path.exists():
+        return path
+    src = (data_dir or DATA) / path.stem.split("_")[0] / f"{path.name}.xz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    from xmlkit.atomic import atomic_path
+    with lzma.open(src, "rb") as f, atomic_path(path) as tmp, open(tmp, "wb") as g:
+        shutil.copyfileobj(f, g, 1 << 20)
+    return path
 
 
 def mean(xs):
@@ -127,31 +151,56 @@ def report_entries(configs):
     return out
 
 
-def run_config(cfg, data_dir, work, seeds, timing_seeds, threads):
-    """Rows of measurements for one configuration over seeds and threads."""
-    name = cfg["set"]
-    train, test = plain_copy(data_dir, work, name, "train"), plain_copy(data_dir, work, name, "test")
-    rows = []
+def model_steps(cfg, work, seeds, timing_seeds, threads):
+    """Steps of one configuration: per seed and thread count, xml-train (the
+    model folder and its record), then per scored variant xml-predict and
+    xml-eval (the score file and a record with times and metrics). The data
+    are the set's XC files, or cfg's "train_file"/"test_file" made by the
+    steps whose records are cfg's "deps"."""
+    train = cfg.get("train_file") or data_file(cfg["set"], "train")
+    test = cfg.get("test_file") or data_file(cfg["set"], "test")
+    extra = cfg.get("deps", [])
+    out = []
     for seed in seeds:
         for T in (threads if seed in timing_seeds else [max(threads)]):
             tag = f"{cfg['name']}_s{seed}_T{T}"
-            model = work / tag
-            tr = run_rss([BIN / "xml-train", train, model, "-T", T, "--seed", seed, "-q",
-                          *cfg["train_args"]])
+            model = work / f"{tag}.model"
+            timed = seed in timing_seeds
+            train_rec = Step(work / f"{tag}.train.json", train_model,
+                             extra or [train],
+                             timed=timed,
+                             cmd=[train, model, "-T", T, "--seed", seed, *cfg["train_args"]])
+            out.append(train_rec)
             for vname, _, pargs in variants(cfg):
-                scores = work / f"{tag}{vname}.scores"
-                pr = run_rss([BIN / "xml-predict", test, scores, model, "-T", T, "-q", *pargs])
-                ev = run_rss([BIN / "xml-eval", scores, test, "--train-labels", train,
-                              "--json", "-q"])
-                m = json.loads(ev["stdout"])["metrics"]
-                rows.append({"config": vname, "seed": seed, "T": T, "train_s": tr["wall"],
-                             "train_rss": tr["rss_mb"], "train_tree_rss": tr["tree_rss_mb"],
-                             "predict_s": pr["wall"], "predict_rss": pr["rss_mb"],
-                             "model_mb": folder_mb(model), **{k: m[k] for k in METRICS}})
-                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-                scores.unlink()
-            shutil.rmtree(model)
-    return rows
+                suffix = vname[len(cfg["name"]):]
+                out.append(Step(work / f"{tag}{suffix}.eval.json", predict_eval,
+                                [train_rec.target, *([] if extra else [test])],
+                                timed=timed, model=model,
+                                scores=work / f"{tag}{suffix}.scores", test=test,
+                                train=train, args=[*pargs, "-T", T],
+                                row={"config": vname, "seed": seed, "T": T}))
+    return out
+
+
+def train_model(step):
+    """xml-train into a fresh model folder; its wall time, memory and size."""
+    model = Path(step.kw["cmd"][1])
+    if model.exists():
+        shutil.rmtree(model)
+    tr = run_rss([BIN / "xml-train", *step.kw["cmd"], "-q"])
+    return {"train_s": tr["wall"], "train_rss": tr["rss_mb"],
+            "train_tree_rss": tr["tree_rss_mb"], "model_mb": folder_mb(model)}
+
+
+def predict_eval(step):
+    """xml-predict into a score file, then xml-eval (P@k ... PSnDCG@k)."""
+    k = step.kw
+    pr = run_rss([BIN / "xml-predict", k["test"], k["scores"], k["model"], "-q", *k["args"]])
+    ev = run_rss([BIN / "xml-eval", k["scores"], k["test"], "--train-labels", k["train"],
+                  "--json", "-q"])
+    m = json.loads(ev["stdout"])["metrics"]
+    return {**k["row"], **load(step.deps[0]), "predict_s": pr["wall"],
+            "predict_rss": pr["rss_mb"], **{x: m[x] for x in METRICS}}
 
 
 def _fmt(v, digits=2):
@@ -220,13 +269,115 @@ def report(title, configs, rows, seeds, timing_seeds, threads, columns):
 def save(text, path):
     if path:
         from xmlkit.atomic import atomic_path
+        path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as tmp:
             Path(tmp).write_text(text)
 
 
-def add_common_args(ap, default_configs):
+def load(path):
+    return json.loads(Path(path).read_text())
+
+
+def _plain(o):
+    """JSON for numpy scalars (their Python value) and paths (their text)."""
+    return o.item() if hasattr(o, "item") else str(o)
+
+
+class Step:
+    """One unit of benchmark work: ``action(step)`` makes its files and
+    returns the record (a dict) that is written to ``target`` (JSON), last.
+    ``deps``: records or data files it needs; ``timed``: its times are
+    reported (it runs alone, see the module's docstring); ``kw``: its
+    parameters (JSON-able, so a step is the same in every process)."""
+
+    def __init__(self, target, action, deps=(), timed=False, **kw):
+        self.target, self.action, self.deps = Path(target), action, [Path(d) for d in deps]
+        self.timed, self.kw = timed, kw
+
+    def run(self):
+        import fcntl
+        for d in self.deps:
+            if d.parent == WORK / "data":
+                ensure_data(d)
+            elif not d.exists():
+                sys.exit(f"{self.target}: needs {d}, which is not made yet")
+        self.target.parent.mkdir(parents=True, exist_ok=True)
+        WORK.mkdir(parents=True, exist_ok=True)
+        with open(WORK / ".timing.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX if self.timed else fcntl.LOCK_SH)
+            record = self.action(self)
+        text = json.dumps(record, default=_plain)
+        save(text + "\n", self.target)
+        print(f"{self.target.name}: {text[:300]}", file=sys.stderr, flush=True)
+
+
+WORK = HERE / "work"
+
+
+def _rel(path):
+    return os.path.relpath(Path(path).resolve(), HERE)
+
+
+def makefile_rules(script, steps, results):
+    """Make rules: one per step (its record), one for the results file."""
+    out = [f"# generated by {script} --makefile; do not edit"]
+    cmd = f"$(PYTHON) {script}"
+    for st in steps:
+        deps = " ".join(_rel(d) for d in st.deps)
+        out += [f"{_rel(st.target)}: {deps} {script} benchlib.py",
+                f"\t{cmd} --step {_rel(st.target)}"]
+    out += [f"{results}: {' '.join(_rel(st.target) for st in steps)}",
+            f"\t{cmd} --report-only --markdown $@", ""]
+    return "\n".join(out)
+
+
+def cli(doc, name, add_args, make_steps, make_report):
+    """The command line of a benchmark script: `make_steps(args)` lists its
+    steps, `make_report(args, steps)` renders the markdown from their records.
+
+        bench_NAME.py [options]                 run the missing steps, report
+        bench_NAME.py --step TARGET             run one step (make does this)
+        bench_NAME.py --report-only [--markdown F]
+        bench_NAME.py --makefile F              the make rules of the steps
+    """
+    import argparse
+    global DATA
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--markdown", type=Path, help="also write the tables to this file")
+    ap.add_argument("--step", type=Path, help="run only the step writing this record")
+    ap.add_argument("--report-only", action="store_true",
+                    help="only render the report from the records")
+    ap.add_argument("--makefile", type=Path, help="write the make rules of the steps")
+    ap.add_argument("--redo", action="store_true", help="run every step, made or not")
+    add_args(ap)
+    a = ap.parse_args()
+    DATA = a.data
+    steps = make_steps(a)
+    if a.makefile:
+        save(makefile_rules(Path(sys.argv[0]).name, steps, f"results/{name}.md"), a.makefile)
+        return
+    if a.step:
+        want = a.step.resolve()
+        match = [s for s in steps if s.target.resolve() == want]
+        if not match:
+            sys.exit(f"{a.step}: not a step of this benchmark")
+        match[0].run()
+        return
+    if not a.report_only:
+        for s in steps:
+            if a.redo or not s.target.exists():
+                s.run()
+    missing = [s.target for s in steps if not s.target.exists()]
+    if missing:
+        sys.exit(f"{len(missing)} records missing, first {missing[0]}; run the steps first")
+    text = make_report(a, steps)
+    print(text)
+    save(text, a.markdown)
+
+
+def add_model_args(ap, default_configs):
     ap.add_argument("--configs", nargs="+", default=default_configs, choices=default_configs,
                     help="settings to run")
     ap.add_argument("--seeds", nargs="+", type=int, default=list(range(10)))
@@ -234,24 +385,30 @@ def add_common_args(ap, default_configs):
                     help="seeds also run at every thread count (the rest: at the largest)")
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--trees", type=int, default=50)
-    ap.add_argument("--markdown", type=Path, help="also write the tables to this file")
 
 
-def main(doc, configs, title, columns):
-    """Command line of a benchmark script over `configs` (a list of dicts)."""
-    import argparse
-    import tempfile
-    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
-    add_common_args(ap, [c["name"] for c in configs])
-    a = ap.parse_args()
-    chosen = [c for c in configs if c["name"] in a.configs]
-    timing = [t for t in a.timing_seeds if t in a.seeds]
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="xmlkit_bench_") as tmp:
-        for c in chosen:
-            c = dict(c, train_args=["-t", a.trees, *c["train_args"]])
-            rows += run_config(c, a.data, Path(tmp), a.seeds, timing, a.threads)
-    text = report(title.format(trees=a.trees), report_entries(chosen), rows, a.seeds, timing,
-                  a.threads, columns)
-    print(text)
-    save(text, a.markdown)
+def main(doc, name, configs, title, columns):
+    """Command line of a tree-model benchmark over `configs` (a list of dicts)."""
+    def chosen(a):
+        return [dict(c, train_args=["-t", a.trees, *c["train_args"]]) for c in configs
+                if c["name"] in a.configs]
+
+    def steps(a):
+        timing = [t for t in a.timing_seeds if t in a.seeds]
+        return [s for c in chosen(a)
+                for s in model_steps(c, WORK / name, a.seeds, timing, a.threads)]
+
+    def render(a, st):
+        rows = [load(s.target) for s in st if s.action is predict_eval]
+        timing = [t for t in a.timing_seeds if t in a.seeds]
+        return report(title.format(trees=a.trees), report_entries(chosen(a)), rows, a.seeds,
+                      timing, a.threads, columns)
+    cli(doc, name, lambda ap: add_model_args(ap, [c["name"] for c in configs]), steps, render)
+
+
+if __name__ == "__main__":
+    # python benchlib.py data work/data/bibtex_train.txt (the Makefile's data rule)
+    if len(sys.argv) == 3 and sys.argv[1] == "data":
+        ensure_data(Path(sys.argv[2]).resolve())
+    else:
+        sys.exit("usage: python benchlib.py data work/data/<set>_<part>.txt")

@@ -1,0 +1,229 @@
+"""xmlkit against the libraries a user would pick instead, on the same files
+in one run: P@1/3/5, train and predict wall time, peak RSS and model size.
+
+    python scripts/bench_peers.py [--sets bibtex delicious] [--models ...] [--threads 2]
+        [--markdown results/peers.md] (and the step options of benchlib.cli)
+
+Models: xmlkit FastXML, LdSM and Linear (their defaults, on the rows as
+read); napkinXC PLT (napkinxc, its defaults), omikuji Parabel (omikuji, its
+defaults) and a scikit-learn one-vs-rest linear SVM (LinearSVC, C = 1, the
+liblinear L2-loss SVC of anchors.md) as the baseline, on rows L2-normalised
+once before (as for the peers' figures in ../shared/specs/anchors.md).
+Peers come from `pip install .[bench]`; a peer that is not installed is
+skipped and the table says so. Everything uses 2 threads.
+
+Each (set, model) is a timed step (record in work/peers/) that runs the model
+in its own process (`bench_peers.py --worker MODEL SET`): the data are read
+first (not timed; omikuji's API trains from a file path, so its train time
+includes reading the file), then fit and predict (top 5) are timed through
+each library's Python API. Peak RSS: after fit, and of the whole process
+(wait4). Model size: the saved folder (xmlkit: its model folder; napkinXC:
+its output folder; omikuji: Model.save; scikit-learn: the pickle, which is
+how it saves).
+"""
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import benchlib
+from benchlib import WORK, Step, data_file, load, run_rss
+
+MODELS = ["xmlkit-fastxml", "xmlkit-ldsm", "xmlkit-linear", "napkinxc-plt", "omikuji-parabel",
+          "sklearn-ovr-svm"]
+NEEDS = {"napkinxc-plt": "napkinxc", "omikuji-parabel": "omikuji",
+         "sklearn-ovr-svm": "sklearn"}
+
+
+def folder_mb(path):
+    path = Path(path)
+    if path.is_file():
+        return path.stat().st_size / 1e6
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
+
+
+def rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def top5_matrix(rows, shape):
+    """Ranked label lists (best first) as a score matrix for ranking_metrics."""
+    import numpy as np
+    import scipy.sparse as sp
+    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in rows], out=indptr[1:])
+    idx = np.fromiter((l for r in rows for l in r), dtype=np.int64, count=indptr[-1])
+    val = np.fromiter((5 - i for r in rows for i in range(len(r))), dtype=np.float64,
+                      count=indptr[-1])
+    return sp.csr_matrix((val, idx, indptr), shape=shape)
+
+
+def run_xmlkit(cls, X, Y, Xt, tmp, threads):
+    fields = cls.Params.__dataclass_fields__
+    m = cls(**({"threads": threads} if "threads" in fields else {}))
+    t = time.perf_counter()
+    m.fit(X, Y)
+    fit_s, fit_rss = time.perf_counter() - t, rss_mb()
+    t = time.perf_counter()
+    S = m.predict(Xt, k=5)
+    predict_s = time.perf_counter() - t
+    m.save(tmp / "model")
+    return S, fit_s, fit_rss, predict_s, folder_mb(tmp / "model")
+
+
+def run_napkinxc(X, Y, Xt, tmp, threads):
+    from napkinxc.models import PLT
+    labels = [Y.indices[Y.indptr[i]:Y.indptr[i + 1]].tolist() for i in range(Y.shape[0])]
+    m = PLT(str(tmp / "plt"), threads=threads, seed=0)
+    t = time.perf_counter()
+    m.fit(X, labels)
+    fit_s, fit_rss = time.perf_counter() - t, rss_mb()
+    t = time.perf_counter()
+    pred = m.predict(Xt, top_k=5)
+    predict_s = time.perf_counter() - t
+    return (top5_matrix(pred, (Xt.shape[0], Y.shape[1])), fit_s, fit_rss, predict_s,
+            folder_mb(tmp / "plt"))
+
+
+def run_omikuji(X, Y, Xt, tmp, threads):
+    import omikuji
+    from xmlkit.io import write_dataset
+    train_path = tmp / "train_unit_rows.txt"   # omikuji trains from a file
+    write_dataset(train_path, X, Y)
+    n_labels = Y.shape[1]
+    t = time.perf_counter()
+    m = omikuji.Model.train_on_data(str(train_path), n_threads=threads)
+    fit_s, fit_rss = time.perf_counter() - t, rss_mb()
+    m.init_prediction_thread_pool(threads)
+    t = time.perf_counter()
+    pred = []
+    for i in range(Xt.shape[0]):  # omikuji predicts one example per call
+        s, e = Xt.indptr[i], Xt.indptr[i + 1]
+        pairs = list(zip(Xt.indices[s:e].tolist(), Xt.data[s:e].tolist()))
+        pred.append([label for label, _ in m.predict(pairs, top_k=5)])
+    predict_s = time.perf_counter() - t
+    m.save(str(tmp / "omikuji"))
+    return (top5_matrix(pred, (Xt.shape[0], n_labels)), fit_s, fit_rss, predict_s,
+            folder_mb(tmp / "omikuji"))
+
+
+def run_sklearn(X, Y, Xt, tmp, threads):
+    import pickle
+
+    import numpy as np
+    from sklearn.multiclass import OneVsRestClassifier
+    from sklearn.svm import LinearSVC
+    m = OneVsRestClassifier(LinearSVC(C=1.0, dual=True), n_jobs=threads)
+    t = time.perf_counter()
+    m.fit(X, Y)
+    fit_s, fit_rss = time.perf_counter() - t, rss_mb()
+    t = time.perf_counter()
+    D = m.decision_function(Xt)
+    top = np.argsort(-D, axis=1, kind="stable")[:, :5]
+    predict_s = time.perf_counter() - t
+    (tmp / "model.pkl").write_bytes(pickle.dumps(m))
+    return (top5_matrix(top.tolist(), (Xt.shape[0], Y.shape[1])), fit_s, fit_rss, predict_s,
+            folder_mb(tmp / "model.pkl"))
+
+
+def worker(model, name, threads):
+    """Run one model on one set in this process; print its record as JSON."""
+    import xmlkit
+    from xmlkit.io import read_dataset
+    from xmlkit.metrics import ranking_metrics
+    train, test = data_file(name, "train"), data_file(name, "test")
+    X, Y = read_dataset(train)
+    Xt, Yt = read_dataset(test)
+    if not model.startswith("xmlkit-"):
+        X, Xt = unit(X), unit(Xt)   # as for the peers' figures in anchors.md
+    with tempfile.TemporaryDirectory(prefix="xmlkit_peers_") as tmp:
+        tmp = Path(tmp)
+        if model.startswith("xmlkit-"):
+            cls = {"fastxml": xmlkit.FastXML, "ldsm": xmlkit.LdSM,
+                   "linear": xmlkit.Linear}[model[len("xmlkit-"):]]
+            out = run_xmlkit(cls, X, Y, Xt, tmp, threads)
+        elif model == "napkinxc-plt":
+            out = run_napkinxc(X, Y, Xt, tmp, threads)
+        elif model == "omikuji-parabel":
+            out = run_omikuji(X, Y, Xt, tmp, threads)
+        else:
+            out = run_sklearn(X, Y, Xt, tmp, threads)
+    S, fit_s, fit_rss, predict_s, model_mb = out
+    r = ranking_metrics(Yt, S, (1, 3, 5))
+    print(json.dumps({"train_s": fit_s, "train_rss": fit_rss, "predict_s": predict_s,
+                      "model_mb": model_mb, **{k: 100 * v for k, v in r.items()}}))
+
+
+def unit(X):
+    from xmlkit.csr import as_rows, unit_rows
+    return unit_rows(as_rows(X)).to_scipy()
+
+
+def installed(module):
+    import importlib.util
+    return importlib.util.find_spec(module) is not None
+
+
+def run(step):
+    k = step.kw
+    need = NEEDS.get(k["model"])
+    if need and not installed(need):
+        return {"skipped": f"{need} is not installed (pip install .[bench])"}
+    r = run_rss([sys.executable, Path(__file__).resolve(), "--worker", k["model"], k["set"],
+                 k["threads"]])
+    return {**json.loads(r["stdout"]), "process_rss": r["rss_mb"], "version": version(need)}
+
+
+def version(module):
+    if not module:
+        import xmlkit
+        return xmlkit.__version__
+    from importlib.metadata import version as v
+    return v({"sklearn": "scikit-learn"}.get(module, module))
+
+
+def steps(a):
+    return [Step(WORK / "peers" / f"{name}_{model}.json", run,
+                 [data_file(name, "train"), data_file(name, "test")], timed=True,
+                 model=model, set=name, threads=a.threads)
+            for name in a.sets for model in a.models]
+
+
+def render(a, st):
+    out = [f"Peers on the XC splits, {a.threads} threads, each library's defaults (xmlkit: "
+           "FastXML 50 trees, LdSM 6 trees, Linear elastic net 10 epochs; napkinXC PLT; "
+           "omikuji Parabel; scikit-learn OneVsRest LinearSVC C = 1). Train / predict: wall "
+           "seconds of fit / predict (top 5) through the Python API, reading the data "
+           "excluded (except omikuji, which trains from a file); peers on unit rows. Peak RSS: after fit / "
+           "whole process.", "",
+           "| data | model | version | P@1 | P@3 | P@5 | train s | predict s | peak RSS MB "
+           "(fit / process) | model MB |", "|---|---|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for s in st:
+        r = load(s.target)
+        name, model = s.kw["set"], s.kw["model"]
+        if "skipped" in r:
+            out.append(f"| {name} | {model} | – | skipped: {r['skipped']} | | | | | | |")
+            notes.append(f"{model}: {r['skipped']}")
+            continue
+        out.append(f"| {name} | {model} | {r['version']} | {r['P@1']:.2f} | {r['P@3']:.2f} | "
+                   f"{r['P@5']:.2f} | {r['train_s']:.1f} | {r['predict_s']:.2f} | "
+                   f"{r['train_rss']:.0f} / {r['process_rss']:.0f} | {r['model_mb']:.1f} |")
+    if notes:
+        out += ["", "Skipped (not faked): " + "; ".join(sorted(set(notes))) + "."]
+    return "\n".join(out) + "\n"
+
+
+def add_args(ap):
+    ap.add_argument("--sets", nargs="+", default=["bibtex", "delicious"])
+    ap.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
+    ap.add_argument("--threads", type=int, default=2)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "--worker":
+        worker(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    else:
+        benchlib.cli(__doc__, "peers", add_args, steps, render)

@@ -1,0 +1,46 @@
+"""Copy the results files into the README: every block between
+
+    <!-- begin scripts/results/NAME.md -->
+    <!-- end scripts/results/NAME.md -->
+
+is replaced by the current text of that file (`make -C scripts readme`).
+A marker naming a missing file, or a begin without its end, is an error and
+the README is left as it was.
+
+    python scripts/update_readme.py [README.md]
+"""
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BLOCK = re.compile(r"(<!-- begin (\S+) -->\n)(.*?)(<!-- end \2 -->)", re.S)
+
+
+def update(text):
+    begins = re.findall(r"<!-- begin (\S+) -->", text)
+    names = [m.group(2) for m in BLOCK.finditer(text)]
+    if begins != names:
+        unmatched = [b for b in begins if b not in names]
+        sys.exit(f"README: '<!-- begin {unmatched[0]} -->' has no matching end marker")
+
+    def fill(m):
+        path = ROOT / m.group(2)
+        if not path.is_file():
+            sys.exit(f"README: {m.group(2)} does not exist (run make -C scripts first)")
+        return m.group(1) + path.read_text().rstrip("\n") + "\n" + m.group(4)
+    return BLOCK.sub(fill, text), len(names)
+
+
+def main():
+    readme = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "README.md"
+    text, n = update(readme.read_text())
+    sys.path.insert(0, str(ROOT))
+    from xmlkit.atomic import atomic_path
+    with atomic_path(readme) as tmp:
+        Path(tmp).write_text(text)
+    print(f"{readme}: {n} results blocks updated", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
