@@ -8,6 +8,9 @@
 # beta(t+1) = beta(t) + eta_t / Phi(t). A touched row gets its own proximal
 # step right after its gradient step (the same operation, done early), so
 # rows are stored sparse: a weight the proximal step zeroes costs nothing.
+# A row holding at least half of the L weights is stored dense (L doubles,
+# no indices: never more memory than the sparse form, and a plain loop), and
+# goes back to sparse below a quarter.
 # `lazy=False` is the plain algorithm: every weight's proximal step at every
 # example, on a dense D x L array (for comparisons).
 #
@@ -19,7 +22,7 @@
 #     |w| <- (c^m |w| - (lambda1 / lambda2) (1 - c^m))^+   (|w| - m eta_i lambda1 if lambda2 = 0).
 
 from libc.stdint cimport int32_t, int64_t
-from libc.math cimport exp, fabs, sqrt
+from libc.math cimport copysign, exp, fabs, fmax, sqrt
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
 
@@ -33,11 +36,10 @@ ctypedef pair[int32_t, double] Entry
 
 
 cdef inline double shrink(double w, double scale, double sub) noexcept nogil:
-    """sign(w) * max(0, scale * (|w| - sub))"""
-    cdef double a = fabs(w) - sub
-    if a <= 0:
-        return 0.0
-    return a * scale if w > 0 else -a * scale
+    """sign(w) * max(0, scale * (|w| - sub)), without branches (the signs of
+    the weights are unpredictable; a zeroed weight may come out as -0.0,
+    which compares equal to 0 everywhere it is tested)."""
+    return copysign(fmax(fabs(w) - sub, 0.0) * scale, w)
 
 
 cdef class ElasticOVA:
@@ -47,6 +49,7 @@ cdef class ElasticOVA:
     cdef vector[double] G, rate, Gb
     cdef vector[int64_t] psi
     cdef vector[vector[Entry]] rows          # lazy: sparse rows
+    cdef vector[vector[double]] drows        # lazy: rows stored dense (else empty)
     cdef vector[double] dense                # plain: D x L
     cdef vector[double] snap_phi, snap_beta, bias, s, r
     cdef vector[Entry] scratch
@@ -66,6 +69,7 @@ cdef class ElasticOVA:
         self.rate.assign(n_features, eta0)
         self.psi.assign(n_features, 0)
         self.rows.resize(n_features if lazy else 0)
+        self.drows.resize(n_features if lazy else 0)
         if not lazy:
             self.dense.assign(n_features * n_labels, 0.0)
         self.snap_phi.assign(n_features, 1.0)
@@ -107,6 +111,17 @@ cdef class ElasticOVA:
             self.psi[i] = self.t
         # |w| <- phi * (|w| / phi_psi - l1 (beta - beta_psi)) = scale * (|w| - sub)
         # bring the row current; with x != 0 also add x * w to the scores
+        cdef double* d
+        cdef double* s
+        if self.drows[i].size():
+            d, s = self.drows[i].data(), self.s.data()
+            for a in range(<size_t> self.L):
+                w = shrink(d[a], scale, sub)
+                d[a] = w
+                s[a] += x * w
+            self.snap_phi[i] = self.phi
+            self.snap_beta[i] = self.beta
+            return
         for a in range(row.size()):
             w = shrink(row[0][a].second, scale, sub)
             if w != 0:
@@ -155,7 +170,9 @@ cdef class ElasticOVA:
                 self.rate[i] = self.eta0 / (1.0 + sqrt(self.G[i]))
                 eta = self.rate[i]
                 c = 1.0 / (1.0 + eta * self.l2)
-            if self.lazy:
+            if self.lazy and self.drows[i].size():
+                self._dense_row_step(i, eta * x, c, eta * self.l1)
+            elif self.lazy:
                 # merge the sparse row (labels ascending) with the dense step
                 row = &self.rows[i]
                 self.scratch.clear()
@@ -169,6 +186,8 @@ cdef class ElasticOVA:
                     if w != 0:
                         self.scratch.push_back(Entry(<int32_t> l, w))
                 row.swap(self.scratch)
+                if 2 * row.size() >= <size_t> L:
+                    self._to_dense(i)
             else:
                 for l in range(L):
                     self.dense[i * L + l] -= eta * x * self.r[l]
@@ -203,6 +222,28 @@ cdef class ElasticOVA:
                 self.dense[a] = shrink(self.dense[a], c, eta * self.l1)
         self.t += 1
 
+    cdef void _dense_row_step(self, int64_t i, double ex, double c, double sub) noexcept nogil:
+        """Gradient and proximal step of a dense row; back to sparse when under L/4."""
+        cdef double* d = self.drows[i].data()
+        cdef const double* r = self.r.data()
+        cdef int64_t l, kept = 0
+        for l in range(self.L):
+            d[l] = shrink(d[l] - ex * r[l], c, sub)
+            kept += d[l] != 0
+        if 4 * kept < self.L:
+            self.rows[i].clear()
+            for l in range(self.L):
+                if d[l] != 0:
+                    self.rows[i].push_back(Entry(<int32_t> l, d[l]))
+            vector[double]().swap(self.drows[i])
+
+    cdef void _to_dense(self, int64_t i) noexcept nogil:
+        cdef size_t a
+        self.drows[i].assign(self.L, 0.0)
+        for a in range(self.rows[i].size()):
+            self.drows[i][self.rows[i][a].first] = self.rows[i][a].second
+        vector[Entry]().swap(self.rows[i])
+
     cdef void _rebase(self) noexcept nogil:
         cdef int64_t i
         for i in range(self.D):
@@ -225,7 +266,12 @@ cdef class ElasticOVA:
             if self.lazy:
                 self._rebase()
             for i in range(self.D):
-                if self.lazy:
+                if self.lazy and self.drows[i].size():
+                    for l in range(self.L):
+                        if self.drows[i][l] != 0:
+                            idx.push_back(<int32_t> l)
+                            val.push_back(<float> self.drows[i][l])
+                elif self.lazy:
                     for a in range(self.rows[i].size()):
                         idx.push_back(self.rows[i][a].first)
                         val.push_back(self.rows[i][a].second)
@@ -242,10 +288,13 @@ cdef class ElasticOVA:
 
     @property
     def nnz(self):
-        """Weights currently stored (lazy: non-zero ones; plain: D x L)."""
+        """Non-zero weights as of their last update (plain: D x L, all stored)."""
         cdef int64_t total = 0, i
+        cdef size_t a
         if not self.lazy:
             return self.D * self.L
         for i in range(self.D):
             total += self.rows[i].size()
+            for a in range(self.drows[i].size()):
+                total += self.drows[i][a] != 0
         return total
