@@ -9,10 +9,14 @@ Delicious splits.
 Runs through the Python API (the same code as `xml-train --algorithm
 linear`; a test checks CLI = API). The lazy/dense timing trains the same
 model both ways (defaults, no threshold hold-out) and checks that the
-weights agree (the lazy model is saved in work/linear/ for that). Every fit
-is a timed step (its record in work/linear/): it runs alone.
+weights agree (the lazy model is saved in work/linear/ for that). Scale:
+`xml-train --algorithm linear` on synthetic data with D = 100k features and
+L = 20k labels, peak RSS and nnz(W). Every fit is a timed step (its record
+in work/linear/): it runs alone.
 """
+import json
 import shutil
+import sys
 import time
 
 import numpy as np
@@ -73,9 +77,36 @@ def dense_fit(step):
     return {"train_s": t, "max_diff": float(diff)}
 
 
+# Memory at scale: D = 100k features, L = 20k labels (synthetic, make_synthetic.py).
+SYN = {"points": 20_000, "test": 2_000, "labels": 20_000, "features": 100_000}
+SYN_ARGS = ["--l1", "1e-4", "--epochs", "2", "--threshold-holdout", "0"]
+
+
+def synthetic(step):
+    """xml-train --algorithm linear on D = 100k, L = 20k: peak RSS against
+    the D x L doubles a dense W would take, nnz(W), P@k."""
+    k, work = step.kw, step.target.parent
+    prefix, model = work / "syn", work / "syn.model"
+    benchlib.run_rss([sys.executable, benchlib.HERE / "make_synthetic.py", prefix,
+                      "--points", SYN["points"], "--test-points", SYN["test"],
+                      "--labels", SYN["labels"], "--features", SYN["features"]])
+    if model.exists():
+        shutil.rmtree(model)
+    train, test = f"{prefix}_train.txt", f"{prefix}_test.txt"
+    tr = benchlib.run_rss([benchlib.BIN / "xml-train", train, model, "--algorithm", "linear",
+                           "-q", *k["args"]])
+    scores = work / "syn.scores"
+    pr = benchlib.run_rss([benchlib.BIN / "xml-predict", test, scores, model, "-q"])
+    ev = json.loads(benchlib.run_rss([benchlib.BIN / "xml-eval", scores, test, "--json",
+                                      "-q"])["stdout"])["metrics"]
+    return {"train_s": tr["wall"], "train_rss": tr["rss_mb"], "predict_rss": pr["rss_mb"],
+            **xmlkit.load_model(model).stats(), **{m: ev[m] for m in ("P@1", "P@3", "P@5")}}
+
+
 def steps(a):
     work = benchlib.WORK / "linear"
-    out = []
+    out = [benchlib.Step(work / "synthetic.json", synthetic,
+                         [benchlib.HERE / "make_synthetic.py"], timed=True, args=SYN_ARGS)]
     for name in ("bibtex", "delicious"):
         deps = [data(name, "train"), data(name, "test")]
         out += [benchlib.Step(work / f"{name}_{i}.json", accuracy, deps, timed=True,
@@ -103,7 +134,7 @@ def render(a, st):
               "D / mean nnz(x) |", "|---|---|---|---|---|---|"]
     for name in ("bibtex", "delicious"):
         for s in st:
-            if s.kw["set"] != name or s.action is not accuracy:
+            if s.kw.get("set") != name or s.action is not accuracy:
                 continue
             r = benchlib.load(s.target)
             th, p5 = r["thresholds"], r["p05"]
@@ -117,7 +148,17 @@ def render(a, st):
         timing.append(f"| {name} | {lazy['train_s']:.1f} | {dense['train_s']:.1f} | "
                       f"{dense['train_s'] / lazy['train_s']:.1f}× | {dense['max_diff']:.1e} | "
                       f"{lazy['D_over_nnz']:.0f} |")
-    return "\n".join(out + [""] + timing) + "\n"
+    syn = benchlib.load(benchlib.WORK / "linear" / "synthetic.json")
+    dense_gb = SYN["features"] * SYN["labels"] * 8 / 1e9
+    scale = [f"Scale: synthetic data (make_synthetic.py, seed 0), {SYN['points']:,} training "
+             f"points, D = {SYN['features']:,}, L = {SYN['labels']:,}; `xml-train --algorithm "
+             f"linear {' '.join(SYN_ARGS)}`.", "",
+             "| nnz(W) (% of D×L) | peak RSS train MB | dense W would take | train s | "
+             "peak RSS predict MB | P@1/3/5 |", "|---|---|---|---|---|---|",
+             f"| {syn['nnz_weights']:,} ({100 * syn['weight_density']:.2f}%) | "
+             f"{syn['train_rss']:.0f} | {dense_gb:.0f} GB | {syn['train_s']:.0f} | "
+             f"{syn['predict_rss']:.0f} | {syn['P@1']:.2f}/{syn['P@3']:.2f}/{syn['P@5']:.2f} |"]
+    return "\n".join(out + [""] + timing + [""] + scale) + "\n"
 
 
 if __name__ == "__main__":

@@ -173,7 +173,8 @@ def run(step):
         return {"skipped": f"{need} is not installed (pip install .[bench])"}
     r = run_rss([sys.executable, Path(__file__).resolve(), "--worker", k["model"], k["set"],
                  k["threads"]])
-    return {**json.loads(r["stdout"]), "process_rss": r["rss_mb"], "version": version(need)}
+    record = r["stdout"].strip().splitlines()[-1]   # a library may print to stdout too
+    return {**json.loads(record), "process_rss": r["rss_mb"], "version": version(need)}
 
 
 def version(module):

@@ -84,8 +84,13 @@ def run_rss(cmd):
             done.wait(SAMPLE_S)
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
+    err_chunks = []   # stderr is drained by a thread: a chatty command would fill the
+    drain = threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()),
+                             daemon=True)   # pipe and block while stdout is read
+    drain.start()
     out = proc.stdout.read()
-    err = proc.stderr.read()
+    drain.join()
+    err = err_chunks[0]
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start

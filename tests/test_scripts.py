@@ -1,0 +1,68 @@
+"""The benchmark helpers users run by hand: the synthetic data generator and
+the README updater (the benchmarks themselves are run by `make -C scripts`)."""
+import hashlib
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xmlkit.io import read_dataset
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+
+
+def synth(tmp_path, name, *args):
+    subprocess.run([sys.executable, SCRIPTS / "make_synthetic.py", tmp_path / name,
+                    "--points", "3000", "--labels", "300", "--features", "2000",
+                    "--test-points", "500", *args], check=True, capture_output=True)
+    return tmp_path / f"{name}_train.txt", tmp_path / f"{name}_test.txt"
+
+
+def test_synthetic_data_is_valid_power_law_and_seeded(tmp_path):
+    train, test = synth(tmp_path, "a")
+    X, Y = read_dataset(train)
+    Xt, Yt = read_dataset(test)
+    assert X.shape == (3000, 2000) and Y.shape == (3000, 300)
+    assert Xt.shape == (500, 2000) and Yt.shape == (500, 300)
+    per_point = np.diff(Y.indptr)
+    assert per_point.min() >= 1 and 4 < per_point.mean() < 6       # 1 + Poisson(4)
+    freq = np.sort(np.bincount(Y.indices, minlength=300))[::-1]
+    # rank r drawn with probability ~ 1/r: the top label ~10x the 10th, ~100x the 100th
+    assert 5 < freq[0] / freq[9] < 20 and freq[0] / max(1, freq[99]) > 30
+    assert np.all(X.data >= 1) and np.all(X.data == np.round(X.data))  # word counts
+    # features depend on the labels: points sharing a label share words
+    a = (Y[:, np.argmax(np.bincount(Y.indices))].toarray().ravel() > 0)
+    share_with = X[a].getnnz(axis=0) / a.sum()
+    share_without = X[~a].getnnz(axis=0) / (~a).sum()
+    assert (share_with - share_without).max() > 0.2
+    again, _ = synth(tmp_path, "b")
+    digest = [hashlib.sha256(f.read_bytes()).hexdigest() for f in (train, again)]
+    assert digest[0] == digest[1]
+    other, _ = synth(tmp_path, "c", "--seed", "1")
+    assert hashlib.sha256(other.read_bytes()).hexdigest() != digest[0]
+
+
+def load_updater():
+    spec = importlib.util.spec_from_file_location("update_readme", SCRIPTS / "update_readme.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_readme_blocks_take_the_results_files(tmp_path):
+    mod = load_updater()
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "t.md").write_text("| a |\n|---|\n| 1 |\n")
+    mod.ROOT = tmp_path
+    text = ("intro\n<!-- begin r/t.md -->\nold table\n<!-- end r/t.md -->\nafter\n")
+    new, n = mod.update(text)
+    assert n == 1
+    assert new == "intro\n<!-- begin r/t.md -->\n| a |\n|---|\n| 1 |\n<!-- end r/t.md -->\nafter\n"
+    assert mod.update(new)[0] == new                         # a second run changes nothing
+    with pytest.raises(SystemExit, match="no matching end"):
+        mod.update("<!-- begin r/t.md -->\nx\n")
+    with pytest.raises(SystemExit, match="does not exist"):
+        mod.update("<!-- begin r/none.md -->\n<!-- end r/none.md -->\n")
