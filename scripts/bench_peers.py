@@ -60,31 +60,31 @@ def top5_matrix(rows, shape):
     return sp.csr_matrix((val, idx, indptr), shape=shape)
 
 
+def timed(fit, predict):
+    """Run fit() then predict(): predict's result, fit seconds, peak RSS after
+    fit (MB), predict seconds."""
+    t = time.perf_counter()
+    fit()
+    fit_s, fit_rss = time.perf_counter() - t, rss_mb()
+    t = time.perf_counter()
+    out = predict()
+    return out, fit_s, fit_rss, time.perf_counter() - t
+
+
 def run_xmlkit(cls, X, Y, Xt, tmp, threads):
     fields = cls.Params.__dataclass_fields__
     m = cls(**({"threads": threads} if "threads" in fields else {}))
-    t = time.perf_counter()
-    m.fit(X, Y)
-    fit_s, fit_rss = time.perf_counter() - t, rss_mb()
-    t = time.perf_counter()
-    S = m.predict(Xt, k=5)
-    predict_s = time.perf_counter() - t
+    out = timed(lambda: m.fit(X, Y), lambda: m.predict(Xt, k=5))
     m.save(tmp / "model")
-    return S, fit_s, fit_rss, predict_s, folder_mb(tmp / "model")
+    return (*out, folder_mb(tmp / "model"))
 
 
 def run_napkinxc(X, Y, Xt, tmp, threads):
     from napkinxc.models import PLT
     labels = [Y.indices[Y.indptr[i]:Y.indptr[i + 1]].tolist() for i in range(Y.shape[0])]
     m = PLT(str(tmp / "plt"), threads=threads, seed=0)
-    t = time.perf_counter()
-    m.fit(X, labels)
-    fit_s, fit_rss = time.perf_counter() - t, rss_mb()
-    t = time.perf_counter()
-    pred = m.predict(Xt, top_k=5)
-    predict_s = time.perf_counter() - t
-    return (top5_matrix(pred, (Xt.shape[0], Y.shape[1])), fit_s, fit_rss, predict_s,
-            folder_mb(tmp / "plt"))
+    pred, *times = timed(lambda: m.fit(X, labels), lambda: m.predict(Xt, top_k=5))
+    return (top5_matrix(pred, (Xt.shape[0], Y.shape[1])), *times, folder_mb(tmp / "plt"))
 
 
 def run_omikuji(X, Y, Xt, tmp, threads):
@@ -92,21 +92,22 @@ def run_omikuji(X, Y, Xt, tmp, threads):
     from xmlkit.io import write_dataset
     train_path = tmp / "train_unit_rows.txt"   # omikuji trains from a file
     write_dataset(train_path, X, Y)
-    n_labels = Y.shape[1]
-    t = time.perf_counter()
-    m = omikuji.Model.train_on_data(str(train_path), n_threads=threads)
-    fit_s, fit_rss = time.perf_counter() - t, rss_mb()
-    m.init_prediction_thread_pool(threads)
-    t = time.perf_counter()
-    pred = []
-    for i in range(Xt.shape[0]):  # omikuji predicts one example per call
-        s, e = Xt.indptr[i], Xt.indptr[i + 1]
-        pairs = list(zip(Xt.indices[s:e].tolist(), Xt.data[s:e].tolist()))
-        pred.append([label for label, _ in m.predict(pairs, top_k=5)])
-    predict_s = time.perf_counter() - t
-    m.save(str(tmp / "omikuji"))
-    return (top5_matrix(pred, (Xt.shape[0], n_labels)), fit_s, fit_rss, predict_s,
-            folder_mb(tmp / "omikuji"))
+    model = []
+
+    def fit():
+        model.append(omikuji.Model.train_on_data(str(train_path), n_threads=threads))
+
+    def predict():
+        model[0].init_prediction_thread_pool(threads)
+        pred = []
+        for i in range(Xt.shape[0]):  # omikuji predicts one example per call
+            s, e = Xt.indptr[i], Xt.indptr[i + 1]
+            pairs = list(zip(Xt.indices[s:e].tolist(), Xt.data[s:e].tolist()))
+            pred.append([label for label, _ in model[0].predict(pairs, top_k=5)])
+        return pred
+    pred, *times = timed(fit, predict)
+    model[0].save(str(tmp / "omikuji"))
+    return (top5_matrix(pred, (Xt.shape[0], Y.shape[1])), *times, folder_mb(tmp / "omikuji"))
 
 
 def run_sklearn(X, Y, Xt, tmp, threads):
@@ -116,15 +117,10 @@ def run_sklearn(X, Y, Xt, tmp, threads):
     from sklearn.multiclass import OneVsRestClassifier
     from sklearn.svm import LinearSVC
     m = OneVsRestClassifier(LinearSVC(C=1.0, dual=True), n_jobs=threads)
-    t = time.perf_counter()
-    m.fit(X, Y)
-    fit_s, fit_rss = time.perf_counter() - t, rss_mb()
-    t = time.perf_counter()
-    D = m.decision_function(Xt)
-    top = np.argsort(-D, axis=1, kind="stable")[:, :5]
-    predict_s = time.perf_counter() - t
+    top, *times = timed(lambda: m.fit(X, Y), lambda: np.argsort(
+        -m.decision_function(Xt), axis=1, kind="stable")[:, :5])
     (tmp / "model.pkl").write_bytes(pickle.dumps(m))
-    return (top5_matrix(top.tolist(), (Xt.shape[0], Y.shape[1])), fit_s, fit_rss, predict_s,
+    return (top5_matrix(top.tolist(), (Xt.shape[0], Y.shape[1])), *times,
             folder_mb(tmp / "model.pkl"))
 
 
