@@ -16,8 +16,8 @@ in work/linear/): it runs alone.
 """
 import json
 import shutil
-import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -82,25 +82,35 @@ SYN = {"points": 20_000, "test": 2_000, "labels": 20_000, "features": 100_000}
 SYN_ARGS = ["--l1", "1e-4", "--epochs", "2", "--threshold-holdout", "0"]
 
 
+def synthetic_commands(step):
+    work = step.target.parent
+    prefix = work / "syn"
+    train, test = Path(f"{prefix}_train.txt"), Path(f"{prefix}_test.txt")
+    model, scores = work / "syn.model", work / "syn.scores"
+    return [["python", benchlib.HERE / "make_synthetic.py", prefix, "--points", SYN["points"],
+             "--test-points", SYN["test"], "--labels", SYN["labels"], "--features",
+             SYN["features"]],
+            ["xml-train", train, model, "--algorithm", "linear", "-q", *step.kw["args"]],
+            ["xml-predict", test, scores, model, "-q"],
+            ["xml-eval", scores, test, "--json", "-q"]]
+
+
 def synthetic(step):
     """xml-train --algorithm linear on D = 100k, L = 20k: peak RSS against
     the D x L doubles a dense W would take, nnz(W), P@k."""
-    k, work = step.kw, step.target.parent
-    prefix, model = work / "syn", work / "syn.model"
-    benchlib.run_rss([sys.executable, benchlib.HERE / "make_synthetic.py", prefix,
-                      "--points", SYN["points"], "--test-points", SYN["test"],
-                      "--labels", SYN["labels"], "--features", SYN["features"]])
+    gen, train, predict, evaluate = synthetic_commands(step)
+    model = train[2]
+    benchlib.run_rss(benchlib.command(gen))
     if model.exists():
         shutil.rmtree(model)
-    train, test = f"{prefix}_train.txt", f"{prefix}_test.txt"
-    tr = benchlib.run_rss([benchlib.BIN / "xml-train", train, model, "--algorithm", "linear",
-                           "-q", *k["args"]])
-    scores = work / "syn.scores"
-    pr = benchlib.run_rss([benchlib.BIN / "xml-predict", test, scores, model, "-q"])
-    ev = json.loads(benchlib.run_rss([benchlib.BIN / "xml-eval", scores, test, "--json",
-                                      "-q"])["stdout"])["metrics"]
+    tr = benchlib.run_rss(benchlib.command(train))
+    pr = benchlib.run_rss(benchlib.command(predict))
+    ev = json.loads(benchlib.run_rss(benchlib.command(evaluate))["stdout"])["metrics"]
     return {"train_s": tr["wall"], "train_rss": tr["rss_mb"], "predict_rss": pr["rss_mb"],
             **xmlkit.load_model(model).stats(), **{m: ev[m] for m in ("P@1", "P@3", "P@5")}}
+
+
+synthetic.commands = synthetic_commands
 
 
 def steps(a):

@@ -16,22 +16,26 @@ averaged over the seeds; accuracy is averaged over the seeds.
 import json
 
 import benchlib
-from benchlib import BIN, WORK, Step, data_file, load, run_rss
+from benchlib import WORK, Step, command, data_file, load, run_rss
 
 TRAIN_ARGS = ["-m", "10", "-l", "10", "-b", "1.0", "-c", "1.0"]
 HERE = WORK / "prunex"
 
 
+def prune_commands(step):
+    k = step.kw
+    return [["xml-prune", src, dst, "--threshold", k["threshold"], "--json", "-q", idf_arg,
+             k["idf"]] for src, dst, idf_arg in ((k["train"], k["p_train"], "--idf-out"),
+                                                  (k["test"], k["p_test"], "--idf-in"))]
+
+
 def prune_data(step):
     """xml-prune the training file (writing the idf) and the test file (reading it)."""
-    k = step.kw
-    out = {}
-    for src, dst, idf_arg in ((k["train"], k["p_train"], "--idf-out"),
-                              (k["test"], k["p_test"], "--idf-in")):
-        r = run_rss([BIN / "xml-prune", src, dst, "--threshold", k["threshold"], "--json",
-                     "-q", idf_arg, k["idf"]])
-        out.setdefault("stats", json.loads(r["stdout"]))
-    return {"removed": out["stats"]["removed_fraction"], "emptied": out["stats"]["emptied"]}
+    stats = [json.loads(run_rss(command(c))["stdout"]) for c in prune_commands(step)][0]
+    return {"removed": stats["removed_fraction"], "emptied": stats["emptied"]}
+
+
+prune_data.commands = prune_commands
 
 
 def configs(a):

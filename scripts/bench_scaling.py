@@ -18,7 +18,6 @@ share with the parent count twice) — see benchlib.py. The plot needs
 matplotlib (pip install .[bench]); without it the table is still written.
 """
 import math
-import sys
 from pathlib import Path
 
 import benchlib
@@ -27,12 +26,19 @@ from benchlib import HERE, WORK, Step, load, run_rss
 WORK_S = WORK / "scaling"
 
 
-def generate(step):
+def generate_commands(step):
     k = step.kw
-    r = run_rss([sys.executable, HERE / "make_synthetic.py", k["prefix"], "--points", k["n"],
-                 "--labels", k["labels"], "--features", k["features"], "--test-points",
-                 k["test_points"], "--seed", 0])
+    return [["python", HERE / "make_synthetic.py", k["prefix"], "--points", k["n"], "--labels",
+             k["labels"], "--features", k["features"], "--test-points", k["test_points"],
+             "--seed", 0]]
+
+
+def generate(step):
+    r = run_rss(benchlib.command(generate_commands(step)[0]))
     return {"generate_s": r["wall"], "generate_rss": r["rss_mb"]}
+
+
+generate.commands = generate_commands
 
 
 def sizes(a):

@@ -187,25 +187,74 @@ def model_steps(cfg, work, seeds, timing_seeds, threads):
     return out
 
 
+def command(argv):
+    """An argv as the steps write it (``xml-train ...``, ``python script ...``)
+    made runnable: the commands of this Python's environment."""
+    head = str(argv[0])
+    exe = sys.executable if head == "python" else BIN / head if head.startswith("xml-") else head
+    return [exe, *argv[1:]]
+
+
+def shown(argv):
+    """A command line as the report shows it: paths relative to scripts/."""
+    def one(x):
+        return _rel(x) if isinstance(x, Path) else str(x)
+    return " ".join(one(x) for x in argv)
+
+
+def train_commands(step):
+    return [["xml-train", *step.kw["cmd"], "-q"]]
+
+
 def train_model(step):
     """xml-train into a fresh model folder; its wall time, memory and size."""
     model = Path(step.kw["cmd"][1])
     if model.exists():
         shutil.rmtree(model)
-    tr = run_rss([BIN / "xml-train", *step.kw["cmd"], "-q"])
+    tr = run_rss(command(train_commands(step)[0]))
     return {"train_s": tr["wall"], "train_rss": tr["rss_mb"],
             "train_tree_rss": tr["tree_rss_mb"], "model_mb": folder_mb(model)}
 
 
+def predict_commands(step):
+    k = step.kw
+    return [["xml-predict", k["test"], k["scores"], k["model"], "-q", *k["args"]],
+            ["xml-eval", k["scores"], k["test"], "--train-labels", k["train"], "--json", "-q"]]
+
+
 def predict_eval(step):
     """xml-predict into a score file, then xml-eval (P@k ... PSnDCG@k)."""
-    k = step.kw
-    pr = run_rss([BIN / "xml-predict", k["test"], k["scores"], k["model"], "-q", *k["args"]])
-    ev = run_rss([BIN / "xml-eval", k["scores"], k["test"], "--train-labels", k["train"],
-                  "--json", "-q"])
+    pr, ev = (run_rss(command(c)) for c in predict_commands(step))
     m = json.loads(ev["stdout"])["metrics"]
-    return {**k["row"], **load(step.deps[0]), "predict_s": pr["wall"],
+    return {**step.kw["row"], **load(step.deps[0]), "predict_s": pr["wall"],
             "predict_rss": pr["rss_mb"], **{x: m[x] for x in METRICS}}
+
+
+train_model.commands = train_commands
+predict_eval.commands = predict_commands
+
+
+def commands_section(name, steps):
+    """The report's footer: how to rebuild it, and the exact command lines of
+    the first step of each kind (the others differ in seed, threads, setting
+    and file names; steps without commands run the Python API in-process)."""
+    out = ["", "Commands: `make -C scripts " + name + "` runs every step as `python bench_"
+           + name + ".py --step work/" + name + "/<record>.json` (then `--report-only`)."]
+    seen = set()
+    lines = []
+    for s in steps:
+        fn = getattr(s.action, "commands", None)
+        if fn is None or s.action in seen:
+            continue
+        seen.add(s.action)
+        lines += [f"    {shown(c)}" for c in fn(s)]
+    if lines:
+        out += ["First step of each kind (others differ in seed, threads, setting and file "
+                "names):", ""] + lines
+    if any(getattr(s.action, "commands", None) is None for s in steps):
+        out += ["", "Steps without a command line here fit and score through the Python "
+                "API in-process (see the script's docstring)."]
+    return "\n".join(out) + "\n"
 
 
 def _fmt(v, digits=2):
@@ -377,7 +426,7 @@ def cli(doc, name, add_args, make_steps, make_report):
     missing = [s.target for s in steps if not s.target.exists()]
     if missing:
         sys.exit(f"{len(missing)} records missing, first {missing[0]}; run the steps first")
-    text = make_report(a, steps)
+    text = make_report(a, steps) + commands_section(name, steps)
     print(text)
     save(text, a.markdown)
 
