@@ -18,8 +18,9 @@ writes OUT_PREFIX_train.txt and OUT_PREFIX_test.txt (header ``N D L``; lines
   value is its count in the point (a bag of words). So features depend on
   the labels, tail labels have their own words, and frequent words are shared.
 
-Everything is vectorised (no Python loop over points); 1M points x 100k
-labels take about a minute and ~3 GB. Same options and seed, same files.
+Needs xmlkit installed (pip install .). Everything is vectorised (no Python
+loop over points); 1M points x 100k labels take about 30 s and 3.5 GB. Same
+options and seed, same files.
 """
 import argparse
 import sys
@@ -27,10 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # xmlkit from a checkout
-
-from xmlkit.csr import Rows  # noqa: E402
-from xmlkit.io import write_dataset  # noqa: E402
+from xmlkit.csr import Rows
+from xmlkit.io import write_dataset
 
 
 def power_law_sampler(n, exponent, rng, shuffle=True):

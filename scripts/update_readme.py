@@ -35,7 +35,6 @@ def update(text):
 def main():
     readme = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "README.md"
     text, n = update(readme.read_text())
-    sys.path.insert(0, str(ROOT))
     from xmlkit.atomic import atomic_path
     with atomic_path(readme) as tmp:
         Path(tmp).write_text(text)
