@@ -91,7 +91,7 @@ def synthetic_commands(step):
              "--test-points", SYN["test"], "--labels", SYN["labels"], "--features",
              SYN["features"]],
             ["xml-train", train, model, "--algorithm", "linear", "-q", *step.kw["args"]],
-            ["xml-predict", test, scores, model, "-q"],
+            ["xml-predict", test, scores, model, "-k", 5, "-q"],
             ["xml-eval", scores, test, "--json", "-q"]]
 
 
