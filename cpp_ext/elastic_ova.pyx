@@ -119,16 +119,14 @@ cdef class ElasticOVA:
                 w = shrink(d[a], scale, sub)
                 d[a] = w
                 s[a] += x * w
-            self.snap_phi[i] = self.phi
-            self.snap_beta[i] = self.beta
-            return
-        for a in range(row.size()):
-            w = shrink(row[0][a].second, scale, sub)
-            if w != 0:
-                row[0][kept] = Entry(row[0][a].first, w)
-                self.s[row[0][a].first] += x * w
-                kept += 1
-        row.resize(kept)
+        else:
+            for a in range(row.size()):
+                w = shrink(row[0][a].second, scale, sub)
+                if w != 0:
+                    row[0][kept] = Entry(row[0][a].first, w)
+                    self.s[row[0][a].first] += x * w
+                    kept += 1
+            row.resize(kept)
         self.snap_phi[i] = self.phi
         self.snap_beta[i] = self.beta
 
