@@ -142,23 +142,23 @@ def render(a, st):
            "|---|---|---|---|---|---|---|---|"]
     timing = ["| data | lazy s | dense s | dense / lazy | max |W_lazy − W_dense| | "
               "D / mean nnz(x) |", "|---|---|---|---|---|---|"]
+    rec = {s.target.stem: benchlib.load(s.target) for s in st}
     for name in ("bibtex", "delicious"):
         for s in st:
             if s.kw.get("set") != name or s.action is not accuracy:
                 continue
-            r = benchlib.load(s.target)
+            r = rec[s.target.stem]
             th, p5 = r["thresholds"], r["p05"]
             out.append(f"| {name}, {s.kw['label']} | {r['P@1']:.2f}/{r['P@3']:.2f}/"
                        f"{r['P@5']:.2f} | ≥ {TARGET[name]} | {BASELINE[name]} | "
                        f"{th['example_f1']:.4f} / {th['macro_f1']:.4f} | {p5['example_f1']:.4f} "
                        f"/ {p5['macro_f1']:.4f} | {r['nnz_weights']} "
                        f"({100 * r['weight_density']:.1f}%) | {r['train_s']:.1f} |")
-        lazy = benchlib.load(benchlib.WORK / "linear" / f"{name}_lazy.json")
-        dense = benchlib.load(benchlib.WORK / "linear" / f"{name}_dense.json")
+        lazy, dense = rec[f"{name}_lazy"], rec[f"{name}_dense"]
         timing.append(f"| {name} | {lazy['train_s']:.1f} | {dense['train_s']:.1f} | "
                       f"{dense['train_s'] / lazy['train_s']:.1f}× | {dense['max_diff']:.1e} | "
                       f"{lazy['D_over_nnz']:.0f} |")
-    syn = benchlib.load(benchlib.WORK / "linear" / "synthetic.json")
+    syn = rec["synthetic"]
     dense_gb = SYN["features"] * SYN["labels"] * 8 / 1e9
     scale = [f"Scale: synthetic data (make_synthetic.py, seed 0), {SYN['points']:,} training "
              f"points, D = {SYN['features']:,}, L = {SYN['labels']:,}; `xml-train --algorithm "

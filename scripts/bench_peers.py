@@ -29,19 +29,12 @@ import time
 from pathlib import Path
 
 import benchlib
-from benchlib import WORK, Step, data_file, load, run_rss
+from benchlib import WORK, Step, data_file, folder_mb, load, run_rss
 
 MODELS = ["xmlkit-fastxml", "xmlkit-ldsm", "xmlkit-linear", "napkinxc-plt", "omikuji-parabel",
           "sklearn-ovr-svm"]
 NEEDS = {"napkinxc-plt": "napkinxc", "omikuji-parabel": "omikuji",
          "sklearn-ovr-svm": "sklearn"}
-
-
-def folder_mb(path):
-    path = Path(path)
-    if path.is_file():
-        return path.stat().st_size / 1e6
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
 
 
 def rss_mb():

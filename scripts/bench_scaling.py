@@ -97,12 +97,9 @@ def plot(rows, path):
 
 
 def render(a, st):
-    rows = []
-    for n, L in sizes(a):
-        gen = load(WORK_S / f"syn{n}.data.json")
-        ev = load(WORK_S / f"syn{n}_s0_T{a.threads}.eval.json")
-        head = Path(f"{WORK_S / f'syn{n}'}_train.txt").open().readline().split()
-        rows.append({"n": n, "labels": L, "features": int(head[1]), **gen, **ev})
+    gen = [load(s.target) for s in st if s.action is generate]
+    ev = [load(s.target) for s in st if s.action is benchlib.predict_eval]
+    rows = [{"n": n, "labels": L, **g, **e} for (n, L), g, e in zip(sizes(a), gen, ev)]
     out = [f"FastXML ({a.trees} trees, defaults otherwise, -T {a.threads}) on synthetic data "
            f"(make_synthetic.py, seed 0): N training points, N/{a.labels_ratio} labels with "
            f"power-law frequencies, {a.features} features, ~5 labels and ~38 non-zero "

@@ -102,24 +102,28 @@ def run_rss(cmd):
             "stdout": out.decode()}
 
 
-def folder_mb(folder):
-    return sum(p.stat().st_size for p in Path(folder).iterdir()) / 1e6
+def folder_mb(path):
+    """Size in MB of a file, or of every file under a folder."""
+    path = Path(path)
+    if path.is_file():
+        return path.stat().st_size / 1e6
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
 
 
-def data_file(name, part, work=None):
+def data_file(name, part):
     """Path of an XC file decompressed to plain text (the C++ tools read plain
     text): ``work/data/<name>_<part>.txt``; made by :func:`ensure_data` or by
     the Makefile's pattern rule (which calls this module)."""
-    return (work or WORK) / "data" / f"{name}_{part}.txt"
+    return WORK / "data" / f"{name}_{part}.txt"
 
 
-def ensure_data(path, data_dir=None):
+def ensure_data(path):
     """Decompress ``<set>/<file>.txt.xz`` of ../shared/data to `path` (a
     :func:`data_file` path) unless it is there."""
     path = Path(path)
     if path.exists():
         return path
-    src = (data_dir or DATA) / path.stem.split("_")[0] / f"{path.name}.xz"
+    src = DATA / path.stem.split("_")[0] / f"{path.name}.xz"
     path.parent.mkdir(parents=True, exist_ok=True)
     from xmlkit.atomic import atomic_path
     with lzma.open(src, "rb") as f, atomic_path(path) as tmp, open(tmp, "wb") as g:
@@ -171,10 +175,8 @@ def model_steps(cfg, work, seeds, timing_seeds, threads):
             tag = f"{cfg['name']}_s{seed}_T{T}"
             model = work / f"{tag}.model"
             timed = seed in timing_seeds
-            train_rec = Step(work / f"{tag}.train.json", train_model,
-                             extra or [train],
-                             timed=timed,
-                             cmd=[train, model, "-T", T, "--seed", seed, *cfg["train_args"]])
+            train_rec = Step(work / f"{tag}.train.json", train_model, extra or [train],
+                             timed=timed, cmd=[train, model, "-T", T, "--seed", seed, *cfg["train_args"]])
             out.append(train_rec)
             for vname, _, pargs in variants(cfg):
                 suffix = vname[len(cfg["name"]):]
@@ -447,16 +449,17 @@ def main(doc, name, configs, title, columns):
         return [dict(c, train_args=["-t", a.trees, *c["train_args"]]) for c in configs
                 if c["name"] in a.configs]
 
+    def timing(a):
+        return [t for t in a.timing_seeds if t in a.seeds]
+
     def steps(a):
-        timing = [t for t in a.timing_seeds if t in a.seeds]
         return [s for c in chosen(a)
-                for s in model_steps(c, WORK / name, a.seeds, timing, a.threads)]
+                for s in model_steps(c, WORK / name, a.seeds, timing(a), a.threads)]
 
     def render(a, st):
         rows = [load(s.target) for s in st if s.action is predict_eval]
-        timing = [t for t in a.timing_seeds if t in a.seeds]
         return report(title.format(trees=a.trees), report_entries(chosen(a)), rows, a.seeds,
-                      timing, a.threads, columns)
+                      timing(a), a.threads, columns)
     cli(doc, name, lambda ap: add_model_args(ap, [c["name"] for c in configs]), steps, render)
 
 
