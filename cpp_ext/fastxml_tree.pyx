@@ -1,21 +1,27 @@
-# FastXML tree growth (nDCG-optimising splits, L1 logistic regression
-# separators through liblinear-official's C library).
+# FastXML tree growth: nDCG-optimising splits, each separated by a
+# class-balanced L1-regularised logistic regression.
 #
 # A tree is grown in one nogil call. Nodes are numbered as the C++ tool does:
 # root 0; when node i splits, its positive child gets the next index, then its
 # negative child; nodes are processed in index order.
 #
-# liblinear is called through the function pointers of the shared library
-# that the `liblinear` Python package loads (bound once by bind_liblinear),
-# on problems built directly from CSR arrays. Its L1R_LR solver shuffles
-# coordinates with the C library's global rand(): every solve is preceded by
-# srand(<seed drawn from the tree's own generator>), which makes a tree
-# deterministic as long as one thread of a process trains at a time (xmlkit
-# runs parallel trees in separate processes for that reason).
+# Separators are fitted by xmlkit's own solver (SeparatorSolver below:
+# newGLMNET, Yuan, Ho & Lin, JMLR 2012, with the C++ tool's stopping rules)
+# on the node's points gathered feature-major. It keeps all its state in the
+# object and draws coordinate shuffles from the tree's own generator, so
+# trees grow in threads and a tree is the same whatever the thread count.
+#
+# solver="liblinear" calls liblinear-official's L1R_LR instead, through the
+# function pointers of the shared library that the `liblinear` Python package
+# loads (bound once by bind_liblinear). That solver shuffles coordinates with
+# the C library's global rand(): every solve is preceded by srand(<seed drawn
+# from the tree's own generator>), which makes a tree deterministic only while
+# one thread of a process trains at a time (xmlkit then grows parallel trees
+# in separate processes).
 
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport srand, free
-from libc.math cimport log2, fabs
+from libc.math cimport log2, fabs, exp, log1p, INFINITY
 from libc.string cimport memcpy
 from libcpp cimport bool as cbool
 from libcpp.vector cimport vector
@@ -126,6 +132,355 @@ cdef inline double round_weight(double w) noexcept nogil:
     return f
 
 
+cdef inline double _sigmoid_softplus(double z, double* sp) noexcept nogil:
+    """sigmoid(z), and softplus(z) = log(1 + e^z) into sp, both without
+    overflow (one exp, one log1p)."""
+    cdef double e
+    if z >= 0:
+        e = exp(-z)
+        sp[0] = z + log1p(e)
+        return 1.0 / (1.0 + e)
+    e = exp(z)
+    sp[0] = log1p(e)
+    return e / (1.0 + e)
+
+
+cdef inline double _softplus(double z) noexcept nogil:
+    if z >= 0:
+        return z + log1p(exp(-z))
+    return log1p(exp(z))
+
+
+cdef inline double _dot_gather(const float* v, const int32_t* idx, const double* x,
+                               int64_t e0, int64_t e1) noexcept nogil:
+    """sum of v[e] * x[idx[e]] for e in [e0, e1), in four independent partial
+    sums (a single running sum waits on each addition's latency)."""
+    cdef double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0
+    cdef int64_t e = e0
+    while e + 4 <= e1:
+        s0 += v[e] * x[idx[e]]
+        s1 += v[e + 1] * x[idx[e + 1]]
+        s2 += v[e + 2] * x[idx[e + 2]]
+        s3 += v[e + 3] * x[idx[e + 3]]
+        e += 4
+    while e < e1:
+        s0 += v[e] * x[idx[e]]
+        e += 1
+    return (s0 + s1) + (s2 + s3)
+
+
+cdef class SeparatorSolver:
+    """L1-regularised logistic regression with per-point costs by newGLMNET
+    (Yuan, Ho & Lin, JMLR 2012): Newton steps on the smooth loss, each
+    direction found by randomised coordinate descent on the quadratic model
+    plus the L1 term, then an Armijo backtracking line search.
+
+        minimise  ||w||_1 + sum_a C_a log(1 + exp(-y_a w.x_a))
+
+    The caller fills the problem (n points, nf columns given feature-major in
+    col_ptr / col_pt / col_val, labels y, costs cw) and calls solve(); the
+    solution is in w, the margins w.x_a in u. Defaults are the C++ FastXML
+    tool's: 10 Newton iterations, 10 coordinate-descent passes each, 20
+    halvings, stop once the L1 norm of the minimum-norm subgradient is at
+    most eps times its value at w = 0, and LIBLINEAR-style shrinking.
+    """
+    # -- the problem
+    cdef int64_t n                        # number of points
+    cdef int64_t nf                       # number of columns (features)
+    cdef vector[int64_t] col_ptr          # column j: entries col_ptr[j]..col_ptr[j+1]-1
+    cdef vector[int32_t] col_pt           # point (0..n-1) of each entry, ascending per column
+    cdef vector[float] col_val            # value of each entry
+    cdef vector[float] col_dv             # value * D[point] of each entry (per Newton step)
+    cdef vector[signed char] y            # label of each point, +1 or -1
+    cdef vector[double] cw                # cost C_a of each point's loss
+    # -- stopping rules
+    cdef int max_newton                   # Newton iterations at most
+    cdef int max_inner                    # coordinate-descent passes per Newton step at most
+    cdef int max_halvings                 # line-search halvings at most
+    cdef double eps                       # relative tolerance on the subgradient's L1 norm
+    # -- solution and per-point state
+    cdef vector[double] w                 # weights (the solution after solve())
+    cdef vector[double] u                 # margins w.x_a
+    cdef vector[double] r                 # dLoss/du_a at w
+    cdef vector[double] D                 # d2Loss/du_a2 at w (the Hessian's point weights)
+    cdef vector[double] lossv             # loss term of each point at w
+    # -- work space of one Newton step
+    cdef vector[double] wpd               # w + d, the trial point
+    cdef vector[double] xTd               # d.x_a for each point
+    cdef vector[double] grad              # gradient of the loss at w
+    cdef vector[double] hdiag             # Hessian diagonal (+ nu) at w
+    cdef vector[int32_t] index            # columns: [0, active) outer-active, [0, qp) inner-active
+    cdef public int last_newton           # Newton iterations of the last solve
+    cdef public int last_inner            # coordinate-descent passes of the last solve
+
+    def __init__(self, int max_newton=10, int max_inner=10, int max_halvings=20,
+                 double eps=0.01):
+        self.max_newton = max_newton
+        self.max_inner = max_inner
+        self.max_halvings = max_halvings
+        self.eps = eps
+
+    cdef void _point_terms(self) noexcept nogil:
+        """r, D and the loss terms from the margins u."""
+        cdef int64_t a
+        cdef double z, q, sp, c
+        for a in range(self.n):
+            z = -self.y[a] * self.u[a]          # loss = C softplus(z)
+            c = self.cw[a]
+            q = _sigmoid_softplus(z, &sp)       # probability of the wrong side
+            self.r[a] = -self.y[a] * c * q
+            self.D[a] = c * q * (1.0 - q)
+            self.lossv[a] = c * sp
+
+    cdef int solve(self, mt19937& rng) noexcept nogil:
+        """Solve the problem held in the object; returns the Newton iterations."""
+        cdef int64_t n = self.n, nf = self.nf
+        cdef int64_t a, j, e, s, active, qp, k
+        cdef int newton = 0, inner, halvings
+        cdef double nu = 1e-12, sigma = 0.01, inf = INFINITY
+        cdef double inner_eps = 1.0, gmax_old = inf, qp_gmax_old, gmax_new, gnorm1
+        cdef double gnorm1_init = 0.0, qp_gmax_new, qp_gnorm1, g, h, gp, gn, viol, z
+        cdef double w_norm = 0.0, w_norm_new, delta, cond, wj, v, dv, g1, h1
+        cdef int64_t e1
+        cdef int32_t tmp
+        self.w.assign(nf, 0.0)
+        self.wpd.resize(nf)
+        self.grad.resize(nf)
+        self.hdiag.resize(nf)
+        self.index.resize(nf)
+        self.u.assign(n, 0.0)
+        self.col_dv.resize(self.col_ptr[nf])
+        self.xTd.resize(n)
+        self.r.resize(n)
+        self.D.resize(n)
+        self.lossv.resize(n)
+        self._point_terms()
+        for j in range(nf):
+            self.index[j] = <int32_t> j
+        self.last_inner = 0
+        while newton < self.max_newton:
+            # -- gradient and Hessian diagonal; outer shrinking
+            gmax_new = 0.0
+            gnorm1 = 0.0
+            active = nf
+            s = 0
+            while s < active:
+                j = self.index[s]
+                # (two partial sums each for g and h: see _dot_gather)
+                g = 0.0
+                g1 = 0.0
+                h = 0.0
+                h1 = 0.0
+                e = self.col_ptr[j]
+                e1 = self.col_ptr[j + 1]
+                while e + 2 <= e1:
+                    a = self.col_pt[e]
+                    v = self.col_val[e]
+                    g += v * self.r[a]
+                    dv = v * self.D[a]
+                    h += v * dv
+                    self.col_dv[e] = <float> dv
+                    a = self.col_pt[e + 1]
+                    v = self.col_val[e + 1]
+                    g1 += v * self.r[a]
+                    dv = v * self.D[a]
+                    h1 += v * dv
+                    self.col_dv[e + 1] = <float> dv
+                    e += 2
+                if e < e1:
+                    a = self.col_pt[e]
+                    v = self.col_val[e]
+                    g += v * self.r[a]
+                    dv = v * self.D[a]
+                    h += v * dv
+                    self.col_dv[e] = <float> dv
+                g += g1
+                h += h1 + nu
+                self.grad[j] = g
+                self.hdiag[j] = h
+                gp = g + 1.0
+                gn = g - 1.0
+                viol = 0.0
+                wj = self.w[j]
+                if wj == 0:
+                    if gp < 0:
+                        viol = -gp
+                    elif gn > 0:
+                        viol = gn
+                    elif gp > gmax_old / n and gn < -gmax_old / n:
+                        active -= 1
+                        tmp = self.index[s]
+                        self.index[s] = self.index[active]
+                        self.index[active] = tmp
+                        continue
+                elif wj > 0:
+                    viol = fabs(gp)
+                else:
+                    viol = fabs(gn)
+                if viol > gmax_new:
+                    gmax_new = viol
+                gnorm1 += viol
+                s += 1
+            if newton == 0:
+                gnorm1_init = gnorm1
+            if gnorm1 <= self.eps * gnorm1_init:
+                break
+
+            # -- direction: coordinate descent on the quadratic model
+            for j in range(nf):
+                self.wpd[j] = self.w[j]
+            for a in range(n):
+                self.xTd[a] = 0.0
+            inner = 0
+            qp_gmax_old = inf
+            qp = active
+            while inner < self.max_inner:
+                qp_gmax_new = 0.0
+                qp_gnorm1 = 0.0
+                for s in range(qp):
+                    k = s + <int64_t> (rng() % <uint32_t> (qp - s))
+                    tmp = self.index[k]
+                    self.index[k] = self.index[s]
+                    self.index[s] = tmp
+                s = 0
+                while s < qp:
+                    j = self.index[s]
+                    h = self.hdiag[j]
+                    g = self.grad[j] + (self.wpd[j] - self.w[j]) * nu + _dot_gather(
+                        self.col_dv.data(), self.col_pt.data(), self.xTd.data(),
+                        self.col_ptr[j], self.col_ptr[j + 1])
+                    gp = g + 1.0
+                    gn = g - 1.0
+                    viol = 0.0
+                    wj = self.wpd[j]
+                    if wj == 0:
+                        if gp < 0:
+                            viol = -gp
+                        elif gn > 0:
+                            viol = gn
+                        elif gp > qp_gmax_old / n and gn < -qp_gmax_old / n:
+                            qp -= 1
+                            tmp = self.index[s]
+                            self.index[s] = self.index[qp]
+                            self.index[qp] = tmp
+                            continue
+                    elif wj > 0:
+                        viol = fabs(gp)
+                    else:
+                        viol = fabs(gn)
+                    if viol > qp_gmax_new:
+                        qp_gmax_new = viol
+                    qp_gnorm1 += viol
+                    s += 1
+                    if gp < h * wj:
+                        z = -gp / h
+                    elif gn > h * wj:
+                        z = -gn / h
+                    else:
+                        z = -wj
+                    if fabs(z) < 1e-12:
+                        continue
+                    if z > 10.0:
+                        z = 10.0
+                    elif z < -10.0:
+                        z = -10.0
+                    self.wpd[j] = wj + z
+                    for e in range(self.col_ptr[j], self.col_ptr[j + 1]):
+                        self.xTd[self.col_pt[e]] += self.col_val[e] * z
+                inner += 1
+                if qp_gnorm1 <= inner_eps * gnorm1_init:
+                    if qp == active:
+                        break
+                    qp = active          # converged on the shrunk set: check them all
+                    qp_gmax_old = inf
+                    continue
+                qp_gmax_old = qp_gmax_new
+            self.last_inner += inner
+
+            # -- line search along d
+            delta = 0.0
+            w_norm_new = 0.0
+            for j in range(nf):
+                delta += self.grad[j] * (self.wpd[j] - self.w[j])
+                w_norm_new += fabs(self.wpd[j])
+            delta += w_norm_new - w_norm
+            halvings = 0
+            while halvings < self.max_halvings:
+                cond = w_norm_new - w_norm - sigma * delta
+                for a in range(n):
+                    cond += self.cw[a] * _softplus(-self.y[a] * (self.u[a] + self.xTd[a])) \
+                        - self.lossv[a]
+                if cond <= 0:
+                    break
+                w_norm_new = 0.0
+                for j in range(nf):
+                    self.wpd[j] = (self.w[j] + self.wpd[j]) * 0.5
+                    w_norm_new += fabs(self.wpd[j])
+                delta *= 0.5
+                for a in range(n):
+                    self.xTd[a] *= 0.5
+                halvings += 1
+            if halvings < self.max_halvings:
+                w_norm = w_norm_new
+                for j in range(nf):
+                    self.w[j] = self.wpd[j]
+                for a in range(n):
+                    self.u[a] += self.xTd[a]
+                self._point_terms()
+            if inner == 1:
+                inner_eps *= 0.25
+            newton += 1
+            gmax_old = gmax_new
+        self.last_newton = newton
+        return newton
+
+    def solve_csr(self, X_indptr, X_indices, X_data, y, double cost_pos, double cost_neg,
+                  uint64_t seed=0):
+        """Solve for points given as CSR rows (tests and experiments): labels y
+        (+1/-1), cost cost_pos for y = +1 and cost_neg for y = -1. Returns the
+        weights."""
+        cdef const int64_t[::1] xp = np.ascontiguousarray(X_indptr, dtype=np.int64)
+        cdef const int32_t[::1] xi = np.ascontiguousarray(X_indices, dtype=np.int32)
+        cdef const float[::1] xv = np.ascontiguousarray(X_data, dtype=np.float32)
+        cdef const signed char[::1] yy = np.ascontiguousarray(y, dtype=np.int8)
+        cdef int64_t n = xp.shape[0] - 1, nf, a, j, c
+        cdef mt19937 rng
+        if yy.shape[0] != n:
+            raise ValueError("y and X have different numbers of rows")
+        if xi.shape[0] and (np.min(xi) < 0):
+            raise ValueError("negative column index")
+        nf = (int(np.max(xi)) + 1) if xi.shape[0] else 0
+        self.n = n
+        self.nf = nf
+        self.col_ptr.assign(nf + 1, 0)
+        for j in range(xp[n]):
+            self.col_ptr[xi[j] + 1] += 1
+        for j in range(nf):
+            self.col_ptr[j + 1] += self.col_ptr[j]
+        self.col_pt.resize(xp[n])
+        self.col_val.resize(xp[n])
+        fill = np.asarray(<int64_t[:nf + 1]> self.col_ptr.data()).copy()
+        cdef int64_t[::1] f = fill
+        self.y.resize(n)
+        self.cw.resize(n)
+        for a in range(n):
+            if yy[a] > 0:
+                self.y[a] = 1
+                self.cw[a] = cost_pos
+            else:
+                self.y[a] = -1
+                self.cw[a] = cost_neg
+            for j in range(xp[a], xp[a + 1]):
+                c = xi[j]
+                self.col_pt[f[c]] = <int32_t> a
+                self.col_val[f[c]] = xv[j]
+                f[c] += 1
+        rng.seed(<uint32_t> seed)
+        with nogil:
+            self.solve(rng)
+        return np.asarray(<double[:nf]> self.w.data()).copy() if nf else np.zeros(0)
+
+
 cdef class TreeGrower:
     """Grows FastXML trees on one training set (features X, labels Y as CSR).
 
@@ -144,6 +499,9 @@ cdef class TreeGrower:
     cdef double bias, cost
     cdef bint use_idcg
     cdef double eps
+    cdef bint use_liblinear               # separators by liblinear (else by `solver`)
+    cdef SeparatorSolver solver           # xmlkit's separator solver and its node problem
+    cdef vector[int64_t] fcount           # per feature (+ bias): entries in the node; then fill positions
 
     # per-tree output
     cdef vector[int32_t] child
@@ -157,21 +515,28 @@ cdef class TreeGrower:
     cdef vector[int32_t] fmap, lmap, act_f, act_l
     cdef vector[signed char] sign
     cdef vector[double] inorm, sp, sn, gain, disc, cs, acc, wvec
-    cdef vector[int32_t] rp, rn
+    cdef vector[int32_t] rp, rn           # rank of each local label on the + / - side
+    cdef vector[int32_t] op, on           # local labels in rank order on the + / - side
     cdef vector[int64_t] ly_ptr
     cdef vector[int32_t] ly_idx
     cdef vector[double] ly_val
     cdef vector[pair[double, int32_t]] order
     cdef vector[uint64_t] keys
     cdef vector[ll_node] xbuf
+    cdef vector[pair[int32_t, float]] wsel
     cdef vector[ll_node*] xrows
     cdef vector[double] yvec
 
     def __init__(self, X_indptr, X_indices, X_data, Y_indptr, Y_indices, Y_data,
                  int64_t n_features, int64_t n_labels, int max_leaf, int labels_per_leaf,
-                 double bias, double cost, bint use_idcg=True, double eps=0.01):
-        if ll_train == NULL:
+                 double bias, double cost, bint use_idcg=True, double eps=0.01,
+                 solver="newglmnet", int max_newton=10, int max_inner=10):
+        if solver not in ("newglmnet", "liblinear"):
+            raise ValueError(f"unknown solver {solver!r}")
+        self.use_liblinear = solver == "liblinear"
+        if self.use_liblinear and ll_train == NULL:
             raise RuntimeError("liblinear is not bound (call bind_liblinear first)")
+        self.solver = SeparatorSolver(max_newton, max_inner, 20, eps)
         self.xp = np.ascontiguousarray(X_indptr, dtype=np.int64)
         self.xi = np.ascontiguousarray(X_indices, dtype=np.int32)
         self.xv = np.ascontiguousarray(X_data, dtype=np.float32)
@@ -201,6 +566,7 @@ cdef class TreeGrower:
             for r in range(n_labels + 2):
                 self.cs[r] = 1.0
         self.fmap.assign(n_features + 1, -1)
+        self.fcount.assign(n_features + 1, 0)
         self.lmap.assign(n_labels, -1)
         self.acc.assign(n_labels, 0.0)
 
@@ -284,9 +650,43 @@ cdef class TreeGrower:
             self.l_val.push_back(<float> self.acc[l])
             self.acc[l] = 0.0
 
-    cdef void _rank(self, vector[double]& s, vector[int32_t]& r, int64_t m) noexcept nogil:
+    cdef void _rank(self, vector[double]& s, vector[int32_t]& r, vector[int32_t]& order,
+                    int64_t m, bint first) noexcept nogil:
         """Rank labels by decreasing sum, ties to the lower local index; labels
-        with a zero sum follow in index order.
+        with a zero sum follow in index order: r[l] := rank of l, and
+        order[k] := the label of rank k.
+
+        After the first step of an alternation the previous `order` is
+        nearly right (few points change sides), so it is re-sorted by
+        insertion, which costs the number of moves; past a budget of 8 moves
+        per label the full sort below takes over. Both give the same total
+        order, so the ranks do not depend on which ran."""
+        cdef int64_t k, q, moves = 0
+        cdef int32_t l
+        cdef double key
+        if not first:
+            for k in range(1, m):
+                l = order[k]
+                key = s[l] if s[l] > 0 else 0.0
+                q = k
+                while q > 0 and _ranks_after(s, order[q - 1], key, l):
+                    order[q] = order[q - 1]
+                    q -= 1
+                order[q] = l
+                moves += k - q
+                if moves > 8 * m:
+                    break
+            else:
+                for k in range(m):
+                    r[order[k]] = <int32_t> k
+                return
+        self._rank_sorted(s, r, m)
+        order.resize(m)
+        for k in range(m):
+            order[r[k]] = <int32_t> k
+
+    cdef void _rank_sorted(self, vector[double]& s, vector[int32_t]& r, int64_t m) noexcept nogil:
+        """_rank by sorting.
 
         Fast path: sort 64-bit keys packing the sum rounded to float32 (whose
         bit pattern orders like the value for positive floats) above the
@@ -327,10 +727,13 @@ cdef class TreeGrower:
 
     cdef int64_t _gather(self, int64_t s, int64_t e, const int64_t[::1] ptr,
                          const int32_t[::1] idx, vector[int32_t]& local,
-                         vector[int32_t]& act) noexcept nogil:
+                         vector[int32_t]& act, bint features=False) noexcept nogil:
         """The distinct column indices of the rows of points pts[s:e] into
-        `act`, ascending; local[i] := position of i in act (all other entries
-        of `local` stay -1; _release resets them). Returns len(act)."""
+        `act`; local[i] := position of i in act (all other entries of `local`
+        stay -1; _release resets them). `act` is ascending, or for `features`
+        in order of first appearance (the separator's weights are put in
+        index order at the end), and then fcount[i] += the number of rows
+        holding i. Returns len(act)."""
         cdef int64_t a, j, k
         cdef int32_t p, i
         act.clear()
@@ -339,11 +742,14 @@ cdef class TreeGrower:
             for j in range(ptr[p], ptr[p + 1]):
                 i = idx[j]
                 if local[i] < 0:
-                    local[i] = 0
+                    local[i] = <int32_t> act.size()
                     act.push_back(i)
-        sort(act.begin(), act.end())
-        for k in range(<int64_t> act.size()):
-            local[act[k]] = <int32_t> k
+                if features:
+                    self.fcount[i] += 1
+        if not features:
+            sort(act.begin(), act.end())
+            for k in range(<int64_t> act.size()):
+                local[act[k]] = <int32_t> k
         return act.size()
 
     cdef bint _split(self, int64_t node, mt19937& rng) noexcept nogil:
@@ -395,8 +801,8 @@ cdef class TreeGrower:
                 else:
                     for j in range(self.ly_ptr[a], self.ly_ptr[a + 1]):
                         self.sn[self.ly_idx[j]] += self.inorm[a] * self.ly_val[j]
-            self._rank(self.sp, self.rp, m)
-            self._rank(self.sn, self.rn, m)
+            self._rank(self.sp, self.rp, self.op, m, prev == -2.0)
+            self._rank(self.sn, self.rn, self.on, m, prev == -2.0)
             obj = 0.0
             for k in range(m):
                 obj += self.disc[self.rp[k]] * self.sp[k] + self.disc[self.rn[k]] * self.sn[k]
@@ -420,8 +826,12 @@ cdef class TreeGrower:
             return False
 
         # -- L1-regularised logistic regression on the node's active features
-        nf = self._gather(s, e, self.xp, self.xi, self.fmap, self.act_f)
-        ok = self._solve(s, n, nf, n_pos, rng)
+        nf = self._gather(s, e, self.xp, self.xi, self.fmap, self.act_f, not self.use_liblinear)
+        if self.use_liblinear:
+            self._solve_liblinear(s, n, nf, n_pos, rng)
+        else:
+            self._solve(s, n, nf, n_pos, rng)
+        ok = self._route(s, n, nf)
         _release(self.fmap, self.act_f)
         if not ok:
             return False
@@ -444,19 +854,94 @@ cdef class TreeGrower:
         self._add_node(s + n_pos, e, self.depth[node] + 1)
         return True
 
-    cdef bint _solve(self, int64_t s, int64_t n, int64_t nf, int64_t n_pos,
+    cdef void _solve(self, int64_t s, int64_t n, int64_t nf, int64_t n_pos,
                      mt19937& rng) noexcept nogil:
-        """Class-balanced L1R_LR on the node; sign := side of w·x (>= 0 is +).
-        Stores the weights and returns True when both sides are non-empty."""
-        cdef int64_t a, j, k, row_len, n_new
+        """Class-balanced L1-regularised logistic regression on the node by
+        xmlkit's solver into wvec (local feature order, bias last)."""
+        cdef int64_t a, j, k, pos
+        cdef int32_t p
+        cdef double cpos = self.cost * n / <double> n_pos
+        cdef double cneg = self.cost * n / <double> (n - n_pos)
+        # the node's points feature-major: counts per local column, then fill
+        self.solver.n = n
+        self.solver.nf = nf + 1
+        self.solver.col_ptr.resize(nf + 2)
+        self.solver.col_ptr[0] = 0
+        for k in range(nf):
+            self.solver.col_ptr[k + 1] = self.solver.col_ptr[k] + self.fcount[self.act_f[k]]
+            self.fcount[self.act_f[k]] = self.solver.col_ptr[k]
+        self.solver.col_ptr[nf + 1] = self.solver.col_ptr[nf] + n
+        self.solver.col_pt.resize(self.solver.col_ptr[nf + 1])
+        self.solver.col_val.resize(self.solver.col_ptr[nf + 1])
+        self.solver.y.resize(n)
+        self.solver.cw.resize(n)
+        for a in range(n):
+            p = self.pts[s + a]
+            for j in range(self.xp[p], self.xp[p + 1]):
+                k = self.xi[j]
+                pos = self.fcount[k]
+                self.solver.col_pt[pos] = <int32_t> a
+                self.solver.col_val[pos] = self.xv[j]
+                self.fcount[k] = pos + 1
+            pos = self.solver.col_ptr[nf] + a
+            self.solver.col_pt[pos] = <int32_t> a
+            self.solver.col_val[pos] = <float> self.bias
+            if self.sign[a] > 0:
+                self.solver.y[a] = 1
+                self.solver.cw[a] = cpos
+            else:
+                self.solver.y[a] = -1
+                self.solver.cw[a] = cneg
+        for k in range(nf):
+            self.fcount[self.act_f[k]] = 0
+        self.solver.solve(rng)
+        self.wvec.resize(nf + 1)
+        for k in range(nf + 1):
+            self.wvec[k] = round_weight(self.solver.w[k])
+
+    cdef bint _route(self, int64_t s, int64_t n, int64_t nf) noexcept nogil:
+        """sign := side of the stored (rounded) hyperplane wvec for each point
+        (w.x >= 0 is +, as at prediction). Stores the weights and returns True
+        when both sides are non-empty."""
+        cdef int64_t a, j, k, n_new = 0
+        cdef int32_t p
+        cdef double margin
+        cdef signed char sg
+        for a in range(n):
+            p = self.pts[s + a]
+            margin = 0.0
+            for j in range(self.xp[p], self.xp[p + 1]):
+                margin += self.wvec[self.fmap[self.xi[j]]] * self.xv[j]
+            margin += self.wvec[nf] * self.bias
+            sg = 1 if margin >= 0 else -1
+            self.sign[a] = sg
+            n_new += margin >= 0
+        if n_new == 0 or n_new == n:
+            return False
+        self.wsel.clear()
+        for k in range(nf):
+            if fabs(self.wvec[k]) > 1e-16:
+                self.wsel.push_back(pair[int32_t, float](self.act_f[k], <float> self.wvec[k]))
+        sort(self.wsel.begin(), self.wsel.end())
+        if fabs(self.wvec[nf]) > 1e-16:
+            self.wsel.push_back(pair[int32_t, float](<int32_t> self.n_features,
+                                                     <float> self.wvec[nf]))
+        for k in range(<int64_t> self.wsel.size()):
+            self.w_idx.push_back(self.wsel[k].first)
+            self.w_val.push_back(self.wsel[k].second)
+        return True
+
+    cdef void _solve_liblinear(self, int64_t s, int64_t n, int64_t nf, int64_t n_pos,
+                     mt19937& rng) noexcept nogil:
+        """Class-balanced L1R_LR by liblinear into wvec (local feature order,
+        bias last)."""
+        cdef int64_t a, j, k
         cdef int32_t p
         cdef ll_problem prob
         cdef ll_parameter par
         cdef ll_model* model
         cdef int[2] wlabel
         cdef double[2] wweight
-        cdef double margin
-        cdef signed char sg
         cdef ll_node node
         self.xbuf.clear()
         self.yvec.resize(n)
@@ -509,26 +994,10 @@ cdef class TreeGrower:
             self.wvec[k] = round_weight(model.w[k] if model.label[0] == 1 else -model.w[k])
         ll_free(model)
         free(model)
-        # route the node's points by the learnt hyperplane
-        n_new = 0
-        k = 0
-        for a in range(n):
-            p = self.pts[s + a]
-            margin = 0.0
-            row_len = self.xp[p + 1] - self.xp[p] + 1
-            for j in range(row_len):
-                margin += self.wvec[self.xbuf[k + j].index - 1] * self.xbuf[k + j].value
-            k += row_len + 1
-            sg = 1 if margin >= 0 else -1
-            self.sign[a] = sg
-            n_new += margin >= 0
-        if n_new == 0 or n_new == n:
-            return False
-        for k in range(nf + 1):
-            if fabs(self.wvec[k]) > 1e-16:
-                self.w_idx.push_back(self.act_f[k] if k < nf else <int32_t> self.n_features)
-                self.w_val.push_back(<float> self.wvec[k])
-        return True
+cdef inline bint _ranks_after(vector[double]& s, int32_t a, double key_b, int32_t b) noexcept nogil:
+    """Label a ranks after label b (key_b: b's sum, 0 if not positive)."""
+    cdef double key_a = s[a] if s[a] > 0 else 0.0
+    return key_a < key_b or (key_a == key_b and a > b)
 
 
 cdef inline void _release(vector[int32_t]& local, vector[int32_t]& act) noexcept nogil:

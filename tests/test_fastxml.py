@@ -51,7 +51,7 @@ def test_cli_and_api_give_the_same_scores(tmp_path, bibtex):
     manifest = json.loads((model_dir / "manifest.json").read_text())
     assert manifest["algorithm"] == "fastxml" and manifest["seed"] == 7
     assert manifest["params"] == {"bias": 1.0, "log_loss_coeff": 1.0, "max_leaf": 10,
-                                  "labels_per_leaf": 10}
+                                  "labels_per_leaf": 10, "solver": "newglmnet"}
     assert manifest["format_version"] == 1 and manifest["n_labels"] == Y.shape[1]
 
 
@@ -79,15 +79,22 @@ def test_top_k_scores(tmp_path, bibtex):
 
 
 def test_same_seed_same_files_at_any_worker_count(tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
+    a, b, b3 = tmp_path / "a", tmp_path / "b", tmp_path / "b3"
     train(TRAIN, a, "-t", "4", "-T", "1")
     train(TRAIN, b, "-t", "4", "-T", "2")
+    train(TRAIN, b3, "-t", "4", "-T", "3")
     fa, fb = tree_files(a), tree_files(b)
-    assert len(fa) == 4 and fa == fb
+    assert len(fa) == 4 and fa == fb == tree_files(b3)
     assert (a / "manifest.json").read_text() == (b / "manifest.json").read_text()
     c = tmp_path / "c"
     train(TRAIN, c, "-t", "4", "--seed", "1")
     assert tree_files(c) != fa
+    # liblinear's solver grows trees in worker processes: the same there
+    la, lb = tmp_path / "la", tmp_path / "lb"
+    train(TRAIN, la, "-t", "3", "-T", "1", "--solver", "liblinear")
+    train(TRAIN, lb, "-t", "3", "-T", "2", "--solver", "liblinear")
+    assert len(tree_files(la)) == 3 and tree_files(la) == tree_files(lb)
+    assert tree_files(la) != {k: v for k, v in fa.items() if k in tree_files(la)}
 
 
 def test_shards_merge_and_resume(tmp_path):

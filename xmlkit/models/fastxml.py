@@ -2,19 +2,23 @@
 
 Each node splits its points by alternating between two label rankings that
 maximise nDCG@L on either side (from a random ±1 start), then fits one
-class-balanced L1-regularised logistic regression (liblinear L1R_LR) that
-separates the two sides; the children are the sides of that hyperplane. A node
-with at most `max_leaf` points is a leaf and keeps the `labels_per_leaf`
-largest entries of its mean label vector. Prediction averages the leaves a
-point reaches over the trees.
+class-balanced L1-regularised logistic regression that separates the two
+sides; the children are the sides of that hyperplane. A node with at most
+`max_leaf` points is a leaf and keeps the `labels_per_leaf` largest entries of
+its mean label vector. Prediction averages the leaves a point reaches over the
+trees.
 
-Trees are seeded by (seed, tree index), so a tree is the same whatever the
-number of workers; `-T` workers are processes (see xmlkit._ext.fastxml_tree on
-why liblinear needs that).
+The separators are fitted by xmlkit's own newGLMNET solver (with the C++
+tool's iteration caps), or by liblinear-official's L1R_LR with
+solver="liblinear". Trees are seeded by (seed, tree index), so a tree is the
+same whatever the number of workers; `-T` workers are threads, or processes
+with liblinear (its solver shuffles with the C library's global rand(); see
+xmlkit._ext.fastxml_tree).
 """
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import queue
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +36,8 @@ class FastXMLParams(ParamsBase):
     n_trees: int = option(50, "-t", "--trees", "Number of trees to grow.")
     start_tree: int = option(0, "-s", "--start-tree",
                              "Index of the first tree (train shards of one model separately).")
-    threads: int = option(1, "-T", "--threads", "Worker processes growing trees in parallel.")
+    threads: int = option(1, "-T", "--threads", "Threads growing trees in parallel (worker "
+                                                "processes with --solver liblinear).")
     bias: float = option(1.0, "-b", "--bias", "Value of the bias feature added to every point.")
     log_loss_coeff: float = option(1.0, "-c", "--log-loss-coeff",
                                    "Cost C of the logistic loss in each node's L1 classifier.")
@@ -42,9 +47,14 @@ class FastXMLParams(ParamsBase):
                                   "default is 100).")
     seed: int = option(0, None, "--seed", "Random seed; tree t uses a stream derived from "
                                           "(seed, t).")
+    solver: str = option("newglmnet", None, "--solver",
+                         "Solver of the nodes' L1 logistic regressions: xmlkit's newGLMNET "
+                         "(10 Newton steps of 10 coordinate-descent passes at most, as the C++ "
+                         "tool) or liblinear-official's L1R_LR (100 / 1000).",
+                         choices=("newglmnet", "liblinear"))
 
     #: parameters that define the model (the rest only say how to train it)
-    MODEL_KEYS = ("bias", "log_loss_coeff", "max_leaf", "labels_per_leaf")
+    MODEL_KEYS = ("bias", "log_loss_coeff", "max_leaf", "labels_per_leaf", "solver")
 
     def check(self):
         if self.n_trees < 1:
@@ -61,17 +71,20 @@ class FastXMLParams(ParamsBase):
             raise XmlkitError("the log-loss coefficient (-c) must be positive")
         if not np.isfinite(self.bias):
             raise XmlkitError("the bias (-b) must be finite")
+        if self.solver not in ("newglmnet", "liblinear"):
+            raise XmlkitError(f"unknown solver {self.solver!r} (newglmnet or liblinear)")
         self.check_seed()
 
 
-# Worker state: set in the parent before forking, inherited by the workers.
+# Worker state of liblinear runs: set in the parent before forking, inherited
+# by the worker processes.
 _GROWER = None
 
 
-def _grow_one(seed, t, model_dir):
+def _grow_one(seed, t, model_dir, grower=None):
     """Grow tree t and, with a model folder, write it there: in the worker,
     so that compressing the files runs in parallel too."""
-    tree = _GROWER.grow(seed, t)
+    tree = (grower or _GROWER).grow(seed, t)
     if model_dir is not None:
         store.save_arrays(model_dir, tree_name(t), encode_tree(tree))
     return t, tree
@@ -106,9 +119,7 @@ class FastXML(ModelBase):
         an interrupted run resumes, and shards grown elsewhere merge by copying
         their tree files into one folder.
         """
-        from xmlkit import _liblinear
         from xmlkit._ext.fastxml_tree import TreeGrower
-        global _GROWER
         p = self.params
         if X.shape[0] != Y.shape[0]:
             raise XmlkitError(f"features have {X.shape[0]} rows but labels {Y.shape[0]}")
@@ -132,34 +143,80 @@ class FastXML(ModelBase):
                 f"{Y.shape[1]} labels; growing {len(todo)} trees")
         if not todo:
             return self
-        _liblinear.bind()
+        if p.solver == "liblinear":
+            from xmlkit import _liblinear
+            _liblinear.bind()
         Yv = self._label_values(Y)
         xp, xi, xv = _as_training_csr(X, "features")
         yp, yi, yv = _as_training_csr(Yv, "labels")
-        _GROWER = TreeGrower(xp, xi, xv, yp, yi, yv, self.n_features, self.n_labels,
-                             p.max_leaf, p.labels_per_leaf, p.bias, p.log_loss_coeff,
-                             self.use_idcg)
-        try:
-            for t, tree in self._grow(todo, model_dir):
-                self.trees[t] = tree
-                if progress is not None:
-                    progress(1)
-        finally:
-            _GROWER = None
+
+        def grower():
+            # one per worker thread: the data arrays are shared, not copied
+            return TreeGrower(xp, xi, xv, yp, yi, yv, self.n_features, self.n_labels,
+                              p.max_leaf, p.labels_per_leaf, p.bias, p.log_loss_coeff,
+                              self.use_idcg, solver=p.solver)
+        grow = self._grow_forked if p.solver == "liblinear" else self._grow_threads
+        for t, tree in grow(todo, model_dir, grower):
+            self.trees[t] = tree
+            if progress is not None:
+                progress(1)
         return self
 
-    def _grow(self, todo, model_dir):
+    def _grow_threads(self, todo, model_dir, grower):
+        """Trees on `threads` threads, each with a grower of its own (trees
+        are grown without the GIL)."""
         seed = self.params.seed
         workers = min(self.params.threads, len(todo))
-        if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        if workers == 1:
+            g = grower()
             for t in todo:
-                yield _grow_one(seed, t, model_dir)
+                yield _grow_one(seed, t, model_dir, g)
             return
-        ctx = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-            futures = [pool.submit(_grow_one, seed, t, model_dir) for t in todo]
-            for f in as_completed(futures):
-                yield f.result()
+        idle = queue.SimpleQueue()
+        for _ in range(workers):
+            idle.put(grower())
+
+        def task(t):
+            g = idle.get()
+            try:
+                return _grow_one(seed, t, model_dir, g)
+            finally:
+                idle.put(g)
+        with ThreadPoolExecutor(workers) as pool:
+            futures = [pool.submit(task, t) for t in todo]
+            try:
+                for f in as_completed(futures):
+                    yield f.result()
+            finally:
+                for f in futures:
+                    f.cancel()
+
+    def _grow_forked(self, todo, model_dir, grower):
+        """liblinear: trees in forked worker processes (see the module doc)."""
+        global _GROWER
+        seed = self.params.seed
+        workers = min(self.params.threads, len(todo))
+        _GROWER = grower()
+        try:
+            if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
+                for t in todo:
+                    yield _grow_one(seed, t, model_dir)
+                return
+            ctx = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+                futures = [pool.submit(_grow_one, seed, t, model_dir) for t in todo]
+                for f in as_completed(futures):
+                    yield f.result()
+        finally:
+            _GROWER = None
+
+    @classmethod
+    def from_manifest(cls, manifest):
+        # folders written before the solver was a parameter hold liblinear trees
+        params = manifest["params"]
+        if "solver" not in params:
+            manifest = {**manifest, "params": {**params, "solver": "liblinear"}}
+        return super().from_manifest(manifest)
 
     # -- prediction
     def forest(self, trees=None):

@@ -210,9 +210,7 @@ class PfastreXML(FastXML):
     def from_manifest(cls, manifest):
         params = dict(manifest["params"])
         params.pop("inv_propensity_sha256", None)
-        model = cls(**params, seed=manifest["seed"])
-        model.n_features, model.n_labels = manifest["n_features"], manifest["n_labels"]
-        return model
+        return super().from_manifest({**manifest, "params": params})
 
     @classmethod
     def load(cls, folder, trees=None, threads=1):
