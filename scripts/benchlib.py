@@ -15,7 +15,7 @@ without ``--step``, a script runs its missing steps in order, then writes
 its report (``--markdown``); ``--report-only`` only renders the records.
 
 Tree-model tables (FastXML, PfastreXML): a table is a list of configurations:
-a data set, the xml-train and xml-predict arguments, the C++ tool's figures
+a data set, the xml-train and xml-predict arguments, the C++ tool's accuracy
 from ../shared/specs/anchors.md and the acceptance targets. For each
 configuration and seed the commands run at every thread count for the timing
 seeds, at the largest one only for the other seeds (the models do not depend
@@ -42,6 +42,7 @@ HERE = Path(__file__).resolve().parent
 DATA = HERE.parent.parent / "shared" / "data"
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 SAMPLE_S = 0.25   # memory sampling period (cheap, so it does not slow the run)
+HWM_S = 0.05      # VmHWM sampling period (one small /proc read)
 BIN = Path(sys.executable).parent
 METRICS = [f"{m}@{k}" for m in ("P", "nDCG", "PSP", "PSnDCG") for k in (1, 3, 5)]
 
@@ -69,19 +70,39 @@ def rss_kb(pid):
         return 0
 
 
+def hwm_kb(pid):
+    """Peak resident set size of one process since its exec (VmHWM)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def run_rss(cmd):
     """Run a command; its wall time, the child's own ru_maxrss (MB) from
-    wait4, the sampled peak RSS of its process tree, and its stdout."""
+    wait4 (which counts the forked Python parent's pages before exec, so it
+    is never below the parent's size), the sampled peak RSS of its process
+    tree, the sampled high-water mark of the command's own process since its
+    exec (VmHWM, last seen before exit), and its stdout."""
     start = time.perf_counter()
     proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     peak = [0]
+    hwm = [0]
     done = threading.Event()
 
     def sample():
+        tick = 0
         while not done.is_set():
-            peak[0] = max(peak[0], sum(rss_kb(p) for p in tree_pids(proc.pid)))
-            done.wait(SAMPLE_S)
+            if tick % round(SAMPLE_S / HWM_S) == 0:
+                peak[0] = max(peak[0], sum(rss_kb(p) for p in tree_pids(proc.pid)))
+            hwm[0] = max(hwm[0], hwm_kb(proc.pid))
+            tick += 1
+            done.wait(HWM_S)
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     err_chunks = []   # stderr is drained by a thread: a chatty command would fill the
@@ -99,7 +120,7 @@ def run_rss(cmd):
     if proc.returncode != 0:
         sys.exit(f"{' '.join(map(str, cmd))} failed: {err.decode().strip()}")
     return {"wall": wall, "rss_mb": usage.ru_maxrss / 1024, "tree_rss_mb": peak[0] / 1024,
-            "stdout": out.decode()}
+            "hwm_mb": hwm[0] / 1024, "stdout": out.decode()}
 
 
 def folder_mb(path):
@@ -129,6 +150,135 @@ def ensure_data(path):
     with lzma.open(src, "rb") as f, atomic_path(path) as tmp, open(tmp, "wb") as g:
         shutil.copyfileobj(f, g, 1 << 20)
     return path
+
+
+def cpp_bin():
+    """Folder of the C++ tools' binaries (fastXML_train, PfastreXML_train,
+    ...): --cpp-bin, else $XMLKIT_CPP_BIN; None when not given or missing.
+    They are built beside the project from the tools' public source; xmlkit
+    holds none of their code."""
+    path = CPP_BIN or os.environ.get("XMLKIT_CPP_BIN")
+    return Path(path).absolute() if path and Path(path).is_dir() else None
+
+
+CPP_BIN = None
+CPP_MISSING = ("C++ tools not found (give --cpp-bin DIR or set XMLKIT_CPP_BIN to the folder "
+               "of fastXML_train etc.): side-by-side timings skipped.")
+
+
+def cpp_files(xc_path):
+    """The C++ tools' inputs made from an XC single-file data set: feature
+    and label matrices (`N D`, `N L`), and for training sets the inverse
+    propensities (A = 0.55, B = 1.5). Feature values are written with 9
+    significant digits, so both tools read the same float32 values."""
+    xc_path = Path(xc_path)
+    out = {k: xc_path.with_name(f"{xc_path.stem}_{k}.txt") for k in ("X", "Y", "inv_prop")}
+    if not all(p.exists() for p in out.values()):
+        from xmlkit.io import read_dataset, write_inv_propensity, write_matrix
+        from xmlkit.metrics import inverse_propensity
+        X, Y = read_dataset(ensure_data(xc_path))
+        write_matrix(out["X"], X, precision=9, fixed=False)
+        write_matrix(out["Y"], Y, precision=0)
+        write_inv_propensity(out["inv_prop"], inverse_propensity(Y))
+    return out
+
+
+def side_by_side_steps(cfg, work, threads, rounds):
+    """One timed step per configuration and thread count: `rounds` rounds,
+    each running the C++ tool's training, then xmlkit's, then both
+    predictions (alternating, so both see the same machine state)."""
+    if cpp_bin() is None:
+        return []
+    train, test = data_file(cfg["set"], "train"), data_file(cfg["set"], "test")
+    return [Step(work / f"{cfg['name']}_T{T}.sbs.json", side_by_side, [train, test], timed=True,
+                 cfg={k: cfg[k] for k in ("train_args", "cpp_train", "cpp_predict",
+                                          "predict_args") if k in cfg},
+                 train=train, test=test, T=T, rounds=rounds, tag=f"{cfg['name']}_T{T}")
+            for T in threads]
+
+
+def _sbs_commands(step):
+    k, c, T = step.kw, step.kw["cfg"], step.kw["T"]
+    base = step.target.parent / f"{k['tag']}.sbs"
+    tr, te = cpp_files(k["train"]), cpp_files(k["test"])
+    subst = {"X": tr["X"], "Y": tr["Y"], "inv_prop": tr["inv_prop"], "model": base / "cpp.model",
+             "test_X": te["X"], "scores": base / "cpp.scores", "T": T}
+    bin_ = cpp_bin()
+
+    def fill(argv):
+        return [bin_ / argv[0], *[subst.get(a[1:], a) if str(a).startswith("$") else a
+                                  for a in argv[1:]]]
+    return {
+        "cpp_train": fill(c["cpp_train"]),
+        "xmlkit_train": ["xml-train", k["train"], base / "xmlkit.model", "-T", T, "-q",
+                         *c["train_args"]],
+        "cpp_predict": fill(c["cpp_predict"]),
+        "xmlkit_predict": ["xml-predict", k["test"], base / "xmlkit.scores", base / "xmlkit.model",
+                           "-T", T, "-q", *c.get("predict_args", [])],
+    }, base
+
+
+def side_by_side(step):
+    """Alternate the C++ tool and xmlkit, train then predict, `rounds` times;
+    wall time (whole command) and peak RSS of each run."""
+    cmds, base = _sbs_commands(step)
+    runs = {k: [] for k in cmds}
+    for _ in range(step.kw["rounds"]):
+        if base.exists():
+            shutil.rmtree(base)
+        (base / "cpp.model").mkdir(parents=True)      # the C++ tools want it to exist
+        for key, argv in cmds.items():
+            r = run_rss(command(argv))
+            runs[key].append({"wall": r["wall"], "hwm": r["hwm_mb"], "tree_rss": r["tree_rss_mb"]})
+    shutil.rmtree(base)
+    return {"T": step.kw["T"], "runs": runs}
+
+
+def _sbs_shown(step):
+    """The commands of a side-by-side round, the C++ binaries as $XMLKIT_CPP_BIN/NAME."""
+    cmds = _sbs_commands(step)[0]
+    for k in ("cpp_train", "cpp_predict"):
+        cmds[k] = ["$XMLKIT_CPP_BIN/" + cmds[k][0].name, *cmds[k][1:]]
+    return [cmds[k] for k in ("cpp_train", "xmlkit_train", "cpp_predict", "xmlkit_predict")]
+
+
+side_by_side.commands = _sbs_shown
+
+
+def median(xs):
+    s = sorted(xs)
+    return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2
+
+
+def side_by_side_report(configs, records):
+    """Markdown table of the side-by-side steps: per setting and thread count
+    the median wall time of each tool, the ratio of the medians (xmlkit / C++)
+    and the range of the per-round ratios, and the peak RSS of both."""
+    if cpp_bin() is None and not records:
+        return CPP_MISSING + "\n"
+    out = ["Side by side with the C++ tool, measured in the same run: per round the C++ "
+           "command, then xmlkit's (train, then predict), whole-command wall time; ratio = "
+           "xmlkit / C++ (below 1: xmlkit is faster), median over rounds, with the lowest and "
+           "highest per-round ratio. Peak RSS of training: the process's high-water mark "
+           "(VmHWM, sampled every 0.05 s), largest over rounds, C++ / xmlkit.", "",
+           "| setting | T | rounds | train s C++ | train s xmlkit | train ratio (range) | "
+           "predict s C++ | predict s xmlkit | predict ratio (range) | train peak RSS MB "
+           "(C++ / xmlkit) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in configs:
+        for r in (x for x in records if x["config"] == c["name"]):
+            runs = r["runs"]
+
+            def cell(kind):
+                cp = [x["wall"] for x in runs[f"cpp_{kind}"]]
+                xm = [x["wall"] for x in runs[f"xmlkit_{kind}"]]
+                ratios = [b / a for a, b in zip(cp, xm)]
+                return (f"{median(cp):.2f} | {median(xm):.2f} | {median(xm) / median(cp):.2f} "
+                        f"({min(ratios):.2f}–{max(ratios):.2f})")
+            rss = (max(x["hwm"] for x in runs["cpp_train"]),
+                   max(x["hwm"] for x in runs["xmlkit_train"]))
+            out.append(f"| {c['label']} | {r['T']} | {len(runs['cpp_train'])} | {cell('train')} "
+                       f"| {cell('predict')} | {rss[0]:.0f} / {rss[1]:.0f} |")
+    return "\n".join(out) + "\n"
 
 
 def mean(xs):
@@ -268,8 +418,8 @@ def report(title, configs, rows, seeds, timing_seeds, threads, columns):
     target), per-seed values, then times, memory and model size."""
     T_acc = max(threads)
     out = [f"{title} Accuracy: mean over seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} models "
-           f"per row); times: seeds {timing_seeds}, wall seconds of the whole command, ratios "
-           "against the C++ tool (anchors.md, first of its two runs).", ""]
+           f"per row), next to the C++ tool's (anchors.md); times: seeds {timing_seeds}, wall "
+           "seconds of the whole command (ratios to the C++ tool: the side-by-side table).", ""]
     head = ["setting"] + columns + [f"{columns[0]} sd", "C++ tool", "target"]
     out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in configs:
@@ -294,13 +444,12 @@ def report(title, configs, rows, seeds, timing_seeds, threads, columns):
                 out.append(f"| {c['label']} | {seed} | "
                            + " | ".join(_fmt(x[k]) for k in columns[:3]) + " |")
     out.append("")
-    out.append("| setting | T | train s | × C++ | predict s | × C++ | train speed-up vs T=1 | "
+    out.append("| setting | T | train s | predict s | train speed-up vs T=1 | "
                "peak RSS MB train (largest process / all processes) | peak RSS MB predict | "
-               "model MB | × C++ |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+               "model MB |")
+    out.append("|---|---|---|---|---|---|---|---|")
     timed = [x for x in rows if x["seed"] in timing_seeds]
     for c in configs:
-        cpp = c.get("cpp", {})
         base = [x["train_s"] for x in timed if x["config"] == c["name"] and x["T"] == 1]
         for T in threads:
             r = [x for x in timed if x["config"] == c["name"] and x["T"] == T]
@@ -308,17 +457,12 @@ def report(title, configs, rows, seeds, timing_seeds, threads, columns):
                 continue
             tr, pr = mean([x["train_s"] for x in r]), mean([x["predict_s"] for x in r])
             mb = mean([x["model_mb"] for x in r])
-
-            def ratio(v, ref):
-                return _fmt(v / ref) if ref else "–"
             out.append(
-                f"| {c['label']} | {T} | {tr:.1f} | {ratio(tr, cpp.get('train', {}).get(T))} | "
-                f"{pr:.2f} | {ratio(pr, cpp.get('predict', {}).get(T))} | "
+                f"| {c['label']} | {T} | {tr:.1f} | {pr:.2f} | "
                 f"{_fmt(mean(base) / tr) if base else '–'} | "
                 f"{max(x['train_rss'] for x in r):.0f} / "
                 f"{max(x['train_tree_rss'] for x in r):.0f} | "
-                f"{max(x['predict_rss'] for x in r):.0f} | {mb:.1f} | "
-                f"{ratio(mb, cpp.get('model_mb'))} |")
+                f"{max(x['predict_rss'] for x in r):.0f} | {mb:.1f} |")
     return "\n".join(out) + "\n"
 
 
@@ -408,8 +552,13 @@ def cli(doc, name, add_args, make_steps, make_report):
     ap.add_argument("--makefile", type=Path, help="write the make rules of the steps")
     ap.add_argument("--redo", action="store_true", help="run every step, made or not")
     add_args(ap)
+    ap.add_argument("--cpp-bin", type=Path,
+                    help="folder of the C++ tools' binaries, for side-by-side timings "
+                         "(default: $XMLKIT_CPP_BIN; skipped with a note when absent)")
     a = ap.parse_args()
     DATA = a.data
+    global CPP_BIN
+    CPP_BIN = a.cpp_bin
     steps = make_steps(a)
     if a.makefile:
         save(makefile_rules(Path(sys.argv[0]).name, steps, f"results/{name}.md"), a.makefile)
@@ -441,6 +590,8 @@ def add_model_args(ap, default_configs):
                     help="seeds also run at every thread count (the rest: at the largest)")
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--trees", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="side-by-side rounds (C++ tool and xmlkit alternately)")
 
 
 def main(doc, name, configs, title, columns):
@@ -454,12 +605,16 @@ def main(doc, name, configs, title, columns):
 
     def steps(a):
         return [s for c in chosen(a)
-                for s in model_steps(c, WORK / name, a.seeds, timing(a), a.threads)]
+                for s in model_steps(c, WORK / name, a.seeds, timing(a), a.threads)
+                + side_by_side_steps(c, WORK / name, a.threads, a.rounds)]
 
     def render(a, st):
         rows = [load(s.target) for s in st if s.action is predict_eval]
-        return report(title.format(trees=a.trees), report_entries(chosen(a)), rows, a.seeds,
-                      timing(a), a.threads, columns)
+        sbs = [{**load(s.target), "config": s.kw["tag"].rsplit("_T", 1)[0]}
+               for s in st if s.action is side_by_side]
+        return (report(title.format(trees=a.trees), report_entries(chosen(a)), rows, a.seeds,
+                       timing(a), a.threads, columns) + "\n"
+                + side_by_side_report(chosen(a), sbs))
     cli(doc, name, lambda ap: add_model_args(ap, [c["name"] for c in configs]), steps, render)
 
 
