@@ -169,6 +169,24 @@ cdef inline double _dot_gather(const float* v, const int32_t* idx, const double*
     return (s0 + s1) + (s2 + s3)
 
 
+cdef inline double _violation(double g, double wj, double margin, bint* shrink) noexcept nogil:
+    """How far weight j is from optimal for |w_j| + a loss with derivative g
+    at w_j: the magnitude of the minimum-norm subgradient. shrink := w_j is 0
+    and g lies inside (-1 + margin, 1 - margin), so that it will likely stay
+    0 (LIBLINEAR's shrinking test, margin = last maximum violation / n)."""
+    shrink[0] = False
+    if wj > 0:
+        return fabs(g + 1.0)
+    if wj < 0:
+        return fabs(g - 1.0)
+    if g + 1.0 < 0:
+        return -(g + 1.0)
+    if g - 1.0 > 0:
+        return g - 1.0
+    shrink[0] = g + 1.0 > margin and g - 1.0 < -margin
+    return 0.0
+
+
 cdef class SeparatorSolver:
     """L1-regularised logistic regression with per-point costs by newGLMNET
     (Yuan, Ho & Lin, JMLR 2012): Newton steps on the smooth loss, each
@@ -243,6 +261,7 @@ cdef class SeparatorSolver:
         cdef double w_norm = 0.0, w_norm_new, delta, cond, wj, v, dv, g1, h1
         cdef int64_t e1
         cdef int32_t tmp
+        cdef bint shrink
         self.w.assign(nf, 0.0)
         self.wpd.resize(nf)
         self.grad.resize(nf)
@@ -298,25 +317,13 @@ cdef class SeparatorSolver:
                 h += h1 + nu
                 self.grad[j] = g
                 self.hdiag[j] = h
-                gp = g + 1.0
-                gn = g - 1.0
-                viol = 0.0
-                wj = self.w[j]
-                if wj == 0:
-                    if gp < 0:
-                        viol = -gp
-                    elif gn > 0:
-                        viol = gn
-                    elif gp > gmax_old / n and gn < -gmax_old / n:
-                        active -= 1
-                        tmp = self.index[s]
-                        self.index[s] = self.index[active]
-                        self.index[active] = tmp
-                        continue
-                elif wj > 0:
-                    viol = fabs(gp)
-                else:
-                    viol = fabs(gn)
+                viol = _violation(g, self.w[j], gmax_old / n, &shrink)
+                if shrink:
+                    active -= 1
+                    tmp = self.index[s]
+                    self.index[s] = self.index[active]
+                    self.index[active] = tmp
+                    continue
                 if viol > gmax_new:
                     gmax_new = viol
                 gnorm1 += viol
@@ -349,25 +356,16 @@ cdef class SeparatorSolver:
                     g = self.grad[j] + (self.wpd[j] - self.w[j]) * nu + _dot_gather(
                         self.col_dv.data(), self.col_pt.data(), self.xTd.data(),
                         self.col_ptr[j], self.col_ptr[j + 1])
+                    wj = self.wpd[j]
+                    viol = _violation(g, wj, qp_gmax_old / n, &shrink)
+                    if shrink:
+                        qp -= 1
+                        tmp = self.index[s]
+                        self.index[s] = self.index[qp]
+                        self.index[qp] = tmp
+                        continue
                     gp = g + 1.0
                     gn = g - 1.0
-                    viol = 0.0
-                    wj = self.wpd[j]
-                    if wj == 0:
-                        if gp < 0:
-                            viol = -gp
-                        elif gn > 0:
-                            viol = gn
-                        elif gp > qp_gmax_old / n and gn < -qp_gmax_old / n:
-                            qp -= 1
-                            tmp = self.index[s]
-                            self.index[s] = self.index[qp]
-                            self.index[qp] = tmp
-                            continue
-                    elif wj > 0:
-                        viol = fabs(gp)
-                    else:
-                        viol = fabs(gn)
                     if viol > qp_gmax_new:
                         qp_gmax_new = viol
                     qp_gnorm1 += viol
