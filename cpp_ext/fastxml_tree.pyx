@@ -250,6 +250,16 @@ cdef class SeparatorSolver:
             self.D[a] = c * q * (1.0 - q)
             self.lossv[a] = c * sp
 
+    cdef inline void _grad_entry(self, int64_t e, double* g, double* h) noexcept nogil:
+        """Add entry e's terms to the gradient g and Hessian diagonal h of its
+        column, and keep value * D[point] for the coordinate passes."""
+        cdef int32_t a = self.col_pt[e]
+        cdef double v = self.col_val[e]
+        cdef double dv = v * self.D[a]
+        g[0] += v * self.r[a]
+        h[0] += v * dv
+        self.col_dv[e] = <float> dv
+
     cdef int solve(self, mt19937& rng) noexcept nogil:
         """Solve the problem held in the object; returns the Newton iterations."""
         cdef int64_t n = self.n, nf = self.nf
@@ -258,7 +268,7 @@ cdef class SeparatorSolver:
         cdef double nu = 1e-12, sigma = 0.01, inf = INFINITY
         cdef double inner_eps = 1.0, gmax_old = inf, qp_gmax_old, gmax_new, gnorm1
         cdef double gnorm1_init = 0.0, qp_gmax_new, qp_gnorm1, g, h, gp, gn, viol, z
-        cdef double w_norm = 0.0, w_norm_new, delta, cond, wj, v, dv, g1, h1
+        cdef double w_norm = 0.0, w_norm_new, delta, cond, wj, g1, h1
         cdef int64_t e1
         cdef int32_t tmp
         cdef bint shrink
@@ -293,26 +303,11 @@ cdef class SeparatorSolver:
                 e = self.col_ptr[j]
                 e1 = self.col_ptr[j + 1]
                 while e + 2 <= e1:
-                    a = self.col_pt[e]
-                    v = self.col_val[e]
-                    g += v * self.r[a]
-                    dv = v * self.D[a]
-                    h += v * dv
-                    self.col_dv[e] = <float> dv
-                    a = self.col_pt[e + 1]
-                    v = self.col_val[e + 1]
-                    g1 += v * self.r[a]
-                    dv = v * self.D[a]
-                    h1 += v * dv
-                    self.col_dv[e + 1] = <float> dv
+                    self._grad_entry(e, &g, &h)
+                    self._grad_entry(e + 1, &g1, &h1)
                     e += 2
                 if e < e1:
-                    a = self.col_pt[e]
-                    v = self.col_val[e]
-                    g += v * self.r[a]
-                    dv = v * self.D[a]
-                    h += v * dv
-                    self.col_dv[e] = <float> dv
+                    self._grad_entry(e, &g, &h)
                 g += g1
                 h += h1 + nu
                 self.grad[j] = g

@@ -31,6 +31,10 @@ from xmlkit.models.forest import (PackedForest, check_tree, decode_tree, encode_
                                   tree_stats)
 
 
+#: the solvers of the nodes' L1 logistic regressions
+SOLVERS = ("newglmnet", "liblinear")
+
+
 @dataclass
 class FastXMLParams(ParamsBase):
     n_trees: int = option(50, "-t", "--trees", "Number of trees to grow.")
@@ -51,7 +55,7 @@ class FastXMLParams(ParamsBase):
                          "Solver of the nodes' L1 logistic regressions: xmlkit's newGLMNET "
                          "(10 Newton steps of 10 coordinate-descent passes at most, as the C++ "
                          "tool) or liblinear-official's L1R_LR (100 / 1000).",
-                         choices=("newglmnet", "liblinear"))
+                         choices=SOLVERS)
 
     #: parameters that define the model (the rest only say how to train it)
     MODEL_KEYS = ("bias", "log_loss_coeff", "max_leaf", "labels_per_leaf", "solver")
@@ -71,8 +75,8 @@ class FastXMLParams(ParamsBase):
             raise XmlkitError("the log-loss coefficient (-c) must be positive")
         if not np.isfinite(self.bias):
             raise XmlkitError("the bias (-b) must be finite")
-        if self.solver not in ("newglmnet", "liblinear"):
-            raise XmlkitError(f"unknown solver {self.solver!r} (newglmnet or liblinear)")
+        if self.solver not in SOLVERS:
+            raise XmlkitError(f"unknown solver {self.solver!r} ({' or '.join(SOLVERS)})")
         self.check_seed()
 
 
