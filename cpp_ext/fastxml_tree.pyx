@@ -145,12 +145,6 @@ cdef inline double _sigmoid_softplus(double z, double* sp) noexcept nogil:
     return e / (1.0 + e)
 
 
-cdef inline double _softplus(double z) noexcept nogil:
-    if z >= 0:
-        return z + log1p(exp(-z))
-    return log1p(exp(z))
-
-
 cdef inline double _dot_gather(const float* v, const int32_t* idx, const double* x,
                                int64_t e0, int64_t e1) noexcept nogil:
     """sum of v[e] * x[idx[e]] for e in [e0, e1), in four independent partial
@@ -167,6 +161,19 @@ cdef inline double _dot_gather(const float* v, const int32_t* idx, const double*
         s0 += v[e] * x[idx[e]]
         e += 1
     return (s0 + s1) + (s2 + s3)
+
+
+cdef inline void _scatter_add(const float* v, const int32_t* idx, double* x,
+                              int64_t e0, int64_t e1, double z) noexcept nogil:
+    """x[idx[e]] += v[e] * z for e in [e0, e1) (the indices of one column are
+    distinct, so the two updates of a step are independent)."""
+    cdef int64_t e = e0
+    while e + 2 <= e1:
+        x[idx[e]] += v[e] * z
+        x[idx[e + 1]] += v[e + 1] * z
+        e += 2
+    if e < e1:
+        x[idx[e]] += v[e] * z
 
 
 cdef inline double _violation(double g, double wj, double margin, bint* shrink) noexcept nogil:
@@ -222,6 +229,7 @@ cdef class SeparatorSolver:
     cdef vector[double] r                 # dLoss/du_a at w
     cdef vector[double] D                 # d2Loss/du_a2 at w (the Hessian's point weights)
     cdef vector[double] lossv             # loss term of each point at w
+    cdef vector[double] tq, tsp           # line-search trial: sigmoid and softplus per point
     # -- work space of one Newton step
     cdef vector[double] wpd               # w + d, the trial point
     cdef vector[double] xTd               # d.x_a for each point
@@ -238,27 +246,61 @@ cdef class SeparatorSolver:
         self.max_halvings = max_halvings
         self.eps = eps
 
-    cdef void _point_terms(self) noexcept nogil:
-        """r, D and the loss terms from the margins u."""
+    cdef void _point_terms(self, bint trial) noexcept nogil:
+        """r, D and the loss terms at the margins u: from the line search's
+        last trial (`trial`: its q and softplus, at u + xTd = the new u), or
+        computed from u."""
         cdef int64_t a
         cdef double z, q, sp, c
         for a in range(self.n):
-            z = -self.y[a] * self.u[a]          # loss = C softplus(z)
             c = self.cw[a]
-            q = _sigmoid_softplus(z, &sp)       # probability of the wrong side
+            if trial:
+                q = self.tq[a]
+                sp = self.tsp[a]
+            else:
+                z = -self.y[a] * self.u[a]      # loss = C softplus(z)
+                q = _sigmoid_softplus(z, &sp)   # probability of the wrong side
             self.r[a] = -self.y[a] * c * q
             self.D[a] = c * q * (1.0 - q)
             self.lossv[a] = c * sp
 
-    cdef inline void _grad_entry(self, int64_t e, double* g, double* h) noexcept nogil:
-        """Add entry e's terms to the gradient g and Hessian diagonal h of its
-        column, and keep value * D[point] for the coordinate passes."""
-        cdef int32_t a = self.col_pt[e]
-        cdef double v = self.col_val[e]
-        cdef double dv = v * self.D[a]
-        g[0] += v * self.r[a]
-        h[0] += v * dv
-        self.col_dv[e] = <float> dv
+    cdef inline double _column_grad(self, int64_t j) noexcept nogil:
+        """The loss gradient in column j (two partial sums: see _dot_gather)."""
+        cdef int64_t e = self.col_ptr[j], e1 = self.col_ptr[j + 1]
+        cdef const int32_t* pt = self.col_pt.data()
+        cdef const float* val = self.col_val.data()
+        cdef const double* r = self.r.data()
+        cdef double g0 = 0.0, g1 = 0.0
+        while e + 2 <= e1:
+            g0 += val[e] * r[pt[e]]
+            g1 += val[e + 1] * r[pt[e + 1]]
+            e += 2
+        if e < e1:
+            g0 += val[e] * r[pt[e]]
+        return g0 + g1
+
+    cdef inline double _column_hess(self, int64_t j, double nu) noexcept nogil:
+        """The Hessian diagonal (+ nu) in column j; keeps value * D[point] of its
+        entries for the coordinate passes."""
+        cdef int64_t e = self.col_ptr[j], e1 = self.col_ptr[j + 1]
+        cdef const int32_t* pt = self.col_pt.data()
+        cdef const float* val = self.col_val.data()
+        cdef float* dv = self.col_dv.data()
+        cdef const double* D = self.D.data()
+        cdef double h0 = 0.0, h1 = 0.0, d0, d1
+        while e + 2 <= e1:
+            d0 = val[e] * D[pt[e]]
+            d1 = val[e + 1] * D[pt[e + 1]]
+            h0 += val[e] * d0
+            h1 += val[e + 1] * d1
+            dv[e] = <float> d0
+            dv[e + 1] = <float> d1
+            e += 2
+        if e < e1:
+            d0 = val[e] * D[pt[e]]
+            h0 += val[e] * d0
+            dv[e] = <float> d0
+        return h0 + (h1 + nu)
 
     cdef int solve(self, mt19937& rng) noexcept nogil:
         """Solve the problem held in the object; returns the Newton iterations."""
@@ -268,8 +310,7 @@ cdef class SeparatorSolver:
         cdef double nu = 1e-12, sigma = 0.01, inf = INFINITY
         cdef double inner_eps = 1.0, gmax_old = inf, qp_gmax_old, gmax_new, gnorm1
         cdef double gnorm1_init = 0.0, qp_gmax_new, qp_gnorm1, g, h, gp, gn, viol, z
-        cdef double w_norm = 0.0, w_norm_new, delta, cond, wj, g1, h1
-        cdef int64_t e1
+        cdef double w_norm = 0.0, w_norm_new, delta, cond, wj
         cdef int32_t tmp
         cdef bint shrink
         self.w.assign(nf, 0.0)
@@ -283,7 +324,9 @@ cdef class SeparatorSolver:
         self.r.resize(n)
         self.D.resize(n)
         self.lossv.resize(n)
-        self._point_terms()
+        self.tq.resize(n)
+        self.tsp.resize(n)
+        self._point_terms(False)
         for j in range(nf):
             self.index[j] = <int32_t> j
         self.last_inner = 0
@@ -295,23 +338,8 @@ cdef class SeparatorSolver:
             s = 0
             while s < active:
                 j = self.index[s]
-                # (two partial sums each for g and h: see _dot_gather)
-                g = 0.0
-                g1 = 0.0
-                h = 0.0
-                h1 = 0.0
-                e = self.col_ptr[j]
-                e1 = self.col_ptr[j + 1]
-                while e + 2 <= e1:
-                    self._grad_entry(e, &g, &h)
-                    self._grad_entry(e + 1, &g1, &h1)
-                    e += 2
-                if e < e1:
-                    self._grad_entry(e, &g, &h)
-                g += g1
-                h += h1 + nu
+                g = self._column_grad(j)
                 self.grad[j] = g
-                self.hdiag[j] = h
                 viol = _violation(g, self.w[j], gmax_old / n, &shrink)
                 if shrink:
                     active -= 1
@@ -319,6 +347,8 @@ cdef class SeparatorSolver:
                     self.index[s] = self.index[active]
                     self.index[active] = tmp
                     continue
+                # (the Hessian only where the coordinate passes will look)
+                self.hdiag[j] = self._column_hess(j, nu)
                 if viol > gmax_new:
                     gmax_new = viol
                 gnorm1 += viol
@@ -378,8 +408,8 @@ cdef class SeparatorSolver:
                     elif z < -10.0:
                         z = -10.0
                     self.wpd[j] = wj + z
-                    for e in range(self.col_ptr[j], self.col_ptr[j + 1]):
-                        self.xTd[self.col_pt[e]] += self.col_val[e] * z
+                    _scatter_add(self.col_val.data(), self.col_pt.data(), self.xTd.data(),
+                                 self.col_ptr[j], self.col_ptr[j + 1], z)
                 inner += 1
                 if qp_gnorm1 <= inner_eps * gnorm1_init:
                     if qp == active:
@@ -401,8 +431,9 @@ cdef class SeparatorSolver:
             while halvings < self.max_halvings:
                 cond = w_norm_new - w_norm - sigma * delta
                 for a in range(n):
-                    cond += self.cw[a] * _softplus(-self.y[a] * (self.u[a] + self.xTd[a])) \
-                        - self.lossv[a]
+                    self.tq[a] = _sigmoid_softplus(-self.y[a] * (self.u[a] + self.xTd[a]),
+                                                   &self.tsp[a])
+                    cond += self.cw[a] * self.tsp[a] - self.lossv[a]
                 if cond <= 0:
                     break
                 w_norm_new = 0.0
@@ -419,7 +450,7 @@ cdef class SeparatorSolver:
                     self.w[j] = self.wpd[j]
                 for a in range(n):
                     self.u[a] += self.xTd[a]
-                self._point_terms()
+                self._point_terms(True)
             if inner == 1:
                 inner_eps *= 0.25
             newton += 1

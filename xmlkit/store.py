@@ -90,12 +90,18 @@ def save_arrays(folder, name, arrays):
     """Write `<folder>/<name>.npz` atomically (compressed, no pickles).
 
     Unlike numpy.savez_compressed, the zip entries carry a fixed date, so the
-    same arrays always give the same bytes (models are comparable by file)."""
+    same arrays always give the same bytes (models are comparable by file).
+    Deflate level 1: on FastXML trees a third of level 6's time for files 4%
+    larger (training writes a tree file per tree)."""
     with atomic_path(Path(folder) / f"{name}.npz") as tmp:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
             for key in sorted(arrays):
                 info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_DEFLATED
+                try:
+                    info.compress_level = 1         # Python >= 3.13
+                except AttributeError:
+                    info._compresslevel = 1
                 with zf.open(info, "w", force_zip64=True) as f:
                     np.lib.format.write_array(f, np.asarray(arrays[key]), allow_pickle=False)
 
