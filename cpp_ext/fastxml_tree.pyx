@@ -688,21 +688,32 @@ cdef class TreeGrower:
         cdef int64_t k, q, moves = 0
         cdef int32_t l
         cdef double key
+        cdef pair[double, int32_t]* kv
+        cdef pair[double, int32_t] item
         if not first:
-            for k in range(1, m):
+            # (sort key, label) in the previous order: negated sums (0 when
+            # not positive), so that ascending pairs are the rank order
+            self.order.resize(m)
+            kv = self.order.data()
+            for k in range(m):
                 l = order[k]
-                key = s[l] if s[l] > 0 else 0.0
+                key = -s[l] if s[l] > 0 else 0.0
+                kv[k].first = key
+                kv[k].second = l
+            for k in range(1, m):
+                item = kv[k]
                 q = k
-                while q > 0 and _ranks_after(s, order[q - 1], key, l):
-                    order[q] = order[q - 1]
+                while q > 0 and item < kv[q - 1]:
+                    kv[q] = kv[q - 1]
                     q -= 1
-                order[q] = l
+                kv[q] = item
                 moves += k - q
                 if moves > 8 * m:
                     break
             else:
                 for k in range(m):
-                    r[order[k]] = <int32_t> k
+                    order[k] = kv[k].second
+                    r[kv[k].second] = <int32_t> k
                 return
         self._rank_sorted(s, r, m)
         order.resize(m)
@@ -1018,12 +1029,6 @@ cdef class TreeGrower:
             self.wvec[k] = round_weight(model.w[k] if model.label[0] == 1 else -model.w[k])
         ll_free(model)
         free(model)
-cdef inline bint _ranks_after(vector[double]& s, int32_t a, double key_b, int32_t b) noexcept nogil:
-    """Label a ranks after label b (key_b: b's sum, 0 if not positive)."""
-    cdef double key_a = s[a] if s[a] > 0 else 0.0
-    return key_a < key_b or (key_a == key_b and a > b)
-
-
 cdef inline void _release(vector[int32_t]& local, vector[int32_t]& act) noexcept nogil:
     """Undo _gather's numbering: local[i] := -1 for the indices in act."""
     cdef int64_t k
