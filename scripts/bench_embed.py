@@ -139,7 +139,7 @@ def describe(params):
 
 
 def render(a, st):
-    d = xmlkit.Embed.Params()
+    d = xmlkit.Embed()
     rec = {s.target.stem: benchlib.load(s.target) for s in st}
     out = [f"Randomized label embedding + random Fourier features. xmlkit defaults: rank "
            f"auto (90% of YᵀY), oversample {d.oversample}, passes {d.passes}, embed-lambda "

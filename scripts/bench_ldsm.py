@@ -23,7 +23,7 @@ import xmlkit
 from xmlkit.io import read_dataset
 from xmlkit.metrics import ranking_metrics
 
-DEFAULTS = {f.name: f.default for f in xmlkit.LdSM.Params.__dataclass_fields__.values()}
+DEFAULTS = xmlkit.LdSM.param_defaults()
 # The authors' code (5 trees unless said), measured on this machine class (issue #6),
 # and the paper's Table 2.
 AUTHORS = {

@@ -131,7 +131,7 @@ def steps(a):
 
 
 def render(a, st):
-    d = xmlkit.Linear.Params()
+    d = xmlkit.Linear()
     out = [f"Linear one-vs-all, elastic net. Defaults: loss {d.loss}, l1 {d.l1}, l2 {d.l2}, "
            f"{d.lr_schedule} rate {d.lr}, {d.epochs} epochs, unit rows, thresholds from a "
            f"{d.threshold_holdout:.0%} hold-out (F*/2 per label; the pooled F*/2 for labels "

@@ -65,8 +65,7 @@ def timed(fit, predict):
 
 
 def run_xmlkit(cls, X, Y, Xt, tmp, threads):
-    fields = cls.Params.__dataclass_fields__
-    m = cls(**({"threads": threads} if "threads" in fields else {}))
+    m = cls(**({"threads": threads} if "threads" in cls.param_defaults() else {}))
     out = timed(lambda: m.fit(X, Y), lambda: m.predict(Xt, k=5))
     m.save(tmp / "model")
     return (*out, folder_mb(tmp / "model"))

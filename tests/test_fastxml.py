@@ -147,7 +147,7 @@ def test_bad_options_and_folders(tmp_path):
         assert says in r.stderr, r.stderr
         assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
-    fails("xml-train", TRAIN, model_dir, "-t", "0", says="at least 1")
+    fails("xml-train", TRAIN, model_dir, "-t", "0", says="--trees (-t) must be an integer >= 1")
     fails("xml-train", TRAIN, model_dir, "-m", "x", says="is not a valid integer")
     fails("xml-train", TRAIN, says="expected DATA MODEL_DIR")
     fails("xml-train", TRAIN, TRAIN, TRAIN, model_dir, says="expected DATA MODEL_DIR")
@@ -176,11 +176,14 @@ def test_bad_options_and_folders(tmp_path):
     assert not scores.exists()
 
 
-def test_api_rejects_bad_parameters():
-    with pytest.raises(xmlkit.XmlkitError, match="at least 1"):
-        xmlkit.FastXML(max_leaf=0)
-    with pytest.raises(xmlkit.XmlkitError, match="positive"):
-        xmlkit.FastXML(log_loss_coeff=0)
+def test_api_rejects_bad_parameters(bibtex):
+    X, Y, _, _ = bibtex
+    for bad, says in ((dict(max_leaf=0), "max_leaf must be an integer >= 1, got 0"),
+                      (dict(log_loss_coeff=0), "log_loss_coeff must be a finite number > 0"),
+                      (dict(solver="sgd"), "solver must be one of")):
+        model = xmlkit.FastXML(**bad)          # stored unchanged, checked by fit
+        with pytest.raises(ValueError, match=says):
+            model.fit(X, Y)
 
 
 def test_predict_command_does_not_import_scipy(tmp_path):

@@ -138,12 +138,14 @@ def test_propensity_options(tmp_path, bibtex):
     X, Y, _, _ = bibtex
     q_file = tmp_path / "q.txt"
     q_file.write_text("\n".join("2.0" for _ in range(Y.shape[1])) + "\n")
-    m = xmlkit.PfastreXML(n_trees=1, inv_propensity=str(q_file)).fit(X, Y)
-    assert np.all(m.inv_propensity == 2.0)
+    m = xmlkit.PfastreXML(n_trees=1, inv_propensity=np.full(Y.shape[1], 2.0)).fit(X, Y)
+    assert np.all(m.inv_propensity_ == 2.0)
     m = xmlkit.PfastreXML(n_trees=1, propensity_preset="amazon").fit(X, Y)
-    assert m.inv_propensity == pytest.approx(inverse_propensity(Y, 0.6, 2.6))
+    assert m.inv_propensity_ == pytest.approx(inverse_propensity(Y, 0.6, 2.6))
     m = xmlkit.PfastreXML(n_trees=1, propensity_a=0.5).fit(X, Y)
-    assert m.inv_propensity == pytest.approx(inverse_propensity(Y, 0.5, 1.5))
+    assert m.inv_propensity_ == pytest.approx(inverse_propensity(Y, 0.5, 1.5))
+    with pytest.raises(ValueError, match="inv_propensity must hold 159"):
+        xmlkit.PfastreXML(n_trees=1, inv_propensity=[2.0, 2.0]).fit(X, Y)
 
     # a shard trained with other propensities is refused
     folder = tmp_path / "m"
@@ -159,6 +161,6 @@ def test_propensity_options(tmp_path, bibtex):
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
         assert not (tmp_path / "bad").exists()
     r = run_cli("xml-train", TRAIN, tmp_path / "bad", "--gamma", "3")
-    assert r.returncode == 2 and "does not apply" in r.stderr
+    assert r.returncode == 2 and "--gamma is an option of --algorithm pfastrexml" in r.stderr
     r = run_cli("xml-predict", TEST, tmp_path / "s.txt", folder, "-n", "5", "-q")
     assert r.returncode == 0

@@ -119,7 +119,7 @@ def test_liblinear_solver_stays_available(bibtex):
     p_ll = ranking_metrics(ll.predict(Xt, k=5), Yt, ks=(1,))["P@1"]
     assert abs(p_ours - p_ll) < 0.05 and p_ours > 0.45      # fractions; 3 trees
     with pytest.raises(XmlkitError, match="solver"):
-        xmlkit.FastXML(solver="sgd")
+        xmlkit.FastXML(solver="sgd").fit(X, Y)
 
 
 def test_folders_written_before_the_solver_option_load_as_liblinear(tmp_path, bibtex):

@@ -14,3 +14,12 @@ class InputFormatError(XmlkitError, ValueError):
         self.reason = message
         where = f"{self.path}:{line}" if line is not None else self.path
         super().__init__(f"{where}: {message}")
+
+
+class InvalidParameterError(XmlkitError, ValueError):
+    """A model parameter is out of its range; `param` names it (the
+    command-line tools translate it into their option's spelling)."""
+
+    def __init__(self, param, message):
+        self.param = param
+        super().__init__(message)

@@ -25,6 +25,7 @@ from xmlkit.errors import XmlkitError
 
 __all__ = [
     "PROPENSITY_PRESETS",
+    "propensity_ab",
     "DEFAULT_KS",
     "inverse_propensity",
     "top_k",
@@ -42,6 +43,19 @@ __all__ = [
 PROPENSITY_PRESETS = {"default": (0.55, 1.5), "wikipedia": (0.5, 0.4), "amazon": (0.6, 2.6)}
 DEFAULT_KS = (1, 3, 5)
 _ROWS = {"P": 0, "nDCG": 1, "R": 2}
+
+
+def propensity_ab(preset="default", A=None, B=None):
+    """(A, B) of the propensity model: the preset's, each replaced when given."""
+    if preset not in PROPENSITY_PRESETS:
+        raise XmlkitError(f"unknown propensity preset {preset!r} (known: "
+                          f"{', '.join(sorted(PROPENSITY_PRESETS))})")
+    a, b = PROPENSITY_PRESETS[preset]
+    a = a if A is None else float(A)
+    b = b if B is None else float(B)
+    if not (np.isfinite(a) and a > 0 and np.isfinite(b) and b > -1):
+        raise XmlkitError(f"the propensity model needs A > 0 and B > -1, got A={a}, B={b}")
+    return a, b
 
 
 def inverse_propensity(Y_train, A=0.55, B=1.5):

@@ -1,4 +1,5 @@
 """xml-predict: score a feature file with a trained model folder."""
+import math
 import time
 
 import click
@@ -58,8 +59,8 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
     if X.shape[1] > model.n_features:
         fail(f"{features} has {X.shape[1]} features but the model in {model_dir} was "
              f"trained on {model.n_features}")
-    extra = model.predict_options(rerank=rerank, trees_only=trees_only, decision=decision,
-                                  threshold=threshold)
+    extra = predict_options(model, rerank=rerank, trees_only=trees_only, decision=decision,
+                            threshold=threshold)
     start = time.perf_counter()
     with log.progress(X.shape[0], "predicting", "points") as bar:
         S = model.predict(X, k=top_k, threads=threads, progress=bar.update, **extra)
@@ -68,6 +69,34 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
     what = f"{len(model.trees)} trees" if model.trees else model.algorithm
     log(f"scored {X.shape[0]} points with {what} in {seconds:.2f} s "
         f"({1000 * seconds / max(1, X.shape[0]):.3f} ms/point) -> {scores}")
+
+
+#: the family-specific options of xml-predict each family takes
+PREDICT_OPTIONS = {"pfastrexml": ("rerank", "trees_only"), "embed": ("decision", "threshold"),
+                   "linear": ("decision",)}
+
+
+def predict_options(model, **given):
+    """predict() keyword arguments from the family-specific options (name ->
+    value, None when not given); an option the family does not take is an
+    error."""
+    takes = PREDICT_OPTIONS.get(model.algorithm, ())
+    wrong = sorted(n for n, v in given.items() if v is not None and n not in takes)
+    if wrong:
+        names = ", ".join("--" + n.replace("_", "-") for n in wrong)
+        fail(f"{names} cannot be used with a {model.algorithm} model")
+    if model.algorithm == "pfastrexml":
+        return {"rerank": RERANK if given["rerank"] is None else given["rerank"],
+                "trees_only": None if given["trees_only"] is None else bool(given["trees_only"])}
+    if model.algorithm == "embed":
+        decision, threshold = given["decision"], given["threshold"]
+        if threshold is not None and (decision != "threshold" or not math.isfinite(threshold)):
+            fail("--threshold (a finite number) goes with --decision threshold")
+        return {"decision": decision or "scores",
+                "threshold": 0.5 if threshold is None else threshold}
+    if model.algorithm == "linear":     # (no --threshold: fitted per label)
+        return {"decision": given["decision"] or "scores"}
+    return {}
 
 
 def _tree_range(model_dir, start_tree, n_trees):

@@ -1,88 +1,42 @@
 """xml-train: grow a model from XC training files into a model folder.
 
-The options are generated from the parameter dataclasses of the registered
-model families (xmlkit.models.REGISTRY): their defaults live there only.
+Each family has its own options (xmlkit.cli.options), shown by
+`xml-train --algorithm NAME --help`; their defaults are the estimators'.
 """
 import json
+import sys
 import time
 
 import click
-from click.core import ParameterSource
 
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_option,
                                quiet_option, read_input, run, version_option)
+from xmlkit.cli.options import TRAIN_OPTIONS, click_options, families_with, flag_of
+from xmlkit.errors import InvalidParameterError
 from xmlkit.models import REGISTRY, get_class
-from xmlkit.models.ensemble import param_fields
 
 DEFAULT_ALGORITHM = "fastxml"
 
 
-def _collect_options():
-    """One click option per parameter name across the model families."""
-    specs = {}
-    for algo, cls in REGISTRY.items():
-        for f in param_fields(cls.Params):
-            spec = specs.setdefault(f.name, {"field": f, "defaults": {}, "choices": []})
-            spec["defaults"][algo] = f.default
-            for c in f.metadata.get("choices") or ():
-                if c not in spec["choices"]:      # each family checks its own
-                    spec["choices"].append(c)
-    return specs
+class FamilyCommand(click.Command):
+    """A command whose options are those of one family: an option of another
+    family is refused with a message that names the family it belongs to."""
+
+    algorithm = DEFAULT_ALGORITHM
+
+    def parse_args(self, ctx, args):
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            owners = families_with(exc.option_name)
+            if owners:
+                raise click.UsageError(
+                    f"{exc.option_name} is an option of --algorithm {' / '.join(owners)}, "
+                    f"not of {self.algorithm}", ctx) from None
+            raise
 
 
-OPTION_SPECS = _collect_options()
-
-
-def _click_type(f, choices):
-    if choices:
-        return click.Choice(choices)
-    kind = f.metadata.get("type") or type(f.default)
-    return click.Path(dir_okay=False) if kind == "path" else kind
-
-
-def _param_options(func):
-    for name, spec in reversed(list(OPTION_SPECS.items())):
-        f, defaults = spec["field"], spec["defaults"]
-        long = f.metadata["long"]
-        if isinstance(f.default, bool):    # --x/--no-x (the off spelling in metadata)
-            long = f"{long}/{f.metadata.get('off') or '--no-' + long[2:]}"
-        decls = [d for d in (f.metadata["short"], long) if d] + [name]
-        values = set(defaults.values())
-        help_text = f.metadata["help"]
-        if len(defaults) < len(REGISTRY):
-            help_text += f" [{', '.join(sorted(defaults))} only]"
-        kind = None if isinstance(f.default, bool) else _click_type(f, spec["choices"])
-        if len(values) == 1:
-            option = click.option(*decls, type=kind, default=f.default,
-                                  show_default=f.default is not None, help=help_text)
-        else:
-            per_algo = ", ".join(f"{a} {d}" for a, d in sorted(defaults.items()))
-            option = click.option(*decls, type=kind, default=None,
-                                  help=f"{help_text} [default: {per_algo}]")
-        func = option(func)
-    return func
-
-
-@click.command(context_settings=CONTEXT)
-@click.argument("paths", nargs=-1, required=True,
-                metavar="DATA MODEL_DIR | FEATURES LABELS MODEL_DIR")
-@click.option("--algorithm", type=click.Choice(sorted(REGISTRY)), default=DEFAULT_ALGORITHM,
-              show_default=True, help="Model family.")
-@_param_options
-@index_base_option
-@json_option
-@quiet_option
-@version_option
-@click.pass_context
-def command(ctx, paths, algorithm, index_base, as_json, quiet, **options):
-    """Train a model on DATA (single-file XC data set 'N D L') or on FEATURES
-    ('N D') and LABELS ('N L') split files, into the folder MODEL_DIR.
-
-    Each tree is written to MODEL_DIR as soon as it is grown. Training into a
-    folder that holds a model with the same settings adds the trees -s .. -s+t-1
-    that are not there yet: a rerun after a crash resumes, and shards trained
-    with different -s merge by copying their tree files into one folder.
-    """
+def _train(ctx, algorithm, paths, index_base, as_json, quiet, params):
     log = Log(quiet)
     if len(paths) == 2:
         data_path, model_dir = paths
@@ -98,25 +52,22 @@ def command(ctx, paths, algorithm, index_base, as_json, quiet, **options):
         fail(f"expected DATA MODEL_DIR or FEATURES LABELS MODEL_DIR, got {len(paths)} paths")
 
     cls = get_class(algorithm)
-    own = {f.name for f in param_fields(cls.Params)}
-    params = {}
-    for name, value in options.items():
-        given = ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
-        if name not in own:
-            if given:
-                fail(f"option --{OPTION_SPECS[name]['field'].metadata['long'].lstrip('-')} "
-                     f"does not apply to --algorithm {algorithm}")
-            continue
-        if value is not None:
-            params[name] = value
+    if params.get("trees_only") is not None:
+        params["trees_only"] = bool(params["trees_only"])
+    if params.get("inv_propensity") is not None:
+        from xmlkit.io import read_inv_propensity
+        params["inv_propensity"] = read_inv_propensity(params["inv_propensity"], Y.shape[1])
     model = cls(**params)
     start = time.perf_counter()
-    with log.progress(model.progress_total, "training", "steps") as bar:
-        model.fit(X, Y, model_dir=model_dir, progress=bar.update, log=log)
+    try:
+        with log.progress(model.progress_total, "training", "steps") as bar:
+            model.fit(X, Y, model_dir=model_dir, progress=bar.update, log=log)
+    except InvalidParameterError as exc:
+        flag = flag_of(algorithm, exc.param)
+        fail(str(exc).replace(f"{cls.__name__}: {exc.param}", flag, 1))
     seconds = time.perf_counter() - start
-    stats = model.stats()
     summary = {"algorithm": algorithm, "model_dir": str(model_dir),
-               "train_seconds": round(seconds, 3), **stats}
+               "train_seconds": round(seconds, 3), **model.stats()}
     if model.trees:
         summary["trees"] = sorted(model.trees)
     if as_json:
@@ -125,5 +76,53 @@ def command(ctx, paths, algorithm, index_base, as_json, quiet, **options):
         log(f"trained in {seconds:.1f} s: {model.summary()}")
 
 
+def make_command(algorithm):
+    """xml-train with the options of `algorithm`."""
+    cls = get_class(algorithm)
+
+    def command(paths, algorithm, index_base, as_json, quiet, **params):
+        """Train a model on DATA (single-file XC data set 'N D L') or on FEATURES
+        ('N D') and LABELS ('N L') split files, into the folder MODEL_DIR.
+
+        Each tree is written to MODEL_DIR as soon as it is grown. Training into a
+        folder that holds a model with the same settings adds the trees that are
+        not there yet: a rerun after a crash resumes, and shards trained with
+        different -s merge by copying their tree files into one folder.
+
+        The options below are those of --algorithm ALGORITHM; each family lists
+        its own with `xml-train --algorithm NAME --help`.
+        """
+        _train(click.get_current_context(), algorithm, paths, index_base, as_json, quiet,
+               params)
+
+    command.__doc__ = command.__doc__.replace("ALGORITHM", algorithm)
+    for decorate in reversed([
+            click.argument("paths", nargs=-1, required=True,
+                           metavar="DATA MODEL_DIR | FEATURES LABELS MODEL_DIR"),
+            click.option("--algorithm", type=click.Choice(sorted(REGISTRY)),
+                         default=DEFAULT_ALGORITHM, show_default=True,
+                         help="Model family: " + ", ".join(sorted(REGISTRY)) + "."),
+            *click_options(algorithm, cls.param_defaults()),
+            index_base_option, json_option, quiet_option, version_option]):
+        command = decorate(command)
+    cmd = click.command(cls=FamilyCommand, context_settings=CONTEXT)(command)
+    cmd.algorithm = algorithm
+    return cmd
+
+
+def algorithm_in(args):
+    """The --algorithm named on a command line (the default if none or unknown:
+    click then reports an unknown name)."""
+    for i, a in enumerate(args):
+        if a == "--algorithm" and i + 1 < len(args):
+            name = args[i + 1]
+        elif a.startswith("--algorithm="):
+            name = a.split("=", 1)[1]
+        else:
+            continue
+        return name if name in TRAIN_OPTIONS else DEFAULT_ALGORITHM
+    return DEFAULT_ALGORITHM
+
+
 def main():
-    run(command, "xml-train")
+    run(make_command(algorithm_in(sys.argv[1:])), "xml-train")

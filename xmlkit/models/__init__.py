@@ -1,5 +1,5 @@
 """Model families behind one interface: ``fit(X, Y)``, ``predict(X, k)``,
-``save(folder)``, ``load(folder)``; REGISTRY maps ``--algorithm`` names to them."""
+``save(folder)``, ``load(folder)``; REGISTRY maps family names to them."""
 from xmlkit import store
 from xmlkit.errors import XmlkitError
 from xmlkit.models.embed import Embed

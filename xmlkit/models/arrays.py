@@ -59,8 +59,8 @@ class ArrayModel(ModelBase):
 
     ARRAYS = None
 
-    def __init__(self, **params):
-        super().__init__(**params)
+    def __init__(self):
+        super().__init__()
         self.arrays = None
 
     def _require_fitted(self):
@@ -76,11 +76,11 @@ class ArrayModel(ModelBase):
     @classmethod
     def load(cls, folder, trees=None, threads=1):
         if trees is not None:
-            raise XmlkitError(f"{folder}: a {cls.algorithm} model has no trees to pick (-s/-t)")
+            raise XmlkitError(f"{folder}: a {cls.algorithm} model has no trees to pick")
         m = store.read_manifest(folder)
         if m["algorithm"] != cls.algorithm:
             raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
-        model = cls.from_manifest(m)
+        model = cls.from_manifest(m, folder)
         a = store.load_arrays(folder, cls.ARRAYS)
         try:
             ok = model._check_arrays(a)

@@ -113,10 +113,14 @@ def load_cpp_model(folder, trees=None):
     common = dict(bias=param["bias"], log_loss_coeff=param["log_loss_coeff"],
                   max_leaf=int(param["max_leaf"]), labels_per_leaf=int(param["lbl_per_leaf"]))
     if "pfswitch" in param:
-        model = PfastreXML(**common, trees_only=int(param["pfswitch"] != 0),
+        model = PfastreXML(**common, trees_only=bool(param["pfswitch"] != 0),
                            gamma=param["gamma"], alpha=param["alpha"])
     else:
         model = FastXML(**common)
+    try:
+        model._validate_params()
+    except InvalidParameterError as exc:
+        raise XmlkitError(f"{folder}/param: {exc}") from None
     model.n_features, model.n_labels = int(param["num_Xf"]), int(param["num_Y"])
     if "pfswitch" in param and not model.params.trees_only:
         model.tail = read_centroids(Path(folder) / "w", model.n_features, model.n_labels)
@@ -134,8 +138,8 @@ def read_centroids(path, n_features, n_labels):
     from xmlkit.io import read_xc
     from xmlkit.models.pfastrexml import check_tail, transpose_rows
     if not Path(path).is_file():
-        raise XmlkitError(f"{path}: missing (the model was trained with -S 1: predict "
-                          "with trees only)")
+        raise XmlkitError(f"{path}: missing (the model was trained without tail "
+                          "classifiers: predict with trees only)")
     R = read_xc(path, layout="matrix").feature_rows
     if R.shape != (n_labels, n_features + 1):
         raise XmlkitError(f"{path}: holds a {R.shape[0]} x {R.shape[1]} matrix, expected "

@@ -20,75 +20,17 @@ batch (rank the points by p_j, predict the top r maximising
 Nothing N×c, d×c or N×d dense is formed beyond k(+p) columns, f columns or
 a block of rows/labels.
 """
-from dataclasses import dataclass
-
 import numpy as np
 
 from xmlkit import store
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
 from xmlkit.models.arrays import ROW_BLOCK, ArrayModel, coo_rows, scored_blocks, selector
-from xmlkit.models.ensemble import ParamsBase, option, training_rows
+from xmlkit.models.base import SEED, integer, one_of, real
+from xmlkit.models.ensemble import training_rows
 
 LABEL_BLOCK = 256     # labels per block in F1 inference
 DECISIONS = ("scores", "threshold", "f1")
-
-
-@dataclass
-class EmbedParams(ParamsBase):
-    rank: int = option(0, None, "--rank", "Embedding dimension k; 0: the smallest k whose top "
-                                          "eigenvalues of YᵀY hold 90% of their sum.")
-    oversample: int = option(20, None, "--oversample", "Extra columns p of the Gaussian test "
-                                                       "matrix.")
-    passes: int = option(1, None, "--passes", "Range-finder passes q.")
-    embed_lambda: float = option(1.0, None, "--embed-lambda",
-                                 "Ridge of the embedding solves, times tr(XᵀX)/d.")
-    cg_iters: int = option(20, None, "--cg-iters", "Conjugate-gradient iterations per solve.")
-    num_features: int = option(1000, None, "--num-features", "Random Fourier features f.")
-    kernel: str = option("gaussian", None, "--kernel", "Random-feature kernel.",
-                         choices=("gaussian", "cauchy"))
-    bandwidth: float = option(1.0, None, "--bandwidth",
-                              "Frequency multiplier on the median-heuristic bandwidth.")
-    ridge: float = option(1e-2, None, "--ridge",
-                          "Ridge of the output layer, times tr(ΦᵀΦ)/(f+1).")
-    loss: str = option("ridge", None, "--loss",
-                       "embed: ridge output layer, or refined by per-class logistic loss; "
-                       "linear: the loss of every one-vs-all model.",
-                       choices=("ridge", "logistic"))
-    epochs: int = option(5, None, "--epochs", "Logistic refinement epochs.")
-    eta: float = option(1.0, None, "--eta", "Logistic step size (preconditioned).")
-    momentum: float = option(0.5, None, "--momentum", "Heavy-ball momentum of the logistic "
-                                                      "steps.")
-    decay: float = option(1.0, None, "--decay", "Step-size decay per epoch (<= 1).")
-    shrink: float = option(1.0, None, "--shrink", "Label smoothing s: targets s·y + (1−s)(1−y).")
-    seed: int = option(0, None, "--seed", "Random seed (test matrix, frequencies, batches).")
-
-    MODEL_KEYS = ("rank", "oversample", "passes", "embed_lambda", "cg_iters", "num_features",
-                  "kernel", "bandwidth", "ridge", "loss", "epochs", "eta", "momentum", "decay",
-                  "shrink")
-
-    def check(self):
-        for name in ("rank", "oversample"):
-            if getattr(self, name) < 0:
-                raise XmlkitError(f"--{name} must be >= 0")
-        for name in ("passes", "cg_iters", "num_features"):
-            if getattr(self, name) < 1:
-                raise XmlkitError(f"--{name.replace('_', '-')} must be at least 1")
-        for name in ("embed_lambda", "ridge", "bandwidth", "eta"):
-            v = getattr(self, name)
-            if not (np.isfinite(v) and v > 0):
-                raise XmlkitError(f"--{name.replace('_', '-')} must be a positive number")
-        if self.epochs < 0:
-            raise XmlkitError("--epochs must be >= 0")
-        if not 0 <= self.momentum < 1:
-            raise XmlkitError("--momentum must be in [0, 1)")
-        if not 0 < self.decay <= 1:
-            raise XmlkitError("--decay must be in (0, 1]")
-        if not 0.5 < self.shrink <= 1:
-            raise XmlkitError("--shrink must be in (0.5, 1]")
-        if self.kernel not in ("gaussian", "cauchy") or self.loss not in ("ridge", "logistic"):
-            raise XmlkitError("unknown --kernel or --loss")
-        self.check_seed()
 
 
 # ------------------------------------------------------------------ algebra
@@ -143,7 +85,7 @@ def auto_rank(Y, mass=0.9):
     """Smallest k whose top eigenvalues of YᵀY hold `mass` of their sum."""
     c = Y.shape[1]
     if c > 4000:
-        raise XmlkitError(f"--rank 0 (automatic) needs the {c}×{c} matrix YᵀY; give --rank")
+        raise XmlkitError(f"rank=0 (automatic) needs the {c}×{c} matrix YᵀY; set the rank")
     G = (Y.T @ Y).toarray()
     lam = np.sort(np.linalg.eigvalsh(G))[::-1]
     cum = np.cumsum(np.maximum(lam, 0))
@@ -210,8 +152,62 @@ class Embed(ArrayModel):
     """``Embed(...).fit(X, Y)``, then ``predict(X, k, decision=...)``."""
 
     algorithm = "embed"
-    Params = EmbedParams
     ARRAYS = "embed"
+    _parameter_constraints = {
+        "rank": integer(0), "oversample": integer(0), "passes": integer(1),
+        "embed_lambda": real(0, lo_open=True), "cg_iters": integer(1),
+        "num_features": integer(1), "kernel": one_of("gaussian", "cauchy"),
+        "bandwidth": real(0, lo_open=True), "ridge": real(0, lo_open=True),
+        "loss": one_of("ridge", "logistic"), "epochs": integer(0),
+        "eta": real(0, lo_open=True), "momentum": real(0, 1, hi_open=True),
+        "decay": real(0, 1, lo_open=True), "shrink": real(0.5, 1, lo_open=True), "seed": SEED,
+    }
+    MODEL_KEYS = ("rank", "oversample", "passes", "embed_lambda", "cg_iters", "num_features",
+                  "kernel", "bandwidth", "ridge", "loss", "epochs", "eta", "momentum", "decay",
+                  "shrink")
+
+    def __init__(self, *, rank=0, oversample=20, passes=1, embed_lambda=1.0, cg_iters=20,
+                 num_features=1000, kernel="gaussian", bandwidth=1.0, ridge=1e-2,
+                 loss="ridge", epochs=5, eta=1.0, momentum=0.5, decay=1.0, shrink=1.0, seed=0):
+        """
+        Parameters
+        ----------
+        rank : embedding dimension k; 0: the smallest k whose top eigenvalues
+            of YᵀY hold 90% of their sum.
+        oversample : extra columns p of the Gaussian test matrix.
+        passes : range-finder passes q.
+        embed_lambda : ridge of the embedding solves, times tr(XᵀX)/d.
+        cg_iters : conjugate-gradient iterations per solve.
+        num_features : random Fourier features f.
+        kernel : random-feature kernel, "gaussian" or "cauchy".
+        bandwidth : frequency multiplier on the median-heuristic bandwidth.
+        ridge : ridge of the output layer, times tr(ΦᵀΦ)/(f+1).
+        loss : "ridge" output layer, or "logistic": refined by per-class
+            logistic loss.
+        epochs : logistic refinement epochs.
+        eta : logistic step size (preconditioned).
+        momentum : heavy-ball momentum of the logistic steps.
+        decay : step-size decay per epoch (<= 1).
+        shrink : label smoothing s: targets s·y + (1−s)(1−y).
+        seed : random seed (test matrix, frequencies, batches).
+        """
+        self.rank = rank
+        self.oversample = oversample
+        self.passes = passes
+        self.embed_lambda = embed_lambda
+        self.cg_iters = cg_iters
+        self.num_features = num_features
+        self.kernel = kernel
+        self.bandwidth = bandwidth
+        self.ridge = ridge
+        self.loss = loss
+        self.epochs = epochs
+        self.eta = eta
+        self.momentum = momentum
+        self.decay = decay
+        self.shrink = shrink
+        self.seed = seed
+        super().__init__()
 
     @property
     def progress_total(self):
@@ -221,6 +217,7 @@ class Embed(ArrayModel):
     def fit(self, X, Y, model_dir=None, progress=None, log=None):
         import scipy.sparse as sp
         from scipy.linalg import cho_factor, cho_solve
+        self._validate_params()
         p = self.params
         X, Y = training_rows(X, Y, min_points=2)
         X, Y = X.to_scipy().astype(np.float64), Y.to_scipy()
@@ -308,13 +305,6 @@ class Embed(ArrayModel):
     def _link(self, Z):
         return sigmoid(np.minimum(Z, 40)) if self.params.loss == "logistic" \
             else np.clip(Z, 0, 1)
-
-    def predict_options(self, decision=None, threshold=None, **other):
-        self._only(other, ())
-        if threshold is not None and (decision != "threshold" or not np.isfinite(threshold)):
-            raise XmlkitError("--threshold (a finite number) goes with --decision threshold")
-        return {"decision": decision or "scores",
-                "threshold": 0.5 if threshold is None else threshold}
 
     def predict(self, X, k=None, threads=1, progress=None, decision="scores",
                 threshold=0.5):

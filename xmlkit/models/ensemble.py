@@ -1,22 +1,11 @@
-"""What the tree-ensemble model families share: parameters declared once with
-their command-line spelling (`option`), one file per tree in the model folder
-(`tree_name`, `stored_trees`), and the manifest / load / params plumbing of
-the common fit / predict / save / load interface (`ModelBase`)."""
-from dataclasses import asdict, field, fields
-
+"""What the model families share: one file per tree in the model folder
+(`tree_name`, `stored_trees`), and the manifest / load plumbing of the
+common fit / predict / save / load interface (`ModelBase`)."""
 import numpy as np
 
 from xmlkit import store
-from xmlkit.errors import XmlkitError
-
-
-def option(default, short, long, help, type=None, choices=None, off=None):
-    """A parameter with its command-line spelling and help (one place for
-    defaults). `type` (a Python type, or "path" for a file name) is needed
-    when the default is None; `choices` restricts a string to a set; a bool is
-    a `long`/`off` switch pair (`off` defaults to --no-...)."""
-    return field(default=default, metadata={"short": short, "long": long, "help": help,
-                                            "type": type, "choices": choices, "off": off})
+from xmlkit.errors import InvalidParameterError, XmlkitError
+from xmlkit.models.base import Estimator
 
 
 def training_rows(X, Y, min_points=1):
@@ -33,21 +22,6 @@ def training_rows(X, Y, min_points=1):
     return X, Y
 
 
-class ParamsBase:
-    """What every family's parameter dataclass shares: MODEL_KEYS (the
-    parameters that define the model, recorded in the manifest) and the
-    seed check."""
-
-    MODEL_KEYS = ()
-
-    def model_params(self):
-        return {k: getattr(self, k) for k in self.MODEL_KEYS}
-
-    def check_seed(self):
-        if not 0 <= self.seed < 2 ** 63:
-            raise XmlkitError("the seed must be a non-negative 64-bit integer")
-
-
 def tree_name(t):
     return f"tree_{t:05d}"
 
@@ -57,28 +31,28 @@ def stored_trees(folder):
     return sorted(int(n.split("_")[1]) for n in store.array_names(folder, "tree_"))
 
 
-class ModelBase:
-    """Base of the model families. A subclass sets `algorithm`, `Params` (a
-    dataclass with check() and model_params()) and implements fit, predict and
-    save; tree ensembles also _load_tree(folder, t), single-file models derive
+class ModelBase(Estimator):
+    """Base of the model families. A subclass sets `algorithm`, its
+    parameters (see xmlkit.models.base) and implements fit, predict and save;
+    tree ensembles also _load_tree(folder, t), single-file models derive
     from xmlkit.models.arrays.ArrayModel instead."""
 
-    algorithm = None
-    Params = None
-
-    def __init__(self, **params):
-        self.params = self.Params(**params)
-        self.params.check()
+    def __init__(self):
         self.trees = {}
         self.n_features = self.n_labels = None
 
     def manifest(self):
-        return store.make_manifest(self.algorithm, self.params.model_params(),
-                                   self.n_features, self.n_labels, self.params.seed)
+        return store.make_manifest(self.algorithm, self.model_params(),
+                                   self.n_features, self.n_labels, self.seed)
 
     @classmethod
-    def from_manifest(cls, manifest):
-        model = cls(**manifest["params"], seed=manifest["seed"])
+    def from_manifest(cls, manifest, folder="the model"):
+        """An unfitted model with the manifest's parameters and shapes."""
+        try:
+            model = cls(**manifest["params"], seed=manifest["seed"])
+            model._validate_params()
+        except (TypeError, InvalidParameterError) as exc:
+            raise XmlkitError(f"{folder}: the manifest's parameters are invalid ({exc})") from None
         model.n_features, model.n_labels = manifest["n_features"], manifest["n_labels"]
         return model
 
@@ -86,22 +60,6 @@ class ModelBase:
     def load(cls, folder, trees=None, threads=1):
         """Load a model folder; `trees` (an iterable of indices) picks a subset."""
         return load_folder(cls, folder, trees, threads)
-
-    def get_params(self):
-        return asdict(self.params)
-
-    def predict_options(self, **given):
-        """predict() keyword arguments from xml-predict's family-specific
-        options (name -> value, None when not given). A family overrides this
-        for the options it takes; any other option given is an error."""
-        return self._only(given, ())
-
-    def _only(self, given, takes):
-        wrong = sorted(n for n, v in given.items() if v is not None and n not in takes)
-        if wrong:
-            names = ", ".join("--" + n.replace("_", "-") for n in wrong)
-            raise XmlkitError(f"{names} cannot be used with a {self.algorithm} model")
-        return {}
 
     @property
     def progress_total(self):
@@ -121,7 +79,7 @@ def load_folder(cls, folder, trees=None, threads=1):
     m = store.read_manifest(folder)
     if m["algorithm"] != cls.algorithm:
         raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
-    model = cls.from_manifest(m)
+    model = cls.from_manifest(m, folder)
     present = stored_trees(folder)
     wanted = present if trees is None else list(trees)
     missing = sorted(set(wanted) - set(present))
@@ -138,8 +96,3 @@ def load_folder(cls, folder, trees=None, threads=1):
         loaded = [model._load_tree(folder, t) for t in wanted]
     model.trees.update(zip(wanted, loaded))
     return model
-
-
-def param_fields(params_cls):
-    """The dataclass fields with command-line metadata, in declaration order."""
-    return [f for f in fields(params_cls) if "long" in f.metadata]

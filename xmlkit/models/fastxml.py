@@ -19,65 +19,20 @@ import multiprocessing
 import os
 import queue
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
 
 import numpy as np
 
 from xmlkit import store
 from xmlkit.csr import as_rows, like
 from xmlkit.errors import XmlkitError
-from xmlkit.models.ensemble import ModelBase, ParamsBase, option, stored_trees, tree_name
+from xmlkit.models.base import SEED, integer, one_of, real
+from xmlkit.models.ensemble import ModelBase, stored_trees, tree_name
 from xmlkit.models.forest import (PackedForest, check_tree, decode_tree, encode_tree,
                                   tree_stats)
 
 
 #: the solvers of the nodes' L1 logistic regressions
 SOLVERS = ("newglmnet", "liblinear")
-
-
-@dataclass
-class FastXMLParams(ParamsBase):
-    n_trees: int = option(50, "-t", "--trees", "Number of trees to grow.")
-    start_tree: int = option(0, "-s", "--start-tree",
-                             "Index of the first tree (train shards of one model separately).")
-    threads: int = option(1, "-T", "--threads", "Threads growing trees in parallel (worker "
-                                                "processes with --solver liblinear).")
-    bias: float = option(1.0, "-b", "--bias", "Value of the bias feature added to every point.")
-    log_loss_coeff: float = option(1.0, "-c", "--log-loss-coeff",
-                                   "Cost C of the logistic loss in each node's L1 classifier.")
-    max_leaf: int = option(10, "-m", "--max-leaf", "A node with at most this many points is a leaf.")
-    labels_per_leaf: int = option(10, "-l", "--labels-per-leaf",
-                                  "Labels kept per leaf (paper setting 10; the C++ code's "
-                                  "default is 100).")
-    seed: int = option(0, None, "--seed", "Random seed; tree t uses a stream derived from "
-                                          "(seed, t).")
-    solver: str = option("newglmnet", None, "--solver",
-                         "Solver of the nodes' L1 logistic regressions: xmlkit's newGLMNET "
-                         "(10 Newton steps of 10 coordinate-descent passes at most, as the C++ "
-                         "tool) or liblinear-official's L1R_LR (100 / 1000).",
-                         choices=SOLVERS)
-
-    #: parameters that define the model (the rest only say how to train it)
-    MODEL_KEYS = ("bias", "log_loss_coeff", "max_leaf", "labels_per_leaf", "solver")
-
-    def check(self):
-        if self.n_trees < 1:
-            raise XmlkitError("the number of trees (-t) must be at least 1")
-        if self.start_tree < 0:
-            raise XmlkitError("the start tree (-s) must not be negative")
-        if self.threads < 1:
-            raise XmlkitError("the number of threads (-T) must be at least 1")
-        if self.max_leaf < 1:
-            raise XmlkitError("max leaf (-m) must be at least 1")
-        if self.labels_per_leaf < 1:
-            raise XmlkitError("labels per leaf (-l) must be at least 1")
-        if not self.log_loss_coeff > 0:
-            raise XmlkitError("the log-loss coefficient (-c) must be positive")
-        if not np.isfinite(self.bias):
-            raise XmlkitError("the bias (-b) must be finite")
-        if self.solver not in SOLVERS:
-            raise XmlkitError(f"unknown solver {self.solver!r} ({' or '.join(SOLVERS)})")
-        self.check_seed()
 
 
 # Worker state of liblinear runs: set in the parent before forking, inherited
@@ -106,8 +61,44 @@ class FastXML(ModelBase):
     ``predict(X, k)`` → csr scores. X: csr N×D features, Y: csr N×L labels."""
 
     algorithm = "fastxml"
-    Params = FastXMLParams
     use_idcg = True
+    _parameter_constraints = {
+        "n_trees": integer(1), "start_tree": integer(0), "threads": integer(1),
+        "bias": real(), "log_loss_coeff": real(0, lo_open=True), "max_leaf": integer(1),
+        "labels_per_leaf": integer(1), "seed": SEED, "solver": one_of(*SOLVERS),
+    }
+    MODEL_KEYS = ("bias", "log_loss_coeff", "max_leaf", "labels_per_leaf", "solver")
+
+    def __init__(self, *, n_trees=50, start_tree=0, threads=1, bias=1.0, log_loss_coeff=1.0,
+                 max_leaf=10, labels_per_leaf=10, seed=0, solver="newglmnet"):
+        """
+        Parameters
+        ----------
+        n_trees : number of trees to grow.
+        start_tree : index of the first tree (trees start_tree .. start_tree +
+            n_trees - 1 are grown; shards of one model use different ranges).
+        threads : trees grown in parallel (threads; worker processes with
+            solver="liblinear").
+        bias : value of the bias feature added to every point.
+        log_loss_coeff : cost C of the logistic loss in each node's L1 classifier.
+        max_leaf : a node with at most this many points is a leaf.
+        labels_per_leaf : labels kept per leaf (the paper's setting, 10; the
+            C++ code's default is 100).
+        seed : random seed; tree t draws from a stream derived from (seed, t).
+        solver : the nodes' L1 logistic regressions: "newglmnet" (xmlkit's,
+            10 Newton steps of 10 coordinate-descent passes at most, as the
+            C++ tool) or "liblinear" (liblinear-official's L1R_LR, 100 / 1000).
+        """
+        self.n_trees = n_trees
+        self.start_tree = start_tree
+        self.threads = threads
+        self.bias = bias
+        self.log_loss_coeff = log_loss_coeff
+        self.max_leaf = max_leaf
+        self.labels_per_leaf = labels_per_leaf
+        self.seed = seed
+        self.solver = solver
+        super().__init__()
 
 
     # -- training
@@ -124,6 +115,7 @@ class FastXML(ModelBase):
         their tree files into one folder.
         """
         from xmlkit._ext.fastxml_tree import TreeGrower
+        self._validate_params()
         p = self.params
         if X.shape[0] != Y.shape[0]:
             raise XmlkitError(f"features have {X.shape[0]} rows but labels {Y.shape[0]}")
@@ -215,12 +207,12 @@ class FastXML(ModelBase):
             _GROWER = None
 
     @classmethod
-    def from_manifest(cls, manifest):
+    def from_manifest(cls, manifest, folder="the model"):
         # folders written before the solver was a parameter hold liblinear trees
         params = manifest["params"]
         if "solver" not in params:
             manifest = {**manifest, "params": {**params, "solver": "liblinear"}}
-        return super().from_manifest(manifest)
+        return super().from_manifest(manifest, folder)
 
     # -- prediction
     def forest(self, trees=None):

@@ -16,14 +16,14 @@ Trees are seeded by (seed, tree index) and grown without the GIL by
 `threads` threads, so the model does not depend on the thread count.
 """
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 
 from xmlkit import store
 from xmlkit.csr import as_rows, like
 from xmlkit.errors import XmlkitError
-from xmlkit.models.ensemble import (ModelBase, ParamsBase, option, stored_trees, tree_name,
+from xmlkit.models.base import SEED, integer, real
+from xmlkit.models.ensemble import (ModelBase, stored_trees, tree_name,
                                     training_rows)
 from xmlkit.models.forest import dense_rows, score_rows
 
@@ -37,49 +37,6 @@ DENSE_DEPTH = 6
 
 TREE_KEYS = ("first_child", "depth", "reg_row", "reg_ptr", "reg_idx", "reg_val", "l_ptr",
              "l_idx", "l_val")
-
-
-@dataclass
-class LdSMParams(ParamsBase):
-    n_trees: int = option(6, "-t", "--trees", "Number of trees to grow.")
-    threads: int = option(1, "-T", "--threads", "Threads growing trees in parallel.")
-    arity: int = option(2, None, "--arity", "Children per node (M), 2 to 8.")
-    max_nodes: int = option(2000, None, "--max-nodes", "Node budget of a tree.")
-    epochs: int = option(20, None, "--epochs", "Passes over a node's points to train its "
-                                               "regressors.")
-    lr: float = option(0.1, None, "--lr", "Learning rate of the normalized adaptive SGD.")
-    lambda1: float = option(1.0, None, "--lambda1", "Weight of the multi-way penalty in the "
-                                                    "node objective.")
-    lambda2: float = option(2.0, None, "--lambda2", "Weight of the class-integrity term in "
-                                                    "the node objective.")
-    route_threshold: float = option(0.5, None, "--route-threshold",
-                                    "A point goes to every child whose regressor margin is "
-                                    "at least this (else to the best child).")
-    bias: float = option(1.0, "-b", "--bias", "Value of the bias feature added to every "
-                                              "point.")
-    seed: int = option(0, None, "--seed", "Random seed; tree t uses a stream derived from "
-                                          "(seed, t).")
-
-    MODEL_KEYS = ("arity", "max_nodes", "epochs", "lr", "lambda1", "lambda2",
-                  "route_threshold", "bias")
-
-    def check(self):
-        if self.n_trees < 1:
-            raise XmlkitError("the number of trees (-t) must be at least 1")
-        if self.threads < 1:
-            raise XmlkitError("the number of threads (-T) must be at least 1")
-        if not 2 <= self.arity <= 8:
-            raise XmlkitError("--arity must be between 2 and 8")
-        if self.max_nodes < 1:
-            raise XmlkitError("--max-nodes must be at least 1")
-        if self.epochs < 1:
-            raise XmlkitError("--epochs must be at least 1")
-        for name in ("lr", "lambda1", "lambda2", "route_threshold", "bias"):
-            if not np.isfinite(getattr(self, name)):
-                raise XmlkitError(f"--{name.replace('_', '-')} must be finite")
-        if self.lr <= 0:
-            raise XmlkitError("--lr must be positive")
-        self.check_seed()
 
 
 def with_bias(R, bias):
@@ -103,10 +60,45 @@ class LdSM(ModelBase):
     ``predict(X, k)``. X: sparse N×D features, Y: sparse N×L labels."""
 
     algorithm = "ldsm"
-    Params = LdSMParams
+    _parameter_constraints = {
+        "n_trees": integer(1), "threads": integer(1), "arity": integer(2, 8),
+        "max_nodes": integer(1), "epochs": integer(1), "lr": real(0, lo_open=True),
+        "lambda1": real(), "lambda2": real(), "route_threshold": real(), "bias": real(),
+        "seed": SEED,
+    }
+    MODEL_KEYS = ("arity", "max_nodes", "epochs", "lr", "lambda1", "lambda2",
+                  "route_threshold", "bias")
 
-    def __init__(self, **params):
-        super().__init__(**params)
+    def __init__(self, *, n_trees=6, threads=1, arity=2, max_nodes=2000, epochs=20, lr=0.1,
+                 lambda1=1.0, lambda2=2.0, route_threshold=0.5, bias=1.0, seed=0):
+        """
+        Parameters
+        ----------
+        n_trees : number of trees to grow.
+        threads : trees grown in parallel (threads).
+        arity : children per node (M), 2 to 8.
+        max_nodes : node budget of a tree.
+        epochs : passes over a node's points to train its regressors.
+        lr : learning rate of the normalized adaptive SGD.
+        lambda1 : weight of the multi-way penalty in the node objective.
+        lambda2 : weight of the class-integrity term in the node objective.
+        route_threshold : a point goes to every child whose regressor margin
+            is at least this (else to the best child).
+        bias : value of the bias feature added to every point.
+        seed : random seed; tree t draws from a stream derived from (seed, t).
+        """
+        self.n_trees = n_trees
+        self.threads = threads
+        self.arity = arity
+        self.max_nodes = max_nodes
+        self.epochs = epochs
+        self.lr = lr
+        self.lambda1 = lambda1
+        self.lambda2 = lambda2
+        self.route_threshold = route_threshold
+        self.bias = bias
+        self.seed = seed
+        super().__init__()
         self._packed = None
 
     # -- training
@@ -115,6 +107,7 @@ class LdSM(ModelBase):
         `model_dir` each tree is written as it finishes, and trees already in
         the folder (same settings) are kept, so a rerun resumes."""
         from xmlkit._ext.ldsm_tree import LdsmBuild, LdsmData
+        self._validate_params()
         p = self.params
         X, Y = training_rows(X, Y)
         self.n_features, self.n_labels = int(X.shape[1]), int(Y.shape[1])

@@ -10,64 +10,17 @@ weight; the proximal step leaves exact zeros, which are not stored, so the
 memory follows nnz(W). `dense_updates` runs the plain algorithm (every weight
 regularised at every step) for comparison: the same weights.
 """
-from dataclasses import dataclass
-
 import numpy as np
 
 from xmlkit import store
 from xmlkit.csr import as_rows, like, unit_rows
 from xmlkit.errors import XmlkitError
 from xmlkit.models.arrays import ArrayModel, scored_blocks, selector
-from xmlkit.models.ensemble import ParamsBase, option, training_rows
+from xmlkit.models.base import SEED, boolean, integer, one_of, real
+from xmlkit.models.ensemble import training_rows
 
 MIN_POSITIVES = 5      # labels with fewer hold-out positives use the pooled threshold
 DECISIONS = ("scores", "thresholds")
-
-
-@dataclass
-class LinearParams(ParamsBase):
-    loss: str = option("logistic", None, "--loss",
-                       "embed: ridge output layer, or refined by per-class logistic loss; "
-                       "linear: the loss of every one-vs-all model.",
-                       choices=("logistic", "squared"))
-    l1: float = option(1e-6, None, "--l1", "L1 weight lambda1 (per example).")
-    l2: float = option(1e-5, None, "--l2", "L2² weight lambda2 (penalty lambda2/2 ‖w‖²).")
-    lr_schedule: str = option("adagrad", None, "--lr-schedule",
-                              "constant: lr; decaying: lr / (1 + lr-decay · t); adagrad: "
-                              "lr / (1 + sqrt(G)) per feature (and per label for the bias).",
-                              choices=("constant", "decaying", "adagrad"))
-    lr: float = option(3.0, None, "--lr", "Learning rate.")
-    lr_decay: float = option(1e-4, None, "--lr-decay", "Decay of the decaying schedule.")
-    epochs: int = option(10, None, "--epochs", "Passes over the training data.")
-    unit_rows: bool = option(True, None, "--unit-rows", "Scale every point to unit length "
-                             "(training and prediction).", off="--raw-rows")
-    dense_updates: bool = option(False, None, "--dense-updates", "The plain algorithm: every "
-                                 "weight regularised at every step (slow; for comparison).",
-                                 off="--lazy-updates")
-    threshold_holdout: float = option(0.1, None, "--threshold-holdout",
-                                      "Share of the training points held out to fit the "
-                                      "per-label thresholds (0: no thresholds).")
-    seed: int = option(0, None, "--seed", "Random seed (shuffling, hold-out).")
-
-    MODEL_KEYS = ("loss", "l1", "l2", "lr_schedule", "lr", "lr_decay", "epochs", "unit_rows",
-                  "threshold_holdout")
-
-    def check(self):
-        if self.loss not in ("logistic", "squared"):
-            raise XmlkitError("--loss must be logistic or squared")
-        if self.lr_schedule not in ("constant", "decaying", "adagrad"):
-            raise XmlkitError("--lr-schedule must be constant, decaying or adagrad")
-        for name in ("l1", "l2", "lr_decay"):
-            v = getattr(self, name)
-            if not (np.isfinite(v) and v >= 0):
-                raise XmlkitError(f"--{name.replace('_', '-')} must be a number >= 0")
-        if not (np.isfinite(self.lr) and self.lr > 0):
-            raise XmlkitError("--lr must be positive")
-        if self.epochs < 1:
-            raise XmlkitError("--epochs must be at least 1")
-        if not 0 <= self.threshold_holdout < 1:
-            raise XmlkitError("--threshold-holdout must be in [0, 1)")
-        self.check_seed()
 
 
 def best_f1(scores, truth):
@@ -96,12 +49,50 @@ class Linear(ArrayModel):
     ``predict(X, decision="thresholds")``."""
 
     algorithm = "linear"
-    Params = LinearParams
     ARRAYS = "linear"
+    _parameter_constraints = {
+        "loss": one_of("logistic", "squared"), "l1": real(0), "l2": real(0),
+        "lr_schedule": one_of("constant", "decaying", "adagrad"), "lr": real(0, lo_open=True),
+        "lr_decay": real(0), "epochs": integer(1), "unit_rows": boolean(),
+        "dense_updates": boolean(), "threshold_holdout": real(0, 1, hi_open=True),
+        "seed": SEED,
+    }
+    MODEL_KEYS = ("loss", "l1", "l2", "lr_schedule", "lr", "lr_decay", "epochs", "unit_rows",
+                  "threshold_holdout")
 
-    def __init__(self, **params):
-        super().__init__(**params)
-        self.train_info = {}
+    def __init__(self, *, loss="logistic", l1=1e-6, l2=1e-5, lr_schedule="adagrad", lr=3.0,
+                 lr_decay=1e-4, epochs=10, unit_rows=True, dense_updates=False,
+                 threshold_holdout=0.1, seed=0):
+        """
+        Parameters
+        ----------
+        loss : the loss of every one-vs-all model, "logistic" or "squared".
+        l1 : L1 weight lambda1 (per example).
+        l2 : L2² weight lambda2 (penalty lambda2/2 ‖w‖²).
+        lr_schedule : "constant": lr; "decaying": lr / (1 + lr_decay · t);
+            "adagrad": lr / (1 + sqrt(G)) per feature (and per label for the bias).
+        lr : learning rate.
+        lr_decay : decay of the decaying schedule.
+        epochs : passes over the training data.
+        unit_rows : scale every point to unit length (training and prediction).
+        dense_updates : the plain algorithm: every weight regularised at every
+            step (slow; for comparison).
+        threshold_holdout : share of the training points held out to fit the
+            per-label thresholds (0: no thresholds).
+        seed : random seed (shuffling, hold-out).
+        """
+        self.loss = loss
+        self.l1 = l1
+        self.l2 = l2
+        self.lr_schedule = lr_schedule
+        self.lr = lr
+        self.lr_decay = lr_decay
+        self.epochs = epochs
+        self.unit_rows = unit_rows
+        self.dense_updates = dense_updates
+        self.threshold_holdout = threshold_holdout
+        self.seed = seed
+        super().__init__()
 
     @property
     def progress_total(self):
@@ -124,7 +115,7 @@ class Linear(ArrayModel):
         return {"w_ptr": ptr, "w_idx": idx, "w_val": val, "bias": bias}
 
     def fit(self, X, Y, model_dir=None, progress=None, log=None):
-        import time
+        self._validate_params()
         p = self.params
         X, Y = training_rows(X, Y, min_points=2)
         self.n_features, self.n_labels = X.shape[1], Y.shape[1]
@@ -144,9 +135,7 @@ class Linear(ArrayModel):
             self.arrays = part
             P = self._probabilities(Xs[hold])
             thresholds = fit_thresholds(P, Ys[hold])
-        start = time.perf_counter()
         self.arrays = self._train(X, Y, tick)
-        self.train_info = {"final_fit_seconds": time.perf_counter() - start}
         self.arrays["thresholds"] = thresholds
         if log:
             log(f"linear: {X.shape[0]} points, {self.n_features} features, {self.n_labels} "
@@ -170,10 +159,6 @@ class Linear(ArrayModel):
         if self.params.loss == "logistic":
             return 0.5 * (1 + np.tanh(0.5 * Z))
         return np.clip(Z, 0, 1)
-
-    def predict_options(self, decision=None, **other):
-        self._only(other, ())   # --threshold: the thresholds are fitted per label
-        return {"decision": decision or "scores"}
 
     def predict(self, X, k=None, threads=1, progress=None, decision="scores"):
         """Probabilities (every label, or the k best per row), or label sets

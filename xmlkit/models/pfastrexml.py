@@ -9,70 +9,23 @@ t = 1 / (1 + exp(gamma * ||x^ - mu_l||^2)). With trees_only (-S 1) the tail
 classifiers are skipped: PfastXML.
 """
 import hashlib
-from dataclasses import dataclass
 
 import numpy as np
 
 from xmlkit import store
 from xmlkit.csr import Rows, as_rows, like
-from xmlkit.errors import XmlkitError
-from xmlkit.metrics import PROPENSITY_PRESETS, inverse_propensity
-from xmlkit.models.ensemble import option
-from xmlkit.models.fastxml import FastXML, FastXMLParams
+from xmlkit.errors import InvalidParameterError, XmlkitError
+from xmlkit.metrics import PROPENSITY_PRESETS, inverse_propensity, propensity_ab
+from xmlkit.models.base import array_like, boolean, one_of, optional, real
+from xmlkit.models.fastxml import FastXML
 from xmlkit.models.forest import score_rows
 
 #: name of the tail-classifier arrays in a model folder
 TAIL = "tail_centroids"
 #: name of the inverse propensities the trees were grown with
 PROPENSITY = "inv_propensity"
-#: tree-scored labels per point that are re-ranked (-n), as the C++ tool
+#: tree-scored labels per point that are re-ranked, as in the C++ tool
 RERANK = 1000
-
-
-@dataclass
-class PfastreXMLParams(FastXMLParams):
-    labels_per_leaf: int = option(100, "-l", "--labels-per-leaf",
-                                  "Labels kept per leaf (paper setting 10; the C++ code's "
-                                  "default is 100).")
-    trees_only: int = option(0, "-S", "--trees-only",
-                             "1: trees only, no tail classifiers (PfastXML); 0: PfastreXML.")
-    gamma: float = option(30.0, "-g", "--gamma", "Sharpness gamma of the tail classifiers.")
-    alpha: float = option(0.8, "-a", "--alpha",
-                          "Weight alpha of the tree scores against the tail classifiers.")
-    propensity_preset: str = option("default", None, "--propensity-preset",
-                                    "A/B of the propensity model: " + ", ".join(
-                                        f"{k} {a}/{b}" for k, (a, b) in
-                                        sorted(PROPENSITY_PRESETS.items())) + ".",
-                                    choices=tuple(sorted(PROPENSITY_PRESETS)))
-    propensity_a: float = option(None, "-A", "--A", "A of the propensity model (overrides "
-                                 "the preset's).", type=float)
-    propensity_b: float = option(None, "-B", "--B", "B of the propensity model (overrides "
-                                 "the preset's).", type=float)
-    inv_propensity: str = option(None, None, "--inv-propensity",
-                                 "File with one inverse propensity per label, used instead "
-                                 "of the propensity model.", type="path")
-
-    MODEL_KEYS = FastXMLParams.MODEL_KEYS + ("trees_only", "gamma", "alpha")
-
-    def check(self):
-        super().check()
-        if self.trees_only not in (0, 1):
-            raise XmlkitError("--trees-only (-S) must be 0 or 1")
-        if not (np.isfinite(self.gamma) and self.gamma >= 0):
-            raise XmlkitError("gamma (-g) must be a finite non-negative number")
-        if not 0 <= self.alpha <= 1:
-            raise XmlkitError("alpha (-a) must be between 0 and 1")
-        if self.propensity_preset not in PROPENSITY_PRESETS:
-            raise XmlkitError(f"unknown propensity preset '{self.propensity_preset}' (known: "
-                              f"{', '.join(sorted(PROPENSITY_PRESETS))})")
-        a, b = self.propensity_ab()
-        if not (np.isfinite(a) and a > 0 and np.isfinite(b) and b > -1):
-            raise XmlkitError("the propensity model needs A > 0 and B > -1")
-
-    def propensity_ab(self):
-        a, b = PROPENSITY_PRESETS.get(self.propensity_preset, (np.nan, np.nan))
-        return (a if self.propensity_a is None else self.propensity_a,
-                b if self.propensity_b is None else self.propensity_b)
 
 
 def centroids_by_feature(X, Y, bias):
@@ -110,27 +63,71 @@ class PfastreXML(FastXML):
     ``predict(X, k, rerank=1000)``. ``trees_only=1`` gives PfastXML."""
 
     algorithm = "pfastrexml"
-    Params = PfastreXMLParams
     use_idcg = False
+    _parameter_constraints = {
+        **FastXML._parameter_constraints,
+        "trees_only": boolean(), "gamma": real(0), "alpha": real(0, 1),
+        "propensity_preset": one_of(*sorted(PROPENSITY_PRESETS)),
+        "propensity_a": optional(real(0, lo_open=True)),
+        "propensity_b": optional(real(-1, lo_open=True)),
+        "inv_propensity": optional(array_like()),
+    }
+    MODEL_KEYS = FastXML.MODEL_KEYS + ("trees_only", "gamma", "alpha")
 
-    def __init__(self, **params):
-        super().__init__(**params)
-        self.inv_propensity = None
+    def __init__(self, *, n_trees=50, start_tree=0, threads=1, bias=1.0, log_loss_coeff=1.0,
+                 max_leaf=10, labels_per_leaf=100, seed=0, solver="newglmnet",
+                 trees_only=False, gamma=30.0, alpha=0.8, propensity_preset="default",
+                 propensity_a=None, propensity_b=None, inv_propensity=None):
+        """
+        Parameters
+        ----------
+        n_trees, start_tree, threads, bias, log_loss_coeff, max_leaf, seed,
+        solver : as for FastXML.
+        labels_per_leaf : labels kept per leaf (the C++ tool's default, 100).
+        trees_only : True: trees only, no tail classifiers (PfastXML).
+        gamma : sharpness of the tail classifiers.
+        alpha : weight of the tree scores against the tail classifiers.
+        propensity_preset : (A, B) of the propensity model: "default"
+            0.55/1.5, "wikipedia" 0.5/0.4, "amazon" 0.6/2.6.
+        propensity_a, propensity_b : A and B, replacing the preset's.
+        inv_propensity : one inverse propensity per label, used instead of
+            the propensity model.
+        """
+        super().__init__(n_trees=n_trees, start_tree=start_tree, threads=threads, bias=bias,
+                         log_loss_coeff=log_loss_coeff, max_leaf=max_leaf,
+                         labels_per_leaf=labels_per_leaf, seed=seed, solver=solver)
+        self.trees_only = trees_only
+        self.gamma = gamma
+        self.alpha = alpha
+        self.propensity_preset = propensity_preset
+        self.propensity_a = propensity_a
+        self.propensity_b = propensity_b
+        self.inv_propensity = inv_propensity
+        self.inv_propensity_ = None
         self.tail = None   # (ptr over D + 2, labels, values) of the centroids by feature
+
+    def _check_more(self):
+        try:
+            propensity_ab(self.propensity_preset, self.propensity_a, self.propensity_b)
+        except XmlkitError as exc:
+            raise InvalidParameterError("propensity_a", f"PfastreXML: {exc}") from None
 
     # -- training
     def propensities(self, Y):
-        """Inverse propensities: from --inv-propensity, or the propensity model on Y."""
-        p = self.params
-        if p.inv_propensity is not None:
-            from xmlkit.io import read_inv_propensity
-            return read_inv_propensity(p.inv_propensity, Y.shape[1])
-        a, b = p.propensity_ab()
-        return inverse_propensity(Y, a, b)
+        """Inverse propensities: `inv_propensity`, or the propensity model on Y."""
+        if self.inv_propensity is not None:
+            q = np.asarray(self.inv_propensity, dtype=np.float64)
+            if q.shape != (Y.shape[1],) or not np.all(np.isfinite(q)):
+                raise InvalidParameterError(
+                    "inv_propensity", f"PfastreXML: inv_propensity must hold {Y.shape[1]} "
+                    f"finite values (one per label), got shape {q.shape}")
+            return q
+        return inverse_propensity(Y, *propensity_ab(self.propensity_preset, self.propensity_a,
+                                                    self.propensity_b))
 
     def _label_values(self, Y):
         R = as_rows(Y, "labels")
-        q = self.inv_propensity.astype(np.float32)
+        q = self.inv_propensity_.astype(np.float32)
         return Rows(R.indptr, R.indices, R.data * q[R.indices], R.shape)
 
     def fit(self, X, Y, model_dir=None, progress=None, log=None):
@@ -138,10 +135,11 @@ class PfastreXML(FastXML):
         then the tail classifiers unless trees_only."""
         if X.shape[0] != Y.shape[0]:
             raise XmlkitError(f"features have {X.shape[0]} rows but labels {Y.shape[0]}")
-        self.inv_propensity = np.asarray(self.propensities(Y), dtype=np.float64)
+        self._validate_params()
+        self.inv_propensity_ = np.asarray(self.propensities(Y), dtype=np.float64)
         super().fit(X, Y, model_dir, progress, log)
         if model_dir is not None:
-            store.save_arrays(model_dir, PROPENSITY, {"inv_propensity": self.inv_propensity})
+            store.save_arrays(model_dir, PROPENSITY, {"inv_propensity": self.inv_propensity_})
         if not self.params.trees_only:
             self.tail = centroids_by_feature(X, Y, self.params.bias)
             if model_dir is not None:
@@ -149,25 +147,20 @@ class PfastreXML(FastXML):
         return self
 
     # -- prediction
-    def predict_options(self, rerank=None, trees_only=None, **other):
-        self._only(other, ())
-        return {"rerank": RERANK if rerank is None else rerank,
-                "trees_only": None if trees_only is None else bool(trees_only)}
-
     def predict(self, X, k=None, threads=1, progress=None, rerank=RERANK, trees_only=None):
         """Scores: the tree scores of the `rerank` best labels per point,
         re-ranked by the tail classifiers (unless trees_only, by default the
         model's); the k best per row when k is given. Rows in, Rows out."""
         if trees_only is None:
             trees_only = bool(self.params.trees_only)
-        if rerank < 1:
-            raise XmlkitError("the number of labels to re-rank (-n) must be at least 1")
+        if not (isinstance(rerank, (int, np.integer)) and rerank >= 1):
+            raise InvalidParameterError("rerank", f"rerank must be an integer >= 1, got {rerank!r}")
         forest = self.forest()
         if trees_only:
             return like(X, forest.predict(X, k, threads, progress))
         if self.tail is None:
-            raise XmlkitError("the model has no tail classifiers (trained with --trees-only "
-                              "1); predict with trees only")
+            raise XmlkitError("the model has no tail classifiers (trained with "
+                              "trees_only); predict with trees only")
         R = as_rows(X, "the data")
         S = forest.predict(R, rerank, threads, progress)
         return like(X, self._rerank(R, S, k, threads))
@@ -189,7 +182,7 @@ class PfastreXML(FastXML):
     # -- storage
     def manifest(self):
         m = super().manifest()
-        q = self.inv_propensity
+        q = self.inv_propensity_
         m["params"]["inv_propensity_sha256"] = None if q is None else \
             hashlib.sha256(np.ascontiguousarray(q, dtype="<f8").tobytes()).hexdigest()
         return m
@@ -200,17 +193,19 @@ class PfastreXML(FastXML):
 
     def save(self, folder):
         super().save(folder)
-        if self.inv_propensity is not None:
-            store.save_arrays(folder, PROPENSITY, {"inv_propensity": self.inv_propensity})
+        if self.inv_propensity_ is not None:
+            store.save_arrays(folder, PROPENSITY, {"inv_propensity": self.inv_propensity_})
         if self.tail is not None:
             store.save_arrays(folder, TAIL, self._tail_arrays())
         return folder
 
     @classmethod
-    def from_manifest(cls, manifest):
+    def from_manifest(cls, manifest, folder="the model"):
         params = dict(manifest["params"])
         params.pop("inv_propensity_sha256", None)
-        return super().from_manifest({**manifest, "params": params})
+        if "trees_only" in params and params["trees_only"] in (0, 1):
+            params["trees_only"] = bool(params["trees_only"])   # an int in format 1 folders
+        return super().from_manifest({**manifest, "params": params}, folder)
 
     @classmethod
     def load(cls, folder, trees=None, threads=1):
@@ -219,7 +214,7 @@ class PfastreXML(FastXML):
         if q is None or q.shape != (model.n_labels,):
             raise XmlkitError(f"{folder}/{PROPENSITY}.npz: expected {model.n_labels} inverse "
                               "propensities")
-        model.inv_propensity = q
+        model.inv_propensity_ = q
         if not model.params.trees_only:
             a = store.load_arrays(folder, TAIL)
             model.tail = check_tail(a.get("ptr"), a.get("labels"), a.get("values"),

@@ -1,0 +1,125 @@
+"""The estimator conventions (scikit-learn's) and the command-line layer on
+top of them: parameters stored unchanged, checked by fit with messages that
+name parameters, get_params/set_params/clone/grid search, and per-family
+xml-train options whose defaults are the estimators'."""
+import inspect
+import re
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import xmlkit
+from xmlkit.cli.options import TRAIN_OPTIONS
+from conftest import TRAIN, run_cli
+
+FAMILIES = [xmlkit.FastXML, xmlkit.PfastreXML, xmlkit.LdSM, xmlkit.Embed, xmlkit.Linear]
+#: a small setting per family, for fits that must be quick
+QUICK = {"fastxml": dict(n_trees=2), "pfastrexml": dict(n_trees=2), "ldsm": dict(n_trees=1),
+         "embed": dict(rank=8, num_features=64), "linear": dict(epochs=2)}
+#: one out-of-range value per family, and the parameter it names
+BAD = {"fastxml": ("max_leaf", 0), "pfastrexml": ("alpha", 1.5), "ldsm": ("arity", 9),
+       "embed": ("momentum", 1.0), "linear": ("threshold_holdout", 1.0)}
+
+
+@pytest.fixture(scope="module")
+def small(bibtex):
+    X, Y, Xt, Yt = bibtex
+    return X[:600], Y[:600], Xt[:200], Yt[:200]
+
+
+@pytest.mark.parametrize("cls", FAMILIES)
+def test_init_stores_keywords_unchanged(cls):
+    sig = inspect.signature(cls.__init__)
+    names = [p for p in sig.parameters if p != "self"]
+    assert all(sig.parameters[p].kind == inspect.Parameter.KEYWORD_ONLY for p in names)
+    assert sorted(names) == sorted(cls().get_params())
+    # any value is stored as given (even a wrong one: fit checks)
+    weird = {n: object() for n in names}
+    m = cls(**weird)
+    assert all(getattr(m, n) is weird[n] for n in names)
+    with pytest.raises(TypeError):
+        cls(1)                                  # keyword-only
+
+
+@pytest.mark.parametrize("cls", FAMILIES)
+def test_set_params_and_repr(cls):
+    m = cls()
+    name, _ = BAD[cls.algorithm]
+    assert m.set_params(seed=7) is m and m.get_params(deep=True)["seed"] == 7
+    assert repr(m) == f"{cls.__name__}(seed=7)"
+    with pytest.raises(ValueError, match="no parameter 'nope'"):
+        m.set_params(nope=1)
+
+
+@pytest.mark.parametrize("cls", FAMILIES)
+def test_fit_checks_parameters_by_name(cls, small):
+    X, Y, _, _ = small
+    name, value = BAD[cls.algorithm]
+    with pytest.raises(ValueError, match=rf"{cls.__name__}: {name} must be .*got {value}"):
+        cls(**{**QUICK[cls.algorithm], name: value}).fit(X, Y)
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        cls(**QUICK[cls.algorithm], seed=-1).fit(X, Y)
+
+
+@pytest.mark.parametrize("cls", FAMILIES)
+def test_clone_and_grid_search(cls, small):
+    sklearn = pytest.importorskip("sklearn")
+    from sklearn.base import clone
+    from sklearn.model_selection import GridSearchCV
+    X, Y, _, _ = small
+    m = cls(**QUICK[cls.algorithm], seed=3)
+    c = clone(m)
+    assert type(c) is cls and c is not m and c.get_params() == m.get_params()
+
+    def p_at_1(est, X, Y):
+        S = sp.csr_matrix(est.predict(X, k=1))
+        hit = np.asarray(Y[np.arange(X.shape[0]), np.asarray(S.argmax(axis=1)).ravel()])
+        return float(hit.mean())
+
+    key = "n_trees" if "n_trees" in m.get_params() else "seed"
+    grid = GridSearchCV(m, {key: [1, 2]}, cv=2, scoring=p_at_1, error_score="raise")
+    grid.fit(X, Y)
+    assert grid.best_params_[key] in (1, 2) and 0 <= grid.best_score_ <= 1
+    assert sklearn.__version__
+
+
+@pytest.mark.parametrize("algo", sorted(TRAIN_OPTIONS))
+def test_train_help_lists_the_family_options_with_estimator_defaults(algo):
+    r = run_cli("xml-train", "--algorithm", algo, "--help")
+    assert r.returncode == 0
+    out = r.stdout
+    defaults = xmlkit.REGISTRY[algo].param_defaults()
+    own = {d for o in TRAIN_OPTIONS[algo] for d in o.decls}
+    for other, opts in TRAIN_OPTIONS.items():
+        for o in opts:
+            for d in o.decls:
+                if d.startswith("--") and d not in own:
+                    assert not re.search(rf"{re.escape(d)}\b", out), (algo, d)
+    assert set(o.param for o in TRAIN_OPTIONS[algo]) == set(defaults)
+    flat = " ".join(out.split())
+    for o in TRAIN_OPTIONS[algo]:
+        d = defaults[o.param]
+        if d is None:
+            continue
+        shown = int(d) if o.param == "trees_only" else d
+        if o.off:               # a --x/--no-x switch shows the spelling of its default
+            shown = (o.decls[-1] if d else o.off).lstrip("-")
+        assert f"[default: {shown}" in flat.split(o.decls[-1], 1)[1], (algo, o.param)
+
+
+def test_train_refuses_another_family_option_naming_it(tmp_path):
+    r = run_cli("xml-train", TRAIN, tmp_path / "m", "--arity", "3")
+    assert r.returncode == 2 and "--arity is an option of --algorithm ldsm" in r.stderr
+    r = run_cli("xml-train", TRAIN, tmp_path / "m", "--algorithm", "linear", "-t", "3")
+    assert r.returncode == 2 and "-t is an option of --algorithm" in r.stderr
+    r = run_cli("xml-train", TRAIN, tmp_path / "m", "--algorithm", "ldsm", "--arity", "9")
+    assert r.returncode == 2 and "--arity must be an integer in [2, 8], got 9" in r.stderr
+    assert not (tmp_path / "m").exists()
+
+
+def test_no_flag_in_the_estimator_layer():
+    from pathlib import Path
+    root = Path(xmlkit.__file__).parent / "models"
+    for path in root.glob("*.py"):
+        assert '"--' not in path.read_text(), path

@@ -1,0 +1,172 @@
+"""The command-line spelling of each family's parameters: one table per
+family, flag and help text written for that family. Defaults are not here:
+they are read from the estimator's signature (xmlkit.models.base), the one
+place they live."""
+from dataclasses import dataclass
+
+import click
+
+from xmlkit.metrics import PROPENSITY_PRESETS
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One option: the estimator parameter it sets, its flags, its help."""
+    param: str
+    decls: tuple
+    help: str
+    type: object = None     # a click type; None: the type of the default
+    off: str = None         # booleans: the flag that turns it off
+    choices: tuple = None
+
+
+def _trees(n_default_help):
+    return Opt("n_trees", ("-t", "--trees"), n_default_help)
+
+
+SEED_TREES = Opt("seed", ("--seed",), "Random seed; tree t draws from a stream derived "
+                                      "from (seed, t), so a tree does not depend on -T.")
+BIAS = Opt("bias", ("-b", "--bias"), "Value of the bias feature added to every point.")
+
+FASTXML = (
+    _trees("Number of trees to grow."),
+    Opt("start_tree", ("-s", "--start-tree"),
+        "Index of the first tree: trees -s .. -s+t-1 are grown (shards of one model "
+        "use different ranges)."),
+    Opt("threads", ("-T", "--threads"), "Trees grown in parallel (threads; worker "
+                                        "processes with --solver liblinear)."),
+    BIAS,
+    Opt("log_loss_coeff", ("-c", "--log-loss-coeff"),
+        "Cost C of the logistic loss in each node's L1-regularised classifier."),
+    Opt("max_leaf", ("-m", "--max-leaf"), "A node with at most this many points is a leaf."),
+    Opt("labels_per_leaf", ("-l", "--labels-per-leaf"),
+        "Labels kept per leaf (the paper's setting; the C++ code's default is 100)."),
+    SEED_TREES,
+    Opt("solver", ("--solver",),
+        "Solver of the nodes' L1 logistic regressions: xmlkit's newGLMNET (10 Newton "
+        "steps of 10 coordinate-descent passes at most, as the C++ tool) or "
+        "liblinear-official's L1R_LR (100 / 1000).", choices=("newglmnet", "liblinear")),
+)
+
+PFASTREXML = tuple(
+    Opt("labels_per_leaf", o.decls, "Labels kept per leaf (the C++ tool's default).")
+    if o.param == "labels_per_leaf" else o for o in FASTXML) + (
+    Opt("trees_only", ("-S", "--trees-only"),
+        "1: trees only, no tail classifiers (PfastXML); 0: PfastreXML.",
+        type=click.IntRange(0, 1)),
+    Opt("gamma", ("-g", "--gamma"), "Sharpness gamma of the tail classifiers."),
+    Opt("alpha", ("-a", "--alpha"), "Weight alpha of the tree scores against the tail "
+                                    "classifiers (scores s^alpha t^(1-alpha))."),
+    Opt("propensity_preset", ("--propensity-preset",),
+        "A/B of the propensity model that weights the labels: " + ", ".join(
+            f"{k} {a}/{b}" for k, (a, b) in sorted(PROPENSITY_PRESETS.items())) + ".",
+        choices=tuple(sorted(PROPENSITY_PRESETS))),
+    Opt("propensity_a", ("-A", "--A"), "A of the propensity model (replaces the preset's).",
+        type=float),
+    Opt("propensity_b", ("-B", "--B"), "B of the propensity model (replaces the preset's).",
+        type=float),
+    Opt("inv_propensity", ("--inv-propensity",),
+        "File with one positive inverse propensity per label, used instead of the "
+        "propensity model.", type=click.Path(dir_okay=False)),
+)
+
+LDSM = (
+    _trees("Number of trees to grow."),
+    Opt("threads", ("-T", "--threads"), "Trees grown in parallel (threads)."),
+    Opt("arity", ("--arity",), "Children per node (M), 2 to 8."),
+    Opt("max_nodes", ("--max-nodes",), "Node budget of a tree."),
+    Opt("epochs", ("--epochs",), "Passes over a node's points to train its regressors."),
+    Opt("lr", ("--lr",), "Learning rate of the nodes' normalized adaptive SGD."),
+    Opt("lambda1", ("--lambda1",), "Weight of the multi-way penalty in the node objective."),
+    Opt("lambda2", ("--lambda2",), "Weight of the class-integrity term in the node "
+                                   "objective."),
+    Opt("route_threshold", ("--route-threshold",),
+        "A point goes to every child whose regressor margin is at least this (else to "
+        "the best child)."),
+    BIAS,
+    SEED_TREES,
+)
+
+EMBED = (
+    Opt("rank", ("--rank",), "Embedding dimension k; 0: the smallest k whose top "
+                             "eigenvalues of YᵀY hold 90% of their sum."),
+    Opt("oversample", ("--oversample",), "Extra columns p of the Gaussian test matrix."),
+    Opt("passes", ("--passes",), "Range-finder passes q."),
+    Opt("embed_lambda", ("--embed-lambda",), "Ridge of the embedding solves, times tr(XᵀX)/d."),
+    Opt("cg_iters", ("--cg-iters",), "Conjugate-gradient iterations per solve."),
+    Opt("num_features", ("--num-features",), "Random Fourier features f."),
+    Opt("kernel", ("--kernel",), "Random-feature kernel.", choices=("gaussian", "cauchy")),
+    Opt("bandwidth", ("--bandwidth",), "Frequency multiplier on the median-heuristic "
+                                       "bandwidth."),
+    Opt("ridge", ("--ridge",), "Ridge of the output layer, times tr(ΦᵀΦ)/(f+1)."),
+    Opt("loss", ("--loss",), "Output layer: ridge closed form, or refined by per-class "
+                             "logistic loss.", choices=("ridge", "logistic")),
+    Opt("epochs", ("--epochs",), "Epochs of the logistic refinement (--loss logistic)."),
+    Opt("eta", ("--eta",), "Step size of the logistic refinement (preconditioned)."),
+    Opt("momentum", ("--momentum",), "Heavy-ball momentum of the logistic refinement."),
+    Opt("decay", ("--decay",), "Step-size decay per epoch of the logistic refinement "
+                               "(<= 1)."),
+    Opt("shrink", ("--shrink",), "Label smoothing s: targets s·y + (1−s)(1−y)."),
+    Opt("seed", ("--seed",), "Random seed (test matrix, frequencies, minibatches)."),
+)
+
+LINEAR = (
+    Opt("loss", ("--loss",), "The loss of every one-vs-all model.",
+        choices=("logistic", "squared")),
+    Opt("l1", ("--l1",), "L1 weight lambda1 (per example)."),
+    Opt("l2", ("--l2",), "L2² weight lambda2 (penalty lambda2/2 ‖w‖²)."),
+    Opt("lr_schedule", ("--lr-schedule",),
+        "Learning rate per step: constant: --lr; decaying: lr / (1 + lr-decay · t); "
+        "adagrad: lr / (1 + sqrt(G)) per feature (and per label for the bias).",
+        choices=("constant", "decaying", "adagrad")),
+    Opt("lr", ("--lr",), "Learning rate of the SGD."),
+    Opt("lr_decay", ("--lr-decay",), "Decay of the decaying schedule."),
+    Opt("epochs", ("--epochs",), "Passes over the training data."),
+    Opt("unit_rows", ("--unit-rows",), "Scale every point to unit length (training and "
+                                       "prediction).", off="--raw-rows"),
+    Opt("dense_updates", ("--dense-updates",), "The plain algorithm: every weight "
+        "regularised at every step (slow; for comparison).", off="--lazy-updates"),
+    Opt("threshold_holdout", ("--threshold-holdout",),
+        "Share of the training points held out to fit the per-label thresholds "
+        "(0: no thresholds)."),
+    Opt("seed", ("--seed",), "Random seed (shuffling, hold-out)."),
+)
+
+#: xml-train's options, per family
+TRAIN_OPTIONS = {"fastxml": FASTXML, "pfastrexml": PFASTREXML, "ldsm": LDSM,
+                 "embed": EMBED, "linear": LINEAR}
+
+
+def flag_of(algorithm, param):
+    """The spelling of a parameter's option, for messages ("--trees (-t)")."""
+    for o in TRAIN_OPTIONS.get(algorithm, ()):
+        if o.param == param:
+            longs = [d for d in o.decls if d.startswith("--")]
+            shorts = [d for d in o.decls if not d.startswith("--")]
+            return longs[0] + (f" ({shorts[0]})" if shorts else "")
+    return param
+
+
+def families_with(flag):
+    """The families that have an option spelled `flag`."""
+    return sorted(a for a, opts in TRAIN_OPTIONS.items()
+                  if any(flag in o.decls or flag == o.off for o in opts))
+
+
+def click_options(algorithm, defaults):
+    """Click decorators for the family's options; `defaults` maps parameter
+    names to the estimator's defaults."""
+    out = []
+    for o in TRAIN_OPTIONS[algorithm]:
+        default = defaults[o.param]
+        if isinstance(default, bool) and o.off:
+            long = [d for d in o.decls if d.startswith("--")][0]
+            out.append(click.option(f"{long}/{o.off}", o.param, default=default,
+                                    show_default=True, help=o.help))
+            continue
+        if o.param == "trees_only":     # a bool parameter spelled -S 0/1 as the C++ tool
+            default = int(default)
+        kind = click.Choice(o.choices) if o.choices else (o.type or type(default))
+        out.append(click.option(*o.decls, o.param, type=kind, default=default,
+                                show_default=default is not None, help=o.help))
+    return out

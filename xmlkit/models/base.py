@@ -1,0 +1,177 @@
+"""The estimator conventions every model family follows (scikit-learn's).
+
+A family's ``__init__`` takes keyword-only parameters and stores each one
+unchanged under its own name: the signature is the one place for defaults
+(the command-line tools read them from it), ``help(cls)`` shows them, and
+``get_params`` / ``set_params`` / ``sklearn.base.clone`` work from it.
+Parameters are checked when ``fit`` starts, against the constraints a family
+declares once in ``_parameter_constraints``; a violation raises
+InvalidParameterError (a ValueError) naming the parameter.
+"""
+import inspect
+import math
+import numbers
+from types import SimpleNamespace
+
+import numpy as np
+
+from xmlkit.errors import InvalidParameterError
+
+
+class Constraint:
+    """A test on a parameter value and the phrase that describes it."""
+
+    def __init__(self, phrase, test):
+        self.phrase = phrase
+        self.test = test
+
+    def __call__(self, value):
+        try:
+            return bool(self.test(value))
+        except (TypeError, ValueError):
+            return False
+
+
+def _is_int(v):
+    return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+
+
+def _is_real(v):
+    return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+
+
+def integer(lo=None, hi=None):
+    """An integer in [lo, hi] (either bound may be None)."""
+    phrase = ("an integer" + (f" >= {lo}" if lo is not None and hi is None else "")
+              + (f" <= {hi}" if hi is not None and lo is None else "")
+              + (f" in [{lo}, {hi}]" if lo is not None and hi is not None else ""))
+    return Constraint(phrase, lambda v: _is_int(v) and (lo is None or v >= lo)
+                      and (hi is None or v <= hi))
+
+
+def real(lo=None, hi=None, lo_open=False, hi_open=False):
+    """A finite number between lo and hi (open ends as asked)."""
+    parts = []
+    if lo is not None:
+        parts.append(f"{'>' if lo_open else '>='} {lo}")
+    if hi is not None:
+        parts.append(f"{'<' if hi_open else '<='} {hi}")
+    phrase = "a finite number" + (" " + " and ".join(parts) if parts else "")
+
+    def test(v):
+        if not _is_real(v) or not math.isfinite(v):
+            return False
+        if lo is not None and (v <= lo if lo_open else v < lo):
+            return False
+        return hi is None or (v < hi if hi_open else v <= hi)
+    return Constraint(phrase, test)
+
+
+def one_of(*values):
+    return Constraint("one of " + ", ".join(repr(v) for v in values),
+                      lambda v: isinstance(v, str) and v in values)
+
+
+def boolean():
+    return Constraint("True or False", lambda v: isinstance(v, (bool, np.bool_)))
+
+
+def optional(c):
+    return Constraint(f"None or {c.phrase}", lambda v: v is None or c(v))
+
+
+def array_like():
+    return Constraint("an array of numbers", lambda v: np.asarray(v, dtype=np.float64).ndim == 1)
+
+
+#: random seeds: non-negative 64-bit integers
+SEED = integer(0, 2 ** 63 - 1)
+
+
+class Estimator:
+    """Parameters, their checks and their copies, the scikit-learn way.
+
+    A subclass writes a keyword-only ``__init__`` that stores its arguments
+    unchanged, and declares ``_parameter_constraints`` (name -> Constraint);
+    checks that involve several parameters go in ``_check_more``.
+    """
+
+    #: family name (xml-train --algorithm, model folder manifests)
+    algorithm = None
+    #: parameter name -> Constraint, checked when fit starts
+    _parameter_constraints = {}
+    #: the parameters that define a trained model (recorded in its folder);
+    #: the others only say how to train it
+    MODEL_KEYS = ()
+
+    @classmethod
+    def _get_param_names(cls):
+        sig = inspect.signature(cls.__init__)
+        return sorted(p.name for p in sig.parameters.values()
+                      if p.name != "self" and p.kind == p.KEYWORD_ONLY)
+
+    @classmethod
+    def param_defaults(cls):
+        """Parameter name -> default value, from the signature."""
+        sig = inspect.signature(cls.__init__)
+        return {p.name: p.default for p in sig.parameters.values()
+                if p.name != "self" and p.kind == p.KEYWORD_ONLY}
+
+    def get_params(self, deep=True):
+        """The parameters as given (deep: no parameter is an estimator here)."""
+        return {name: getattr(self, name) for name in self._get_param_names()}
+
+    def set_params(self, **params):
+        valid = set(self._get_param_names())
+        for name, value in params.items():
+            if name not in valid:
+                raise InvalidParameterError(
+                    name, f"{type(self).__name__} has no parameter {name!r} "
+                          f"(its parameters: {', '.join(sorted(valid))})")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self):
+        defaults = self.param_defaults()
+        changed = []
+        for name in self._get_param_names():
+            value = getattr(self, name)
+            default = defaults[name]
+            if value is default or (not isinstance(value, np.ndarray)
+                                    and not isinstance(default, np.ndarray)
+                                    and value == default):
+                continue
+            changed.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(changed)})"
+
+    def __sklearn_tags__(self):
+        """What scikit-learn's tools (clone, GridSearchCV, ...) ask of an
+        estimator, when scikit-learn is installed: sparse input, a required
+        target (the label matrix), no classifier type (so that
+        cross-validation splits by KFold, not by class)."""
+        from sklearn.utils import InputTags, Tags, TargetTags
+        return Tags(estimator_type=None, target_tags=TargetTags(required=True),
+                    input_tags=InputTags(sparse=True, two_d_array=True))
+
+    @property
+    def params(self):
+        """The parameters as a read-only namespace (for the family's code)."""
+        return SimpleNamespace(**self.get_params())
+
+    def _validate_params(self):
+        """Check every parameter against its constraint; raises
+        InvalidParameterError naming the first that fails."""
+        for name in self._get_param_names():
+            c = self._parameter_constraints.get(name)
+            value = getattr(self, name)
+            if c is not None and not c(value):
+                raise InvalidParameterError(
+                    name, f"{type(self).__name__}: {name} must be {c.phrase}, got {value!r}")
+        self._check_more()
+
+    def _check_more(self):
+        """Checks that involve several parameters (none by default)."""
+
+    def model_params(self):
+        """The parameters that define the model, as recorded in its folder."""
+        return {k: getattr(self, k) for k in self.MODEL_KEYS}
