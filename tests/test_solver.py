@@ -8,6 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 import xmlkit
+from xmlkit.driver import fit_folder
 from xmlkit.errors import XmlkitError
 from xmlkit._ext.fastxml_tree import SeparatorSolver
 from xmlkit.metrics import ranking_metrics
@@ -125,7 +126,7 @@ def test_liblinear_solver_stays_available(bibtex):
 def test_folders_written_before_the_solver_option_load_as_liblinear(tmp_path, bibtex):
     X, Y, Xt, _ = bibtex
     folder = tmp_path / "m"
-    xmlkit.FastXML(n_trees=2, seed=0, solver="liblinear").fit(X, Y, model_dir=folder)
+    fit_folder(xmlkit.FastXML(n_trees=2, seed=0, solver="liblinear"), X, Y, folder)
     m = json.loads((folder / "manifest.json").read_text())
     del m["params"]["solver"]
     (folder / "manifest.json").write_text(json.dumps(m))

@@ -12,6 +12,7 @@ import click
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_option,
                                quiet_option, read_input, run, version_option)
 from xmlkit.cli.options import TRAIN_OPTIONS, click_options, families_with, flag_of
+from xmlkit.driver import fit_folder
 from xmlkit.errors import InvalidParameterError
 from xmlkit.models import REGISTRY, get_class
 
@@ -61,7 +62,7 @@ def _train(ctx, algorithm, paths, index_base, as_json, quiet, params):
     start = time.perf_counter()
     try:
         with log.progress(model.progress_total, "training", "steps") as bar:
-            model.fit(X, Y, model_dir=model_dir, progress=bar.update, log=log)
+            fit_folder(model, X, Y, model_dir, progress=bar.update, log=log)
     except InvalidParameterError as exc:
         flag = flag_of(algorithm, exc.param)
         fail(str(exc).replace(f"{cls.__name__}: {exc.param}", flag, 1))

@@ -3,7 +3,6 @@ whose scores are computed densely by blocks of rows: the shared save/load
 and the block loop that keeps only the selected entries of each block."""
 import numpy as np
 
-from xmlkit import store
 from xmlkit.csr import Rows
 from xmlkit.errors import XmlkitError
 from xmlkit.models.ensemble import ModelBase
@@ -67,29 +66,11 @@ class ArrayModel(ModelBase):
         if self.arrays is None:
             raise XmlkitError("the model is not trained (fit or load it first)")
 
-    def save(self, folder):
-        self._require_fitted()
-        store.prepare_folder(folder, self.manifest())
-        store.save_arrays(folder, self.ARRAYS, self.arrays)
-        return folder
-
-    @classmethod
-    def load(cls, folder, trees=None, threads=1):
-        if trees is not None:
-            raise XmlkitError(f"{folder}: a {cls.algorithm} model has no trees to pick")
-        m = store.read_manifest(folder)
-        if m["algorithm"] != cls.algorithm:
-            raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
-        model = cls.from_manifest(m, folder)
-        a = store.load_arrays(folder, cls.ARRAYS)
-        try:
-            ok = model._check_arrays(a)
-        except (KeyError, IndexError, ValueError):
-            ok = False
-        if not ok:
-            raise XmlkitError(f"{folder}/{cls.ARRAYS}.npz: arrays are missing or inconsistent")
-        model.arrays = a
-        return model
+    def fit(self, X, Y):
+        """Fit the model; returns self."""
+        X, Y = self._start_fit(X, Y)
+        self._fit_arrays(X, Y)
+        return self
 
     def _check_arrays(self, a):
         raise NotImplementedError

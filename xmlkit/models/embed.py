@@ -22,7 +22,6 @@ a block of rows/labels.
 """
 import numpy as np
 
-from xmlkit import store
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
 from xmlkit.models.arrays import ROW_BLOCK, ArrayModel, coo_rows, scored_blocks, selector
@@ -214,19 +213,22 @@ class Embed(ArrayModel):
         p = self.params
         return 3 + (p.epochs if p.loss == "logistic" else 0)
 
-    def fit(self, X, Y, model_dir=None, progress=None, log=None):
+    def _start_fit(self, X, Y):
+        self._validate_params()
+        X, Y = training_rows(X, Y, min_points=2)
+        self.n_features, self.n_labels = X.shape[1], Y.shape[1]
+        return X, Y
+
+    def _fit_arrays(self, X, Y, progress=None, log=None):
+        """The fit after _start_fit; progress(n) after each step, log(message)."""
         import scipy.sparse as sp
         from scipy.linalg import cho_factor, cho_solve
-        self._validate_params()
         p = self.params
-        X, Y = training_rows(X, Y, min_points=2)
         X, Y = X.to_scipy().astype(np.float64), Y.to_scipy()
         Y = sp.csr_matrix((np.ones(Y.nnz), Y.indices, Y.indptr), shape=Y.shape)
         Y.sum_duplicates()
         Y.data[:] = 1
-        n, self.n_features, self.n_labels = X.shape[0], X.shape[1], Y.shape[1]
-        if model_dir is not None:
-            store.prepare_folder(model_dir, self.manifest())
+        n = X.shape[0]
         rng = np.random.default_rng(p.seed)
         tick = progress or (lambda _: None)
         k = p.rank or auto_rank(Y)
@@ -263,9 +265,6 @@ class Embed(ArrayModel):
         if log:
             log(f"embed: {n} points, {self.n_features} features, {self.n_labels} labels; "
                 f"rank {VE.shape[1]}, {p.num_features} random features")
-        if model_dir is not None:
-            store.save_arrays(model_dir, self.ARRAYS, self.arrays)
-        return self
 
     def _logistic(self, Phi, Y, V, target, chol, rng, tick, log):
         from scipy.linalg import cho_solve

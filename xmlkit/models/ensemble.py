@@ -33,9 +33,9 @@ def stored_trees(folder):
 
 class ModelBase(Estimator):
     """Base of the model families. A subclass sets `algorithm`, its
-    parameters (see xmlkit.models.base) and implements fit, predict and save;
-    tree ensembles also _load_tree(folder, t), single-file models derive
-    from xmlkit.models.arrays.ArrayModel instead."""
+    parameters (see xmlkit.models.base), _start_fit (checks, shapes) and
+    predict; tree families derive from TreeEnsemble, single-file models from
+    xmlkit.models.arrays.ArrayModel. Folders: xmlkit.driver."""
 
     def __init__(self):
         self.trees = {}
@@ -58,41 +58,48 @@ class ModelBase(Estimator):
 
     @classmethod
     def load(cls, folder, trees=None, threads=1):
-        """Load a model folder; `trees` (an iterable of indices) picks a subset."""
+        """Load a model folder (see xmlkit.driver.load_folder)."""
+        from xmlkit.driver import load_folder
         return load_folder(cls, folder, trees, threads)
+
+    def save(self, folder):
+        """Write the model folder (see xmlkit.driver.save_folder)."""
+        from xmlkit.driver import save_folder
+        return save_folder(self, folder)
+
+
+class TreeEnsemble(ModelBase):
+    """Tree families: fit grows the trees of _wanted_trees() through
+    _grow_trees (no I/O: xmlkit.driver trains into folders with the same
+    hooks, writing each tree as it is grown), and stores each tree as the
+    arrays of _encode_tree, read back by _decode_tree."""
+
+    def fit(self, X, Y):
+        """Grow the trees (see the class's parameters); returns self."""
+        X, Y = self._start_fit(X, Y)
+        self.trees = {}
+        for t, tree in self._grow_trees(X, Y, self._wanted_trees()):
+            self.trees[t] = tree
+        self._finish_fit(X, Y)
+        return self
+
+    def _finish_fit(self, X, Y):
+        """Work after the trees (PfastreXML: its tail classifiers)."""
+
+    def _extra_arrays(self):
+        """Arrays besides the trees that the model folder holds: name -> dict."""
+        return {}
+
+    def _restore_extras(self, read, where):
+        """Take back the _extra_arrays of a loaded folder: read(name) gives
+        the dict of arrays `name` (`where` names the folder in messages)."""
 
     @property
     def progress_total(self):
-        """Steps of fit's progress callback (trees for tree ensembles)."""
+        """Steps of training's progress callback: the trees."""
         return self.params.n_trees
 
     def summary(self):
         s = self.stats()
         return (f"{len(self.trees)} trees, {s['nodes']:.0f} nodes and depth "
                 f"{s['max_depth']:.1f} on average")
-
-
-def load_folder(cls, folder, trees=None, threads=1):
-    """A model of class `cls` (with from_manifest and _load_tree) from an
-    xmlkit folder: its trees, or the indices `trees`; `threads` read tree
-    files in parallel (zlib and numpy release the GIL)."""
-    m = store.read_manifest(folder)
-    if m["algorithm"] != cls.algorithm:
-        raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
-    model = cls.from_manifest(m, folder)
-    present = stored_trees(folder)
-    wanted = present if trees is None else list(trees)
-    missing = sorted(set(wanted) - set(present))
-    if missing:
-        raise XmlkitError(f"{folder}: has no tree {missing[0]} (it holds "
-                          f"{len(present)} trees)")
-    if not wanted:
-        raise XmlkitError(f"{folder}: holds no trees")
-    if threads > 1 and len(wanted) > 1:
-        from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(threads) as pool:
-            loaded = list(pool.map(lambda t: model._load_tree(folder, t), wanted))
-    else:
-        loaded = [model._load_tree(folder, t) for t in wanted]
-    model.trees.update(zip(wanted, loaded))
-    return model

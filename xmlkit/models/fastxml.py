@@ -16,17 +16,15 @@ with liblinear (its solver shuffles with the C library's global rand(); see
 xmlkit._ext.fastxml_tree).
 """
 import multiprocessing
-import os
 import queue
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 
 import numpy as np
 
-from xmlkit import store
 from xmlkit.csr import as_rows, like
 from xmlkit.errors import XmlkitError
 from xmlkit.models.base import SEED, integer, one_of, real
-from xmlkit.models.ensemble import ModelBase, stored_trees, tree_name
+from xmlkit.models.ensemble import TreeEnsemble
 from xmlkit.models.forest import (PackedForest, check_tree, decode_tree, encode_tree,
                                   tree_stats)
 
@@ -40,12 +38,12 @@ SOLVERS = ("newglmnet", "liblinear")
 _GROWER = None
 
 
-def _grow_one(seed, t, model_dir, grower=None):
-    """Grow tree t and, with a model folder, write it there: in the worker,
-    so that compressing the files runs in parallel too."""
+def _grow_one(seed, t, after, grower=None):
+    """Grow tree t, then call after(t, tree) in the worker (the driver writes
+    the tree's file there, so that compressing files runs in parallel too)."""
     tree = (grower or _GROWER).grow(seed, t)
-    if model_dir is not None:
-        store.save_arrays(model_dir, tree_name(t), encode_tree(tree))
+    if after is not None:
+        after(t, tree)
     return t, tree
 
 
@@ -56,7 +54,7 @@ def _as_training_csr(M, name, dtype=np.float32):
     return R.indptr.astype(np.int64), R.indices, R.data
 
 
-class FastXML(ModelBase):
+class FastXML(TreeEnsemble):
     """FastXML tree ensemble: ``FastXML(n_trees=50, ...).fit(X, Y)``, then
     ``predict(X, k)`` → csr scores. X: csr N×D features, Y: csr N×L labels."""
 
@@ -106,39 +104,26 @@ class FastXML(ModelBase):
         """Label values the splits and leaves work on (PfastreXML reweights them)."""
         return Y
 
-    def fit(self, X, Y, model_dir=None, progress=None, log=None):
-        """Grow trees start_tree .. start_tree+n_trees-1.
-
-        With `model_dir`, each tree is written there as soon as it is grown, and
-        trees already in the folder (same settings) are loaded, not regrown:
-        an interrupted run resumes, and shards grown elsewhere merge by copying
-        their tree files into one folder.
-        """
-        from xmlkit._ext.fastxml_tree import TreeGrower
+    def _start_fit(self, X, Y):
+        """Check the parameters and data; set the shapes. Returns X, Y."""
         self._validate_params()
-        p = self.params
         if X.shape[0] != Y.shape[0]:
             raise XmlkitError(f"features have {X.shape[0]} rows but labels {Y.shape[0]}")
         if X.shape[0] == 0:
             raise XmlkitError("no training points")
         self.n_features, self.n_labels = int(X.shape[1]), int(Y.shape[1])
-        wanted = range(p.start_tree, p.start_tree + p.n_trees)
-        todo = list(wanted)
-        if model_dir is not None:
-            store.prepare_folder(model_dir, self.manifest())
-            done = set(stored_trees(model_dir))
-            for t in wanted:
-                if t in done:
-                    self.trees[t] = self._load_tree(model_dir, t)
-            todo = [t for t in wanted if t not in self.trees]
-            if log and len(todo) < len(wanted):
-                log(f"{len(wanted) - len(todo)} of the trees are already in {model_dir}; "
-                    f"growing {len(todo)}")
-        if log:
-            log(f"{self.algorithm}: {X.shape[0]} points, {X.shape[1]} features, "
-                f"{Y.shape[1]} labels; growing {len(todo)} trees")
+        return X, Y
+
+    def _wanted_trees(self):
+        return list(range(self.start_tree, self.start_tree + self.n_trees))
+
+    def _grow_trees(self, X, Y, todo, after=None):
+        """Grow the trees `todo`, yielding (t, tree) as each is done (in any
+        order); after(t, tree) runs in the worker that grew it."""
+        from xmlkit._ext.fastxml_tree import TreeGrower
         if not todo:
-            return self
+            return
+        p = self.params
         if p.solver == "liblinear":
             from xmlkit import _liblinear
             _liblinear.bind()
@@ -152,13 +137,9 @@ class FastXML(ModelBase):
                               p.max_leaf, p.labels_per_leaf, p.bias, p.log_loss_coeff,
                               self.use_idcg, solver=p.solver)
         grow = self._grow_forked if p.solver == "liblinear" else self._grow_threads
-        for t, tree in grow(todo, model_dir, grower):
-            self.trees[t] = tree
-            if progress is not None:
-                progress(1)
-        return self
+        yield from grow(todo, after, grower)
 
-    def _grow_threads(self, todo, model_dir, grower):
+    def _grow_threads(self, todo, after, grower):
         """Trees on `threads` threads, each with a grower of its own (trees
         are grown without the GIL)."""
         seed = self.params.seed
@@ -166,7 +147,7 @@ class FastXML(ModelBase):
         if workers == 1:
             g = grower()
             for t in todo:
-                yield _grow_one(seed, t, model_dir, g)
+                yield _grow_one(seed, t, after, g)
             return
         idle = queue.SimpleQueue()
         for _ in range(workers):
@@ -175,7 +156,7 @@ class FastXML(ModelBase):
         def task(t):
             g = idle.get()
             try:
-                return _grow_one(seed, t, model_dir, g)
+                return _grow_one(seed, t, after, g)
             finally:
                 idle.put(g)
         with ThreadPoolExecutor(workers) as pool:
@@ -187,7 +168,7 @@ class FastXML(ModelBase):
                 for f in futures:
                     f.cancel()
 
-    def _grow_forked(self, todo, model_dir, grower):
+    def _grow_forked(self, todo, after, grower):
         """liblinear: trees in forked worker processes (see the module doc)."""
         global _GROWER
         seed = self.params.seed
@@ -196,11 +177,11 @@ class FastXML(ModelBase):
         try:
             if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
                 for t in todo:
-                    yield _grow_one(seed, t, model_dir)
+                    yield _grow_one(seed, t, after)
                 return
             ctx = multiprocessing.get_context("fork")
             with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-                futures = [pool.submit(_grow_one, seed, t, model_dir) for t in todo]
+                futures = [pool.submit(_grow_one, seed, t, after) for t in todo]
                 for f in as_completed(futures):
                     yield f.result()
         finally:
@@ -237,17 +218,13 @@ class FastXML(ModelBase):
         Returns a :class:`~xmlkit.csr.Rows` for a Rows, else a scipy csr_matrix."""
         return like(X, self.forest().predict(X, k, threads, progress))
 
-    # -- storage
-    def save(self, folder):
-        """Write the model folder (manifest + one .npz per tree)."""
-        store.prepare_folder(folder, self.manifest())
-        for t, tree in self.trees.items():
-            store.save_arrays(folder, tree_name(t), encode_tree(tree))
-        return folder
+    # -- the tree files (read and written by xmlkit.driver)
+    @staticmethod
+    def _encode_tree(tree):
+        return encode_tree(tree)
 
-    def _load_tree(self, folder, t):
-        name = os.path.join(str(folder), tree_name(t) + ".npz")
-        tree = decode_tree(store.load_arrays(folder, tree_name(t)), name)
+    def _decode_tree(self, arrays, name):
+        tree = decode_tree(arrays, name)
         check_tree(tree, self.n_features, self.n_labels, name)
         return tree
 

@@ -19,12 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from xmlkit import store
 from xmlkit.csr import as_rows, like
 from xmlkit.errors import XmlkitError
 from xmlkit.models.base import SEED, integer, real
-from xmlkit.models.ensemble import (ModelBase, stored_trees, tree_name,
-                                    training_rows)
+from xmlkit.models.ensemble import TreeEnsemble, training_rows
 from xmlkit.models.forest import dense_rows, score_rows
 
 # LdSM regressors are far denser than FastXML's separators (on Bibtex ~40% of
@@ -55,7 +53,7 @@ def with_bias(R, bias):
     return ptr, idx, val
 
 
-class LdSM(ModelBase):
+class LdSM(TreeEnsemble):
     """LdSM tree ensemble: ``LdSM(n_trees=5, ...).fit(X, Y)``, then
     ``predict(X, k)``. X: sparse N×D features, Y: sparse N×L labels."""
 
@@ -102,24 +100,22 @@ class LdSM(ModelBase):
         self._packed = None
 
     # -- training
-    def fit(self, X, Y, model_dir=None, progress=None, log=None):
-        """Grow trees 0..n_trees-1 (threads grow different trees); with
-        `model_dir` each tree is written as it finishes, and trees already in
-        the folder (same settings) are kept, so a rerun resumes."""
-        from xmlkit._ext.ldsm_tree import LdsmBuild, LdsmData
+    def _start_fit(self, X, Y):
         self._validate_params()
-        p = self.params
         X, Y = training_rows(X, Y)
         self.n_features, self.n_labels = int(X.shape[1]), int(Y.shape[1])
-        todo = list(range(p.n_trees))
-        if model_dir is not None:
-            store.prepare_folder(model_dir, self.manifest())
-            for t in set(todo) & set(stored_trees(model_dir)):
-                self.trees[t] = self._load_tree(model_dir, t)
-            todo = [t for t in todo if t not in self.trees]
-        if log:
-            log(f"ldsm: {X.shape[0]} points, {X.shape[1]} features, {Y.shape[1]} labels; "
-                f"growing {len(todo)} trees")
+        return X, Y
+
+    def _wanted_trees(self):
+        return list(range(self.n_trees))
+
+    def _grow_trees(self, X, Y, todo, after=None):
+        """Grow the trees `todo` (threads grow different trees), yielding
+        (t, tree) in order; after(t, tree) runs in the worker thread."""
+        from xmlkit._ext.ldsm_tree import LdsmBuild, LdsmData
+        if not todo:
+            return
+        p = self.params
         xp, xi, xv = with_bias(X, p.bias)
         data = LdsmData(xp, xi, xv, Y.indptr.astype(np.int64), Y.indices,
                         self.n_features + 1, self.n_labels)
@@ -128,15 +124,11 @@ class LdSM(ModelBase):
             b = LdsmBuild(p.arity, p.max_nodes, p.epochs, p.lr, p.lambda1, p.lambda2,
                           p.route_threshold)
             tree = b.grow(data, p.seed, t)
-            if model_dir is not None:
-                store.save_arrays(model_dir, tree_name(t), tree)
+            if after is not None:
+                after(t, tree)
             return t, tree
-        with ThreadPoolExecutor(min(p.threads, max(1, len(todo)))) as pool:
-            for t, tree in pool.map(grow, todo):
-                self.trees[t] = tree
-                if progress is not None:
-                    progress(1)
-        return self
+        with ThreadPoolExecutor(min(p.threads, len(todo))) as pool:
+            yield from pool.map(grow, todo)
 
     # -- prediction
     def _pack(self):
@@ -202,18 +194,14 @@ class LdSM(ModelBase):
                                 p.route_threshold, 0 if k is None else int(k))
         return like(X, score_rows(run, n, self.n_labels, threads, progress))
 
-    # -- storage
-    def save(self, folder):
-        store.prepare_folder(folder, self.manifest())
-        for t, tree in self.trees.items():
-            store.save_arrays(folder, tree_name(t), tree)
-        return folder
-
-    def _load_tree(self, folder, t):
-        name = f"{folder}/{tree_name(t)}.npz"
-        tree = store.load_arrays(folder, tree_name(t))
-        check_tree(tree, self.params.arity, self.n_features, self.n_labels, name)
+    # -- the tree files (read and written by xmlkit.driver)
+    @staticmethod
+    def _encode_tree(tree):
         return tree
+
+    def _decode_tree(self, arrays, name):
+        check_tree(arrays, self.arity, self.n_features, self.n_labels, name)
+        return arrays
 
     def stats(self):
         trees = list(self.trees.values())

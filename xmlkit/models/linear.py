@@ -12,7 +12,6 @@ regularised at every step) for comparison: the same weights.
 """
 import numpy as np
 
-from xmlkit import store
 from xmlkit.csr import as_rows, like, unit_rows
 from xmlkit.errors import XmlkitError
 from xmlkit.models.arrays import ArrayModel, scored_blocks, selector
@@ -114,13 +113,15 @@ class Linear(ArrayModel):
         ptr, idx, val, bias = m.weights()
         return {"w_ptr": ptr, "w_idx": idx, "w_val": val, "bias": bias}
 
-    def fit(self, X, Y, model_dir=None, progress=None, log=None):
+    def _start_fit(self, X, Y):
         self._validate_params()
-        p = self.params
         X, Y = training_rows(X, Y, min_points=2)
         self.n_features, self.n_labels = X.shape[1], Y.shape[1]
-        if model_dir is not None:
-            store.prepare_folder(model_dir, self.manifest())
+        return X, Y
+
+    def _fit_arrays(self, X, Y, progress=None, log=None):
+        """The fit after _start_fit; progress(n) after each epoch, log(message)."""
+        p = self.params
         if p.unit_rows:
             X = unit_rows(X)
         Xs, Ys = X.to_scipy(), Y.to_scipy()
@@ -141,9 +142,6 @@ class Linear(ArrayModel):
             log(f"linear: {X.shape[0]} points, {self.n_features} features, {self.n_labels} "
                 f"labels; nnz(W) {len(self.arrays['w_idx'])} of "
                 f"{self.n_features * self.n_labels}")
-        if model_dir is not None:
-            store.save_arrays(model_dir, self.ARRAYS, self.arrays)
-        return self
 
     # -- prediction
     def _weights(self):

@@ -12,7 +12,6 @@ import hashlib
 
 import numpy as np
 
-from xmlkit import store
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import InvalidParameterError, XmlkitError
 from xmlkit.metrics import PROPENSITY_PRESETS, inverse_propensity, propensity_ab
@@ -130,21 +129,17 @@ class PfastreXML(FastXML):
         q = self.inv_propensity_.astype(np.float32)
         return Rows(R.indptr, R.indices, R.data * q[R.indices], R.shape)
 
-    def fit(self, X, Y, model_dir=None, progress=None, log=None):
-        """Grow the trees on propensity-weighted labels (resumable, as FastXML),
-        then the tail classifiers unless trees_only."""
-        if X.shape[0] != Y.shape[0]:
-            raise XmlkitError(f"features have {X.shape[0]} rows but labels {Y.shape[0]}")
-        self._validate_params()
+    def _start_fit(self, X, Y):
+        """As FastXML, and the inverse propensities (the manifest records them)."""
+        X, Y = super()._start_fit(X, Y)
         self.inv_propensity_ = np.asarray(self.propensities(Y), dtype=np.float64)
-        super().fit(X, Y, model_dir, progress, log)
-        if model_dir is not None:
-            store.save_arrays(model_dir, PROPENSITY, {"inv_propensity": self.inv_propensity_})
-        if not self.params.trees_only:
-            self.tail = centroids_by_feature(X, Y, self.params.bias)
-            if model_dir is not None:
-                store.save_arrays(model_dir, TAIL, self._tail_arrays())
-        return self
+        self.tail = None
+        return X, Y
+
+    def _finish_fit(self, X, Y):
+        """The tail classifiers, unless trees_only."""
+        if not self.trees_only:
+            self.tail = centroids_by_feature(X, Y, self.bias)
 
     # -- prediction
     def predict(self, X, k=None, threads=1, progress=None, rerank=RERANK, trees_only=None):
@@ -191,13 +186,24 @@ class PfastreXML(FastXML):
         ptr, lab, val = self.tail
         return {"ptr": ptr, "labels": lab, "values": val}
 
-    def save(self, folder):
-        super().save(folder)
+    def _extra_arrays(self):
+        out = {}
         if self.inv_propensity_ is not None:
-            store.save_arrays(folder, PROPENSITY, {"inv_propensity": self.inv_propensity_})
+            out[PROPENSITY] = {"inv_propensity": self.inv_propensity_}
         if self.tail is not None:
-            store.save_arrays(folder, TAIL, self._tail_arrays())
-        return folder
+            out[TAIL] = self._tail_arrays()
+        return out
+
+    def _restore_extras(self, read, where):
+        q = read(PROPENSITY).get("inv_propensity")
+        if q is None or q.shape != (self.n_labels,):
+            raise XmlkitError(f"{where}/{PROPENSITY}.npz: expected {self.n_labels} inverse "
+                              "propensities")
+        self.inv_propensity_ = q
+        if not self.trees_only:
+            a = read(TAIL)
+            self.tail = check_tail(a.get("ptr"), a.get("labels"), a.get("values"),
+                                   self.n_features, self.n_labels, f"{where}/{TAIL}.npz")
 
     @classmethod
     def from_manifest(cls, manifest, folder="the model"):
@@ -206,20 +212,6 @@ class PfastreXML(FastXML):
         if "trees_only" in params and params["trees_only"] in (0, 1):
             params["trees_only"] = bool(params["trees_only"])   # an int in format 1 folders
         return super().from_manifest({**manifest, "params": params}, folder)
-
-    @classmethod
-    def load(cls, folder, trees=None, threads=1):
-        model = super().load(folder, trees, threads)
-        q = store.load_arrays(folder, PROPENSITY).get("inv_propensity")
-        if q is None or q.shape != (model.n_labels,):
-            raise XmlkitError(f"{folder}/{PROPENSITY}.npz: expected {model.n_labels} inverse "
-                              "propensities")
-        model.inv_propensity_ = q
-        if not model.params.trees_only:
-            a = store.load_arrays(folder, TAIL)
-            model.tail = check_tail(a.get("ptr"), a.get("labels"), a.get("values"),
-                                    model.n_features, model.n_labels, f"{folder}/{TAIL}.npz")
-        return model
 
 
 def check_tail(ptr, labels, values, n_features, n_labels, name):

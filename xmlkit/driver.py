@@ -1,0 +1,124 @@
+"""Model folders: training into one, saving, loading. The one place where
+the estimators (which do no I/O) meet files, shared by every family.
+
+A folder holds `manifest.json` (family, model-defining parameters, shapes,
+seed) and `.npz` arrays: one file per tree (`tree_00000.npz`, ...) for the
+tree families, plus their extra arrays (PfastreXML's propensities and tail
+classifiers); one array file for the single-file families.
+
+Training into a folder (fit_folder) writes each tree as soon as it is grown
+and keeps the trees already there when the folder holds a model with the
+same settings: a rerun after a crash resumes, and shards trained with
+different tree ranges merge by copying their tree files into one folder.
+"""
+from concurrent.futures import ThreadPoolExecutor
+
+from xmlkit import store
+from xmlkit.errors import XmlkitError
+from xmlkit.models.ensemble import TreeEnsemble, stored_trees, tree_name
+
+
+class TreeWriter:
+    """Writes a grown tree's file; called in the worker that grew it (a
+    plain object, so that forked worker processes can receive it)."""
+
+    def __init__(self, folder, encode):
+        self.folder = folder
+        self.encode = encode
+
+    def __call__(self, t, tree):
+        store.save_arrays(self.folder, tree_name(t), self.encode(tree))
+
+
+def fit_folder(model, X, Y, folder, progress=None, log=None):
+    """Train `model` on X, Y into `folder` (see the module doc); progress(n)
+    is called as steps complete (model.progress_total in all), log(message)
+    with what is done. Returns the model, fitted."""
+    tick = progress or (lambda _: None)
+    X, Y = model._start_fit(X, Y)
+    store.prepare_folder(folder, model.manifest())
+    if not isinstance(model, TreeEnsemble):
+        model._fit_arrays(X, Y, tick, log)
+        store.save_arrays(folder, model.ARRAYS, model.arrays)
+        return model
+    wanted = model._wanted_trees()
+    present = set(stored_trees(folder))
+    model.trees = {t: load_tree(model, folder, t) for t in wanted if t in present}
+    todo = [t for t in wanted if t not in model.trees]
+    if log:
+        if model.trees:
+            log(f"{len(model.trees)} of the trees are already in {folder}; "
+                f"growing {len(todo)}")
+        log(f"{model.algorithm}: {X.shape[0]} points, {X.shape[1]} features, "
+            f"{Y.shape[1]} labels; growing {len(todo)} trees")
+    tick(len(model.trees))
+    for t, tree in model._grow_trees(X, Y, todo, after=TreeWriter(folder, model._encode_tree)):
+        model.trees[t] = tree
+        tick(1)
+    model._finish_fit(X, Y)
+    _save_extras(model, folder)
+    return model
+
+
+def save_folder(model, folder):
+    """Write a fitted model's folder (manifest and arrays)."""
+    store.prepare_folder(folder, model.manifest())
+    if not isinstance(model, TreeEnsemble):
+        model._require_fitted()
+        store.save_arrays(folder, model.ARRAYS, model.arrays)
+        return folder
+    if not model.trees:
+        raise XmlkitError("the model has no trees (fit or load it first)")
+    for t, tree in model.trees.items():
+        store.save_arrays(folder, tree_name(t), model._encode_tree(tree))
+    _save_extras(model, folder)
+    return folder
+
+
+def _save_extras(model, folder):
+    for name, arrays in model._extra_arrays().items():
+        store.save_arrays(folder, name, arrays)
+
+
+def load_tree(model, folder, t):
+    """Tree t of a folder, checked against the model's shapes."""
+    name = f"{folder}/{tree_name(t)}.npz"
+    return model._decode_tree(store.load_arrays(folder, tree_name(t)), name)
+
+
+def load_folder(cls, folder, trees=None, threads=1):
+    """A model of class `cls` from an xmlkit folder: its trees, or the
+    indices `trees`; `threads` read tree files in parallel (zlib and numpy
+    release the GIL). Every array is checked before a kernel sees it."""
+    m = store.read_manifest(folder)
+    if m["algorithm"] != cls.algorithm:
+        raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
+    model = cls.from_manifest(m, folder)
+    if not issubclass(cls, TreeEnsemble):
+        if trees is not None:
+            raise XmlkitError(f"{folder}: a {cls.algorithm} model has no trees to pick")
+        a = store.load_arrays(folder, cls.ARRAYS)
+        try:
+            ok = model._check_arrays(a)
+        except (KeyError, IndexError, ValueError):
+            ok = False
+        if not ok:
+            raise XmlkitError(f"{folder}/{cls.ARRAYS}.npz: arrays are missing or inconsistent")
+        model.arrays = a
+        return model
+    present = stored_trees(folder)
+    wanted = present if trees is None else list(trees)
+    missing = sorted(set(wanted) - set(present))
+    if missing:
+        raise XmlkitError(f"{folder}: has no tree {missing[0]} (it holds "
+                          f"{len(present)} trees)")
+    if not wanted:
+        raise XmlkitError(f"{folder}: holds no trees")
+    if threads > 1 and len(wanted) > 1:
+        with ThreadPoolExecutor(threads) as pool:
+            loaded = list(pool.map(lambda t: load_tree(model, folder, t), wanted))
+    else:
+        loaded = [load_tree(model, folder, t) for t in wanted]
+    model.trees.update(zip(wanted, loaded))
+    model._restore_extras(lambda name: store.load_arrays(folder, name), folder)
+    return model
