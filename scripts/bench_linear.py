@@ -53,7 +53,7 @@ def accuracy(step):
     m, train_s = timed_fit(X, Y, **step.kw["params"])
     r = ranking_metrics(Yt, m.predict(Xt, k=5), (1, 3, 5))
     st = set_metrics(Yt, m.predict(Xt, decision="thresholds"))
-    s5 = set_metrics(Yt, label_sets(m.predict(Xt), 0.5))
+    s5 = set_metrics(Yt, label_sets(m.predict(Xt, k=None), 0.5))
     return {"train_s": train_s, **{k: 100 * v for k, v in r.items()},
             "thresholds": st, "p05": s5, **m.stats()}
 

@@ -68,7 +68,11 @@ def test_clone_and_grid_search(cls, small):
     from sklearn.base import clone
     from sklearn.model_selection import GridSearchCV
     X, Y, _, _ = small
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
     m = cls(**QUICK[cls.algorithm], seed=3)
+    with pytest.raises(NotFittedError):
+        check_is_fitted(m)                  # fitted state: trailing underscores only
     c = clone(m)
     assert type(c) is cls and c is not m and c.get_params() == m.get_params()
 
@@ -81,7 +85,19 @@ def test_clone_and_grid_search(cls, small):
     grid = GridSearchCV(m, {key: [1, 2]}, cv=2, scoring=p_at_1, error_score="raise")
     grid.fit(X, Y)
     assert grid.best_params_[key] in (1, 2) and 0 <= grid.best_score_ <= 1
+    check_is_fitted(grid.best_estimator_)
+    assert grid.best_estimator_.n_features_in_ == X.shape[1]
     assert sklearn.__version__
+
+
+@pytest.mark.parametrize("cls", FAMILIES)
+def test_predict_keeps_five_labels_by_default(cls, small):
+    X, Y, Xt, _ = small
+    m = cls(**QUICK[cls.algorithm]).fit(X, Y)
+    S = sp.csr_matrix(m.predict(Xt))
+    assert S.shape == (Xt.shape[0], Y.shape[1])
+    assert np.diff(S.indptr).max() == 5
+    assert sp.csr_matrix(m.predict(Xt, k=None)).nnz > S.nnz
 
 
 @pytest.mark.parametrize("algo", sorted(TRAIN_OPTIONS))

@@ -36,7 +36,7 @@ def test_cli_and_api_give_the_same_scores(tmp_path, bibtex):
     S_cli = read_matrix(scores)
 
     model = xmlkit.FastXML(n_trees=3, seed=7).fit(X, Y)
-    S_api = model.predict(Xt)
+    S_api = model.predict(Xt, k=None)
     assert S_cli.shape == S_api.shape == Yt.shape
     assert np.array_equal(S_cli.indptr, S_api.indptr)
     assert np.array_equal(S_cli.indices, S_api.indices)
@@ -46,8 +46,8 @@ def test_cli_and_api_give_the_same_scores(tmp_path, bibtex):
 
     # the saved model is the in-memory model
     loaded = xmlkit.load_model(model_dir)
-    assert sorted(loaded.trees) == [0, 1, 2]
-    assert (loaded.predict(Xt) != S_api).nnz == 0
+    assert sorted(loaded.trees_) == [0, 1, 2]
+    assert (loaded.predict(Xt, k=None) != S_api).nnz == 0
     manifest = json.loads((model_dir / "manifest.json").read_text())
     assert manifest["algorithm"] == "fastxml" and manifest["seed"] == 7
     assert manifest["params"] == {"bias": 1.0, "log_loss_coeff": 1.0, "max_leaf": 10,
@@ -131,7 +131,7 @@ def test_cpp_model_interop(tmp_path, shared):
 
 def test_tree_encoding_round_trip(bibtex):
     X, Y, _, _ = bibtex
-    tree = xmlkit.FastXML(n_trees=1).fit(X, Y).trees[0]
+    tree = xmlkit.FastXML(n_trees=1).fit(X, Y).trees_[0]
     back = decode_tree(encode_tree(tree), "t")
     assert set(back) == set(tree)
     for key in tree:

@@ -47,10 +47,10 @@ def test_deterministic_at_any_thread_count_and_cli_equals_api(tmp_path, bibtex):
     X, Y, Xt, Yt = bibtex
     a = xmlkit.LdSM(n_trees=2, max_nodes=200, epochs=2, threads=1).fit(X, Y)
     b = xmlkit.LdSM(n_trees=2, max_nodes=200, epochs=2, threads=2).fit(X, Y)
-    for t in a.trees:
-        for key in a.trees[t]:
-            assert np.array_equal(a.trees[t][key], b.trees[t][key]), key
-    S = a.predict(Xt)
+    for t in a.trees_:
+        for key in a.trees_[t]:
+            assert np.array_equal(a.trees_[t][key], b.trees_[t][key]), key
+    S = a.predict(Xt, k=None)
     assert ranking_metrics(Yt, S, (1,))["P@1"] > 0.35      # popularity baseline: 0.14
     assert a.stats()["max_depth"] <= 200
 
@@ -66,7 +66,7 @@ def test_deterministic_at_any_thread_count_and_cli_equals_api(tmp_path, bibtex):
     manifest = json.loads((model_dir / "manifest.json").read_text())
     assert manifest["algorithm"] == "ldsm" and manifest["params"]["arity"] == 2
     loaded = xmlkit.load_model(model_dir)
-    assert (loaded.predict(Xt) != S).nnz == 0
+    assert (loaded.predict(Xt, k=None) != S).nnz == 0
     # a rerun keeps the trees; other settings are refused
     r = run_cli("xml-train", TRAIN, model_dir, "--algorithm", "ldsm", "-t", "2",
                 "--max-nodes", "200", "--epochs", "3", "-q")
@@ -76,7 +76,7 @@ def test_deterministic_at_any_thread_count_and_cli_equals_api(tmp_path, bibtex):
 def test_arity_and_routing(bibtex):
     X, Y, Xt, Yt = bibtex
     m = xmlkit.LdSM(n_trees=1, arity=4, max_nodes=100, epochs=1).fit(X, Y)
-    t = m.trees[0]
+    t = m.trees_[0]
     internal = np.flatnonzero(t["first_child"] >= 0)
     assert len(internal) >= 1 and len(t["first_child"]) <= 100
     # children of a node are 4 consecutive ids; leaves hold distributions

@@ -101,7 +101,7 @@ def test_cli_and_api_agree_and_trees_only(tmp_path, bibtex):
     assert manifest["params"]["labels_per_leaf"] == 100 and manifest["params"]["gamma"] == 30
 
     model = xmlkit.PfastreXML(n_trees=3, seed=5).fit(X, Y)
-    S_api, S_cli = model.predict(Xt), read_matrix(scores)
+    S_api, S_cli = model.predict(Xt, k=None), read_matrix(scores)
     assert np.array_equal(S_cli.indptr, S_api.indptr)
     assert np.array_equal(S_cli.indices, S_api.indices)
     assert np.abs(S_cli.data - S_api.data).max() <= 6e-7
@@ -110,11 +110,11 @@ def test_cli_and_api_agree_and_trees_only(tmp_path, bibtex):
 
     # the trees were grown on q-weighted labels: a leaf's values are q_l times
     # the fraction of its points carrying l, so never above q_l
-    tree = model.trees[0]
+    tree = model.trees_[0]
     assert np.all(tree["l_val"] <= q[tree["l_idx"]] * (1 + 1e-6))
 
     # -S 1 at predict time: the tree scores; -n 1 re-ranks only the best tree label
-    trees = model.predict(Xt, trees_only=True)
+    trees = model.predict(Xt, k=None, trees_only=True)
     one = model.predict(Xt, rerank=1)
     assert np.all(np.diff(one.indptr) <= 1)
     best_tree = np.asarray(trees.argmax(axis=1)).ravel()

@@ -39,21 +39,21 @@ def fit_folder(model, X, Y, folder, progress=None, log=None):
     store.prepare_folder(folder, model.manifest())
     if not isinstance(model, TreeEnsemble):
         model._fit_arrays(X, Y, tick, log)
-        store.save_arrays(folder, model.ARRAYS, model.arrays)
+        store.save_arrays(folder, model.ARRAYS, model.arrays_)
         return model
     wanted = model._wanted_trees()
     present = set(stored_trees(folder))
-    model.trees = {t: load_tree(model, folder, t) for t in wanted if t in present}
-    todo = [t for t in wanted if t not in model.trees]
+    model.trees_ = {t: load_tree(model, folder, t) for t in wanted if t in present}
+    todo = [t for t in wanted if t not in model.trees_]
     if log:
-        if model.trees:
-            log(f"{len(model.trees)} of the trees are already in {folder}; "
+        if model.trees_:
+            log(f"{len(model.trees_)} of the trees are already in {folder}; "
                 f"growing {len(todo)}")
         log(f"{model.algorithm}: {X.shape[0]} points, {X.shape[1]} features, "
             f"{Y.shape[1]} labels; growing {len(todo)} trees")
-    tick(len(model.trees))
+    tick(len(model.trees_))
     for t, tree in model._grow_trees(X, Y, todo, after=TreeWriter(folder, model._encode_tree)):
-        model.trees[t] = tree
+        model.trees_[t] = tree
         tick(1)
     model._finish_fit(X, Y)
     _save_extras(model, folder)
@@ -65,11 +65,11 @@ def save_folder(model, folder):
     store.prepare_folder(folder, model.manifest())
     if not isinstance(model, TreeEnsemble):
         model._require_fitted()
-        store.save_arrays(folder, model.ARRAYS, model.arrays)
+        store.save_arrays(folder, model.ARRAYS, model.arrays_)
         return folder
-    if not model.trees:
+    if not getattr(model, "trees_", None):
         raise XmlkitError("the model has no trees (fit or load it first)")
-    for t, tree in model.trees.items():
+    for t, tree in model.trees_.items():
         store.save_arrays(folder, tree_name(t), model._encode_tree(tree))
     _save_extras(model, folder)
     return folder
@@ -104,7 +104,7 @@ def load_folder(cls, folder, trees=None, threads=1):
             ok = False
         if not ok:
             raise XmlkitError(f"{folder}/{cls.ARRAYS}.npz: arrays are missing or inconsistent")
-        model.arrays = a
+        model.arrays_ = a
         return model
     present = stored_trees(folder)
     wanted = present if trees is None else list(trees)
@@ -119,6 +119,6 @@ def load_folder(cls, folder, trees=None, threads=1):
             loaded = list(pool.map(lambda t: load_tree(model, folder, t), wanted))
     else:
         loaded = [load_tree(model, folder, t) for t in wanted]
-    model.trees.update(zip(wanted, loaded))
+    model.trees_ = dict(zip(wanted, loaded))
     model._restore_extras(lambda name: store.load_arrays(folder, name), folder)
     return model

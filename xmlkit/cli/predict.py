@@ -56,9 +56,9 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
     trees = _tree_range(model_dir, start_tree, n_trees)
     model = load_model(model_dir, trees, threads=threads)
     X = read_input(log, features, index_base).feature_rows
-    if X.shape[1] > model.n_features:
+    if X.shape[1] > model.n_features_in_:
         fail(f"{features} has {X.shape[1]} features but the model in {model_dir} was "
-             f"trained on {model.n_features}")
+             f"trained on {model.n_features_in_}")
     extra = predict_options(model, rerank=rerank, trees_only=trees_only, decision=decision,
                             threshold=threshold)
     start = time.perf_counter()
@@ -66,7 +66,8 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
         S = model.predict(X, k=top_k, threads=threads, progress=bar.update, **extra)
     seconds = time.perf_counter() - start
     write_matrix(scores, S)
-    what = f"{len(model.trees)} trees" if model.trees else model.algorithm
+    trees = getattr(model, "trees_", None)
+    what = f"{len(trees)} trees" if trees else model.algorithm
     log(f"scored {X.shape[0]} points with {what} in {seconds:.2f} s "
         f"({1000 * seconds / max(1, X.shape[0]):.3f} ms/point) -> {scores}")
 

@@ -69,8 +69,8 @@ def _train(ctx, algorithm, paths, index_base, as_json, quiet, params):
     seconds = time.perf_counter() - start
     summary = {"algorithm": algorithm, "model_dir": str(model_dir),
                "train_seconds": round(seconds, 3), **model.stats()}
-    if model.trees:
-        summary["trees"] = sorted(model.trees)
+    if getattr(model, "trees_", None):
+        summary["trees"] = sorted(model.trees_)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:

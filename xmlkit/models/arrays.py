@@ -53,17 +53,13 @@ def scored_blocks(n, n_cols, probabilities, select, progress=None):
 
 
 class ArrayModel(ModelBase):
-    """A model whose state is `self.arrays`, saved as `<ARRAYS>.npz`; a
+    """A model whose state is `self.arrays_`, saved as `<ARRAYS>.npz`; a
     subclass sets ARRAYS and checks loaded arrays in _check_arrays."""
 
     ARRAYS = None
 
-    def __init__(self):
-        super().__init__()
-        self.arrays = None
-
     def _require_fitted(self):
-        if self.arrays is None:
+        if getattr(self, "arrays_", None) is None:
             raise XmlkitError("the model is not trained (fit or load it first)")
 
     def fit(self, X, Y):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xmlkit.errors import XmlkitError
+from xmlkit.errors import InvalidParameterError, XmlkitError
 from xmlkit.models.forest import check_tree
 
 PARAM_KEYS = ("num_Xf", "num_Y", "log_loss_coeff", "max_leaf", "lbl_per_leaf", "bias",
@@ -121,14 +121,15 @@ def load_cpp_model(folder, trees=None):
         model._validate_params()
     except InvalidParameterError as exc:
         raise XmlkitError(f"{folder}/param: {exc}") from None
-    model.n_features, model.n_labels = int(param["num_Xf"]), int(param["num_Y"])
+    model.n_features_in_, model.n_labels_ = int(param["num_Xf"]), int(param["num_Y"])
     if "pfswitch" in param and not model.params.trees_only:
-        model.tail = read_centroids(Path(folder) / "w", model.n_features, model.n_labels)
+        model.tail_ = read_centroids(Path(folder) / "w", model.n_features_in_, model.n_labels_)
+    model.trees_ = {}
     for t in wanted:
         path = Path(folder) / f"{t}.tree"
         if not path.is_file():
             raise XmlkitError(f"{folder}: has no tree file {t}.tree")
-        model.trees[t] = read_tree(path, model.n_features, model.n_labels)
+        model.trees_[t] = read_tree(path, model.n_features_in_, model.n_labels_)
     return model
 
 

@@ -206,7 +206,6 @@ class Embed(ArrayModel):
         self.decay = decay
         self.shrink = shrink
         self.seed = seed
-        super().__init__()
 
     @property
     def progress_total(self):
@@ -216,7 +215,7 @@ class Embed(ArrayModel):
     def _start_fit(self, X, Y):
         self._validate_params()
         X, Y = training_rows(X, Y, min_points=2)
-        self.n_features, self.n_labels = X.shape[1], Y.shape[1]
+        self.n_features_in_, self.n_labels_ = X.shape[1], Y.shape[1]
         return X, Y
 
     def _fit_arrays(self, X, Y, progress=None, log=None):
@@ -258,12 +257,12 @@ class Embed(ArrayModel):
         tick(1)
         if p.loss == "logistic":
             V = self._logistic(Phi, Y, V, target, chol, rng, tick, log)
-        self.arrays = {"Wx": Wx.astype(np.float32), "Omega": Omega, "b": b,
+        self.arrays_ = {"Wx": Wx.astype(np.float32), "Omega": Omega, "b": b,
                        "V": V.astype(np.float32),
                        "prior": np.asarray(Y.mean(axis=0)).ravel(),
                        "rank": np.array([VE.shape[1]])}
         if log:
-            log(f"embed: {n} points, {self.n_features} features, {self.n_labels} labels; "
+            log(f"embed: {n} points, {self.n_features_in_} features, {self.n_labels_} labels; "
                 f"rank {VE.shape[1]}, {p.num_features} random features")
 
     def _logistic(self, Phi, Y, V, target, chol, rng, tick, log):
@@ -271,7 +270,7 @@ class Embed(ArrayModel):
         p = self.params
         n = Phi.shape[0]
         # a tenth of the points per step, at most 2^24 logits (128 MB) at once
-        bs = max(1, min(-(-n // 10), (1 << 24) // max(self.n_labels, Phi.shape[1])))
+        bs = max(1, min(-(-n // 10), (1 << 24) // max(self.n_labels_, Phi.shape[1])))
         eta = p.eta * (1 - p.momentum)
         dV = np.zeros_like(V)
         for _ in range(p.epochs):
@@ -290,7 +289,7 @@ class Embed(ArrayModel):
     # -- prediction
     def features(self, R, r0, r1):
         """φ of rows r0..r1-1 of R (Rows): the random features of the embedding."""
-        a = self.arrays
+        a = self.arrays_
         lo, hi = R.indptr[r0], R.indptr[r1]
         Xs = Rows(R.indptr[r0:r1 + 1] - lo, R.indices[lo:hi], R.data[lo:hi],
                   (r1 - r0, R.shape[1])).to_scipy()
@@ -305,20 +304,20 @@ class Embed(ArrayModel):
         return sigmoid(np.minimum(Z, 40)) if self.params.loss == "logistic" \
             else np.clip(Z, 0, 1)
 
-    def predict(self, X, k=None, threads=1, progress=None, decision="scores",
+    def predict(self, X, k=5, threads=1, progress=None, decision="scores",
                 threshold=0.5):
-        """Probabilities (every label, or the k best per row), or label sets:
+        """Probabilities (the k best per row; k=None: every label), or label sets:
         decision="threshold" (p >= threshold) or "f1" (per-label F1 inference
         over the rows of X). Rows in, Rows out; else a scipy csr_matrix."""
         self._require_fitted()
         if decision not in DECISIONS:
             raise XmlkitError(f"unknown decision '{decision}' (known: {', '.join(DECISIONS)})")
         R = as_rows(X, "the data")
-        if R.shape[1] > self.n_features:
+        if R.shape[1] > self.n_features_in_:
             raise XmlkitError(f"the data have {R.shape[1]} features but the model was "
-                              f"trained on {self.n_features}")
-        n, L = R.shape[0], self.n_labels
-        V = self.arrays["V"].astype(np.float64)
+                              f"trained on {self.n_features_in_}")
+        n, L = R.shape[0], self.n_labels_
+        V = self.arrays_["V"].astype(np.float64)
         if decision == "f1":
             # every label ranks all the points: their features once, labels by blocks
             Phi = np.vstack([self.features(R, r0, min(n, r0 + ROW_BLOCK))
@@ -327,7 +326,7 @@ class Embed(ArrayModel):
             for j0 in range(0, L if n else 0, LABEL_BLOCK):
                 j1 = min(L, j0 + LABEL_BLOCK)
                 P = self._link(Phi @ V[:, j0:j1])
-                r, c = np.nonzero(f1_decisions(P, self.arrays["prior"][j0:j1], n))
+                r, c = np.nonzero(f1_decisions(P, self.arrays_["prior"][j0:j1], n))
                 rows.append(r)
                 cols.append(c + j0)
                 vals.append(np.maximum(P[r, c], 1e-6))
@@ -341,14 +340,14 @@ class Embed(ArrayModel):
 
     # -- storage
     def _check_arrays(self, a):
-        d, L = self.n_features, self.n_labels
+        d, L = self.n_features_in_, self.n_labels_
         return ({"Wx", "Omega", "b", "V", "prior", "rank"} <= set(a)
                 and a["Wx"].shape[0] == d + 1 and a["V"].shape[1] == L
                 and a["Omega"].shape == (a["Wx"].shape[1] + 1, a["b"].shape[0])
                 and a["V"].shape[0] == a["b"].shape[0] + 1 and a["prior"].shape == (L,))
 
     def stats(self):
-        return {"rank": int(self.arrays["rank"][0]), "random_features": self.params.num_features}
+        return {"rank": int(self.arrays_["rank"][0]), "random_features": self.params.num_features}
 
     def summary(self):
         s = self.stats()

@@ -37,13 +37,9 @@ class ModelBase(Estimator):
     predict; tree families derive from TreeEnsemble, single-file models from
     xmlkit.models.arrays.ArrayModel. Folders: xmlkit.driver."""
 
-    def __init__(self):
-        self.trees = {}
-        self.n_features = self.n_labels = None
-
     def manifest(self):
         return store.make_manifest(self.algorithm, self.model_params(),
-                                   self.n_features, self.n_labels, self.seed)
+                                   self.n_features_in_, self.n_labels_, self.seed)
 
     @classmethod
     def from_manifest(cls, manifest, folder="the model"):
@@ -53,7 +49,7 @@ class ModelBase(Estimator):
             model._validate_params()
         except (TypeError, InvalidParameterError) as exc:
             raise XmlkitError(f"{folder}: the manifest's parameters are invalid ({exc})") from None
-        model.n_features, model.n_labels = manifest["n_features"], manifest["n_labels"]
+        model.n_features_in_, model.n_labels_ = manifest["n_features"], manifest["n_labels"]
         return model
 
     @classmethod
@@ -77,9 +73,9 @@ class TreeEnsemble(ModelBase):
     def fit(self, X, Y):
         """Grow the trees (see the class's parameters); returns self."""
         X, Y = self._start_fit(X, Y)
-        self.trees = {}
+        self.trees_ = {}
         for t, tree in self._grow_trees(X, Y, self._wanted_trees()):
-            self.trees[t] = tree
+            self.trees_[t] = tree
         self._finish_fit(X, Y)
         return self
 
@@ -101,5 +97,5 @@ class TreeEnsemble(ModelBase):
 
     def summary(self):
         s = self.stats()
-        return (f"{len(self.trees)} trees, {s['nodes']:.0f} nodes and depth "
+        return (f"{len(self.trees_)} trees, {s['nodes']:.0f} nodes and depth "
                 f"{s['max_depth']:.1f} on average")

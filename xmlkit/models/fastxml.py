@@ -96,7 +96,6 @@ class FastXML(TreeEnsemble):
         self.labels_per_leaf = labels_per_leaf
         self.seed = seed
         self.solver = solver
-        super().__init__()
 
 
     # -- training
@@ -111,7 +110,7 @@ class FastXML(TreeEnsemble):
             raise XmlkitError(f"features have {X.shape[0]} rows but labels {Y.shape[0]}")
         if X.shape[0] == 0:
             raise XmlkitError("no training points")
-        self.n_features, self.n_labels = int(X.shape[1]), int(Y.shape[1])
+        self.n_features_in_, self.n_labels_ = int(X.shape[1]), int(Y.shape[1])
         return X, Y
 
     def _wanted_trees(self):
@@ -133,7 +132,7 @@ class FastXML(TreeEnsemble):
 
         def grower():
             # one per worker thread: the data arrays are shared, not copied
-            return TreeGrower(xp, xi, xv, yp, yi, yv, self.n_features, self.n_labels,
+            return TreeGrower(xp, xi, xv, yp, yi, yv, self.n_features_in_, self.n_labels_,
                               p.max_leaf, p.labels_per_leaf, p.bias, p.log_loss_coeff,
                               self.use_idcg, solver=p.solver)
         grow = self._grow_forked if p.solver == "liblinear" else self._grow_threads
@@ -197,24 +196,24 @@ class FastXML(TreeEnsemble):
 
     # -- prediction
     def forest(self, trees=None):
-        if not self.trees:
+        if not getattr(self, "trees_", None):
             raise XmlkitError("the model has no trees (fit or load it first)")
-        keys = sorted(self.trees) if trees is None else list(trees)
+        keys = sorted(self.trees_) if trees is None else list(trees)
         # Packing costs 10-60 ms for 50 trees: keep the last one for as long
         # as the same tree objects are asked for (fit and load replace them).
         # The cache holds the tree dicts themselves, so identity is safe to test.
-        picked = [self.trees[t] for t in keys]
+        picked = [self.trees_[t] for t in keys]
         cached = getattr(self, "_packed", None)
         if cached is None or len(cached[0]) != len(picked) or \
                 any(a is not b for a, b in zip(cached[0], picked)):
-            cached = (picked, PackedForest(picked, self.n_features, self.n_labels,
+            cached = (picked, PackedForest(picked, self.n_features_in_, self.n_labels_,
                                            self.params.bias))
             self._packed = cached
         return cached[1]
 
-    def predict(self, X, k=None, threads=1, progress=None):
+    def predict(self, X, k=5, threads=1, progress=None):
         """Scores (csr N×L): the mean over trees of the reached leaves'
-        distributions; only the k best labels per row when k is given.
+        distributions; the k best labels per row (k=None: every score).
         Returns a :class:`~xmlkit.csr.Rows` for a Rows, else a scipy csr_matrix."""
         return like(X, self.forest().predict(X, k, threads, progress))
 
@@ -225,8 +224,8 @@ class FastXML(TreeEnsemble):
 
     def _decode_tree(self, arrays, name):
         tree = decode_tree(arrays, name)
-        check_tree(tree, self.n_features, self.n_labels, name)
+        check_tree(tree, self.n_features_in_, self.n_labels_, name)
         return tree
 
     def stats(self):
-        return tree_stats(list(self.trees.values()))
+        return tree_stats(list(self.trees_.values()))

@@ -96,14 +96,12 @@ class LdSM(TreeEnsemble):
         self.route_threshold = route_threshold
         self.bias = bias
         self.seed = seed
-        super().__init__()
-        self._packed = None
 
     # -- training
     def _start_fit(self, X, Y):
         self._validate_params()
         X, Y = training_rows(X, Y)
-        self.n_features, self.n_labels = int(X.shape[1]), int(Y.shape[1])
+        self.n_features_in_, self.n_labels_ = int(X.shape[1]), int(Y.shape[1])
         return X, Y
 
     def _wanted_trees(self):
@@ -118,7 +116,7 @@ class LdSM(TreeEnsemble):
         p = self.params
         xp, xi, xv = with_bias(X, p.bias)
         data = LdsmData(xp, xi, xv, Y.indptr.astype(np.int64), Y.indices,
-                        self.n_features + 1, self.n_labels)
+                        self.n_features_in_ + 1, self.n_labels_)
 
         def grow(t):
             b = LdsmBuild(p.arity, p.max_nodes, p.epochs, p.lr, p.lambda1, p.lambda2,
@@ -132,12 +130,13 @@ class LdSM(TreeEnsemble):
 
     # -- prediction
     def _pack(self):
-        keys = sorted(self.trees)
-        picked = [self.trees[t] for t in keys]
-        if self._packed is not None and len(self._packed[0]) == len(picked) and \
-                all(a is b for a, b in zip(self._packed[0], picked)):
-            return self._packed[1]
-        d = self.n_features + 1
+        keys = sorted(self.trees_)
+        picked = [self.trees_[t] for t in keys]
+        cached = getattr(self, "_packed", None)
+        if cached is not None and len(cached[0]) == len(picked) and \
+                all(a is b for a, b in zip(cached[0], picked)):
+            return cached[1]
+        d = self.n_features_in_ + 1
         roots, fc, rr, rp, lp = [], [], [], [np.zeros(1, np.int64)], [np.zeros(1, np.int64)]
         n_off = row_off = r_off = l_off = 0
         for t in picked:
@@ -171,28 +170,28 @@ class LdSM(TreeEnsemble):
         self._packed = (picked, f)
         return f
 
-    def predict(self, X, k=None, threads=1, progress=None):
+    def predict(self, X, k=5, threads=1, progress=None):
         """Scores: per tree the mean of the reached leaves' normalized
-        histograms, averaged over trees; the k best per row when k is given.
+        histograms, averaged over trees; the k best per row (k=None: all).
         Rows in, Rows out; else a scipy csr_matrix."""
         from xmlkit._ext.ldsm_predict import predict_rows
-        if not self.trees:
+        if not getattr(self, "trees_", None):
             raise XmlkitError("the model has no trees (fit or load it first)")
         R = as_rows(X, "the data")
-        if R.shape[1] > self.n_features:
+        if R.shape[1] > self.n_features_in_:
             raise XmlkitError(f"the data have {R.shape[1]} features but the model was "
-                              f"trained on {self.n_features}")
+                              f"trained on {self.n_features_in_}")
         f, p = self._pack(), self.params
         xp = R.indptr.astype(np.int64, copy=False)
         n = R.shape[0]
 
         def run(r0, r1):
-            return predict_rows(xp, R.indices, R.data, r0, r1, self.n_features + 1, p.bias,
+            return predict_rows(xp, R.indices, R.data, r0, r1, self.n_features_in_ + 1, p.bias,
                                 f["roots"], p.arity, f["first_child"], f["reg_row"],
                                 f["reg_ptr"], f["reg_idx"], f["reg_val"], f["dense_id"],
-                                f["dense"], f["l_ptr"], f["l_idx"], f["l_val"], self.n_labels,
+                                f["dense"], f["l_ptr"], f["l_idx"], f["l_val"], self.n_labels_,
                                 p.route_threshold, 0 if k is None else int(k))
-        return like(X, score_rows(run, n, self.n_labels, threads, progress))
+        return like(X, score_rows(run, n, self.n_labels_, threads, progress))
 
     # -- the tree files (read and written by xmlkit.driver)
     @staticmethod
@@ -200,11 +199,11 @@ class LdSM(TreeEnsemble):
         return tree
 
     def _decode_tree(self, arrays, name):
-        check_tree(arrays, self.arity, self.n_features, self.n_labels, name)
+        check_tree(arrays, self.arity, self.n_features_in_, self.n_labels_, name)
         return arrays
 
     def stats(self):
-        trees = list(self.trees.values())
+        trees = list(self.trees_.values())
         return {"nodes": float(np.mean([len(t["first_child"]) for t in trees])),
                 "leaves": float(np.mean([(t["first_child"] < 0).sum() for t in trees])),
                 "max_depth": float(np.mean([t["depth"].max() for t in trees]))}

@@ -91,7 +91,6 @@ class Linear(ArrayModel):
         self.dense_updates = dense_updates
         self.threshold_holdout = threshold_holdout
         self.seed = seed
-        super().__init__()
 
     @property
     def progress_total(self):
@@ -103,7 +102,7 @@ class Linear(ArrayModel):
         p = self.params
         rng = np.random.default_rng(p.seed)
         decay = p.lr_decay if p.lr_schedule == "decaying" else 0.0
-        m = ElasticOVA(self.n_features, self.n_labels, p.l1, p.l2, p.lr, decay,
+        m = ElasticOVA(self.n_features_in_, self.n_labels_, p.l1, p.l2, p.lr, decay,
                        p.loss == "logistic", not p.dense_updates, p.lr_schedule == "adagrad")
         xp, yp = X.indptr.astype(np.int64), Y.indptr.astype(np.int64)
         for _ in range(p.epochs):
@@ -116,7 +115,7 @@ class Linear(ArrayModel):
     def _start_fit(self, X, Y):
         self._validate_params()
         X, Y = training_rows(X, Y, min_points=2)
-        self.n_features, self.n_labels = X.shape[1], Y.shape[1]
+        self.n_features_in_, self.n_labels_ = X.shape[1], Y.shape[1]
         return X, Y
 
     def _fit_arrays(self, X, Y, progress=None, log=None):
@@ -126,40 +125,40 @@ class Linear(ArrayModel):
             X = unit_rows(X)
         Xs, Ys = X.to_scipy(), Y.to_scipy()
         tick = progress or (lambda _: None)
-        thresholds = np.full(self.n_labels, 0.5)
+        thresholds = np.full(self.n_labels_, 0.5)
         if p.threshold_holdout > 0:
             rng = np.random.default_rng(p.seed ^ 0x5EED)
             perm = rng.permutation(X.shape[0])
             n_hold = max(1, int(round(p.threshold_holdout * X.shape[0])))
             hold, rest = np.sort(perm[:n_hold]), np.sort(perm[n_hold:])
             part = self._train(as_rows(Xs[rest], "features"), as_rows(Ys[rest], "labels"), tick)
-            self.arrays = part
+            self.arrays_ = part
             P = self._probabilities(Xs[hold])
             thresholds = fit_thresholds(P, Ys[hold])
-        self.arrays = self._train(X, Y, tick)
-        self.arrays["thresholds"] = thresholds
+        self.arrays_ = self._train(X, Y, tick)
+        self.arrays_["thresholds"] = thresholds
         if log:
-            log(f"linear: {X.shape[0]} points, {self.n_features} features, {self.n_labels} "
-                f"labels; nnz(W) {len(self.arrays['w_idx'])} of "
-                f"{self.n_features * self.n_labels}")
+            log(f"linear: {X.shape[0]} points, {self.n_features_in_} features, {self.n_labels_} "
+                f"labels; nnz(W) {len(self.arrays_['w_idx'])} of "
+                f"{self.n_features_in_ * self.n_labels_}")
 
     # -- prediction
     def _weights(self):
         import scipy.sparse as sp
-        a = self.arrays
+        a = self.arrays_
         return sp.csr_matrix((a["w_val"], a["w_idx"], a["w_ptr"]),
-                             shape=(self.n_features, self.n_labels))
+                             shape=(self.n_features_in_, self.n_labels_))
 
     def _probabilities(self, Xs):
         """Dense probabilities of the rows of Xs (scipy csr, n_features columns,
         already unit rows)."""
-        Z = np.asarray((Xs @ self._weights()).todense()) + self.arrays["bias"][None, :]
+        Z = np.asarray((Xs @ self._weights()).todense()) + self.arrays_["bias"][None, :]
         if self.params.loss == "logistic":
             return 0.5 * (1 + np.tanh(0.5 * Z))
         return np.clip(Z, 0, 1)
 
-    def predict(self, X, k=None, threads=1, progress=None, decision="scores"):
-        """Probabilities (every label, or the k best per row), or label sets
+    def predict(self, X, k=5, threads=1, progress=None, decision="scores"):
+        """Probabilities (the k best per row; k=None: every label), or label sets
         with the fitted per-label thresholds (decision="thresholds"). Rows in,
         Rows out; else a scipy csr_matrix."""
         self._require_fitted()
@@ -167,24 +166,24 @@ class Linear(ArrayModel):
             raise XmlkitError(f"unknown decision '{decision}' for a linear model (known: "
                               f"{', '.join(DECISIONS)})")
         R = as_rows(X, "the data")
-        if R.shape[1] > self.n_features:
+        if R.shape[1] > self.n_features_in_:
             raise XmlkitError(f"the data have {R.shape[1]} features but the model was "
-                              f"trained on {self.n_features}")
+                              f"trained on {self.n_features_in_}")
         if self.params.unit_rows:
             R = unit_rows(R)
         Xs = R.to_scipy()
-        if Xs.shape[1] < self.n_features:
+        if Xs.shape[1] < self.n_features_in_:
             import scipy.sparse as sp
             Xs = sp.csr_matrix((Xs.data, Xs.indices, Xs.indptr),
-                               shape=(Xs.shape[0], self.n_features))
-        theta = self.arrays["thresholds"] if decision == "thresholds" else None
-        return like(X, scored_blocks(R.shape[0], self.n_labels,
+                               shape=(Xs.shape[0], self.n_features_in_))
+        theta = self.arrays_["thresholds"] if decision == "thresholds" else None
+        return like(X, scored_blocks(R.shape[0], self.n_labels_,
                                      lambda r0, r1: self._probabilities(Xs[r0:r1]),
                                      selector(k, theta), progress))
 
     # -- storage
     def _check_arrays(self, a):
-        D, L = self.n_features, self.n_labels
+        D, L = self.n_features_in_, self.n_labels_
         return (a["w_ptr"].shape == (D + 1,) and a["w_ptr"][-1] == len(a["w_idx"])
                 == len(a["w_val"]) and a["bias"].shape == (L,)
                 and a["thresholds"].shape == (L,)
@@ -192,9 +191,9 @@ class Linear(ArrayModel):
                                               and a["w_idx"].max() < L)))
 
     def stats(self):
-        nnz = len(self.arrays["w_idx"])
-        return {"nnz_weights": nnz, "weight_density": nnz / max(1, self.n_features *
-                                                                 self.n_labels)}
+        nnz = len(self.arrays_["w_idx"])
+        return {"nnz_weights": nnz, "weight_density": nnz / max(1, self.n_features_in_ *
+                                                                 self.n_labels_)}
 
     def summary(self):
         s = self.stats()

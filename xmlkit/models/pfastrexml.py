@@ -102,8 +102,6 @@ class PfastreXML(FastXML):
         self.propensity_a = propensity_a
         self.propensity_b = propensity_b
         self.inv_propensity = inv_propensity
-        self.inv_propensity_ = None
-        self.tail = None   # (ptr over D + 2, labels, values) of the centroids by feature
 
     def _check_more(self):
         try:
@@ -133,19 +131,19 @@ class PfastreXML(FastXML):
         """As FastXML, and the inverse propensities (the manifest records them)."""
         X, Y = super()._start_fit(X, Y)
         self.inv_propensity_ = np.asarray(self.propensities(Y), dtype=np.float64)
-        self.tail = None
+        self.tail_ = None
         return X, Y
 
     def _finish_fit(self, X, Y):
         """The tail classifiers, unless trees_only."""
         if not self.trees_only:
-            self.tail = centroids_by_feature(X, Y, self.bias)
+            self.tail_ = centroids_by_feature(X, Y, self.bias)
 
     # -- prediction
-    def predict(self, X, k=None, threads=1, progress=None, rerank=RERANK, trees_only=None):
+    def predict(self, X, k=5, threads=1, progress=None, rerank=RERANK, trees_only=None):
         """Scores: the tree scores of the `rerank` best labels per point,
         re-ranked by the tail classifiers (unless trees_only, by default the
-        model's); the k best per row when k is given. Rows in, Rows out."""
+        model's); the k best per row (k=None: all). Rows in, Rows out."""
         if trees_only is None:
             trees_only = bool(self.params.trees_only)
         if not (isinstance(rerank, (int, np.integer)) and rerank >= 1):
@@ -153,7 +151,7 @@ class PfastreXML(FastXML):
         forest = self.forest()
         if trees_only:
             return like(X, forest.predict(X, k, threads, progress))
-        if self.tail is None:
+        if getattr(self, "tail_", None) is None:
             raise XmlkitError("the model has no tail classifiers (trained with "
                               "trees_only); predict with trees only")
         R = as_rows(X, "the data")
@@ -162,8 +160,8 @@ class PfastreXML(FastXML):
 
     def _rerank(self, R, S, k, threads):
         from xmlkit._ext.tail_rerank import rerank_rows
-        ptr, lab, val = self.tail
-        sq = np.bincount(lab, weights=val.astype(np.float64) ** 2, minlength=self.n_labels)
+        ptr, lab, val = self.tail_
+        sq = np.bincount(lab, weights=val.astype(np.float64) ** 2, minlength=self.n_labels_)
         xp = R.indptr.astype(np.int64, copy=False)
         n = R.shape[0]
         p = self.params
@@ -172,38 +170,38 @@ class PfastreXML(FastXML):
             return rerank_rows(xp, R.indices, R.data, p.bias, ptr, lab, val, sq,
                                S.indptr.astype(np.int64, copy=False), S.indices, S.data,
                                r0, r1, p.gamma, p.alpha, 0 if k is None else int(k))
-        return score_rows(run, n, self.n_labels, threads)
+        return score_rows(run, n, self.n_labels_, threads)
 
     # -- storage
     def manifest(self):
         m = super().manifest()
-        q = self.inv_propensity_
+        q = getattr(self, "inv_propensity_", None)
         m["params"]["inv_propensity_sha256"] = None if q is None else \
             hashlib.sha256(np.ascontiguousarray(q, dtype="<f8").tobytes()).hexdigest()
         return m
 
     def _tail_arrays(self):
-        ptr, lab, val = self.tail
+        ptr, lab, val = self.tail_
         return {"ptr": ptr, "labels": lab, "values": val}
 
     def _extra_arrays(self):
         out = {}
-        if self.inv_propensity_ is not None:
+        if getattr(self, "inv_propensity_", None) is not None:
             out[PROPENSITY] = {"inv_propensity": self.inv_propensity_}
-        if self.tail is not None:
+        if getattr(self, "tail_", None) is not None:
             out[TAIL] = self._tail_arrays()
         return out
 
     def _restore_extras(self, read, where):
         q = read(PROPENSITY).get("inv_propensity")
-        if q is None or q.shape != (self.n_labels,):
-            raise XmlkitError(f"{where}/{PROPENSITY}.npz: expected {self.n_labels} inverse "
+        if q is None or q.shape != (self.n_labels_,):
+            raise XmlkitError(f"{where}/{PROPENSITY}.npz: expected {self.n_labels_} inverse "
                               "propensities")
         self.inv_propensity_ = q
         if not self.trees_only:
             a = read(TAIL)
-            self.tail = check_tail(a.get("ptr"), a.get("labels"), a.get("values"),
-                                   self.n_features, self.n_labels, f"{where}/{TAIL}.npz")
+            self.tail_ = check_tail(a.get("ptr"), a.get("labels"), a.get("values"),
+                                   self.n_features_in_, self.n_labels_, f"{where}/{TAIL}.npz")
 
     @classmethod
     def from_manifest(cls, manifest, folder="the model"):
