@@ -26,7 +26,6 @@ from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
 from xmlkit.models.arrays import ROW_BLOCK, ArrayModel, coo_rows, scored_blocks, selector
 from xmlkit.models.base import SEED, integer, one_of, real
-from xmlkit.models.ensemble import training_rows
 
 LABEL_BLOCK = 256     # labels per block in F1 inference
 DECISIONS = ("scores", "threshold", "f1")
@@ -211,12 +210,6 @@ class Embed(ArrayModel):
     def progress_total(self):
         p = self.params
         return 3 + (p.epochs if p.loss == "logistic" else 0)
-
-    def _start_fit(self, X, Y):
-        self._validate_params()
-        X, Y = training_rows(X, Y, min_points=2)
-        self.n_features_in_, self.n_labels_ = X.shape[1], Y.shape[1]
-        return X, Y
 
     def _fit_arrays(self, X, Y, progress=None, log=None):
         """The fit after _start_fit; progress(n) after each step, log(message)."""

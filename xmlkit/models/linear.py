@@ -16,7 +16,6 @@ from xmlkit.csr import as_rows, like, unit_rows
 from xmlkit.errors import XmlkitError
 from xmlkit.models.arrays import ArrayModel, scored_blocks, selector
 from xmlkit.models.base import SEED, boolean, integer, one_of, real
-from xmlkit.models.ensemble import training_rows
 
 MIN_POSITIVES = 5      # labels with fewer hold-out positives use the pooled threshold
 DECISIONS = ("scores", "thresholds")
@@ -111,12 +110,6 @@ class Linear(ArrayModel):
             tick(1)
         ptr, idx, val, bias = m.weights()
         return {"w_ptr": ptr, "w_idx": idx, "w_val": val, "bias": bias}
-
-    def _start_fit(self, X, Y):
-        self._validate_params()
-        X, Y = training_rows(X, Y, min_points=2)
-        self.n_features_in_, self.n_labels_ = X.shape[1], Y.shape[1]
-        return X, Y
 
     def _fit_arrays(self, X, Y, progress=None, log=None):
         """The fit after _start_fit; progress(n) after each epoch, log(message)."""
