@@ -4,7 +4,6 @@ A reader (or `make`) therefore never sees a half-written file: either the old
 file, no file, or the complete new one.
 """
 import os
-import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,22 +43,4 @@ def atomic_path(path):
             os.unlink(tmp)
         except FileNotFoundError:
             pass
-        raise
-
-
-@contextmanager
-def atomic_dir(path):
-    """Yield a temporary folder next to `path`; on success it becomes `path`.
-
-    `path` must not exist yet (a folder is never replaced behind a reader's back).
-    """
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    tmp = tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        yield Path(tmp)
-        os.chmod(tmp, 0o777 & ~_umask())
-        os.rename(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise

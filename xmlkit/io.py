@@ -56,13 +56,12 @@ class XCFile:
     no labels: None), the same as scipy csr in ``features`` and ``labels``,
     and the layout, ``"dataset"`` (header N D L) or ``"matrix"`` (header N C)."""
 
-    __slots__ = ("feature_rows", "label_rows", "layout", "path")
+    __slots__ = ("feature_rows", "label_rows", "layout")
 
-    def __init__(self, feature_rows, label_rows, layout, path):
+    def __init__(self, feature_rows, label_rows, layout):
         self.feature_rows = feature_rows
         self.label_rows = label_rows
         self.layout = layout
-        self.path = path
 
     @property
     def features(self):
@@ -206,7 +205,7 @@ def read_xc(path, index_base=0, layout=None, progress=None):
     if y is not None:
         yp, yi = y
         Y = Rows(yp, yi, np.ones(len(yi), dtype=np.float32), (n_rows, n_labels))
-    return XCFile(X, Y, found, path)
+    return XCFile(X, Y, found)
 
 
 def read_dataset(path, index_base=0, progress=None):

@@ -89,14 +89,3 @@ def read_input(log, path, index_base, layout=None, what="rows"):
             bar.total = total
             bar.update(done - bar.n)
         return read_xc(path, index_base=index_base, layout=layout, progress=update)
-
-
-def not_implemented(prog, issue):
-    """Entry point of a command whose issue has not landed yet: says so, exit 2."""
-    def main():
-        if any(a in ("-h", "--help") for a in sys.argv[1:]):
-            click.echo(f"Usage: {prog} ...\n\n  Not implemented yet (issue #{issue}).")
-            sys.exit(0)
-        click.echo(f"{prog}: error: not implemented yet (issue #{issue})", err=True)
-        sys.exit(EXIT_INPUT)
-    return main
