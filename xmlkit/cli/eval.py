@@ -8,7 +8,7 @@ from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_optio
                                quiet_option, read_input, run, version_option)
 from xmlkit.io import read_inv_propensity
 from xmlkit.metrics import (DEFAULT_KS, PROPENSITY_PRESETS, inverse_propensity, label_sets,
-                            ranking_metrics, set_metrics)
+                            propensity_ab, ranking_metrics, set_metrics)
 
 ROW_ORDER = ("P", "nDCG", "PSP", "PSnDCG", "R")
 
@@ -107,9 +107,7 @@ def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_pr
         Ytr = tr.labels if tr.layout == "dataset" else tr.features
         if Ytr.shape[1] != Y.shape[1]:
             fail(f"{train_labels} has {Ytr.shape[1]} labels but {true_labels} has {Y.shape[1]}")
-        a, b = PROPENSITY_PRESETS[propensity_preset]
-        a = a if prop_a is None else prop_a
-        b = b if prop_b is None else prop_b
+        a, b = propensity_ab(propensity_preset, prop_a, prop_b)
         q = inverse_propensity(Ytr, a, b)
         prop = {"source": str(train_labels), "A": a, "B": b}
     elif inv_propensity:

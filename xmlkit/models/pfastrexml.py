@@ -5,7 +5,7 @@ propensities) with the unnormalised DCG split objective, plus a tail
 classifier per label: the centroid mu_l of the unit-length training points
 (bias included) carrying the label. Prediction keeps the `rerank` best tree
 scores of a point and re-ranks them with s^alpha * t^(1 - alpha),
-t = 1 / (1 + exp(gamma * ||x^ - mu_l||^2)). With trees_only (-S 1) the tail
+t = 1 / (1 + exp(gamma * ||x^ - mu_l||^2)). With trees_only the tail
 classifiers are skipped: PfastXML.
 """
 import hashlib
