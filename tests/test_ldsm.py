@@ -52,7 +52,11 @@ def test_deterministic_at_any_thread_count_and_cli_equals_api(tmp_path, bibtex):
             assert np.array_equal(a.trees_[t][key], b.trees_[t][key]), key
     S = a.predict(Xt, k=None)
     assert ranking_metrics(Yt, S, (1,))["P@1"] > 0.35      # popularity baseline: 0.14
-    assert a.stats()["max_depth"] <= 200
+    for tree in a.trees_.values():                # each child one level below its parent
+        fc, depth = tree["first_child"], tree["depth"]
+        for node in np.flatnonzero(fc >= 0):
+            assert np.all(depth[fc[node]:fc[node] + 2] == depth[node] + 1)
+        assert depth[0] == 0 and len(fc) <= 200
 
     model_dir, scores = tmp_path / "m", tmp_path / "s.txt"
     r = run_cli("xml-train", TRAIN, model_dir, "--algorithm", "ldsm", "-t", "2",

@@ -10,6 +10,7 @@ another format version fails with a clear message.
 """
 import json
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -113,8 +114,8 @@ def load_arrays(folder, name):
             return {k: z[k] for k in z.files}
     except FileNotFoundError:
         raise XmlkitError(f"{path}: missing from the model folder") from None
-    except (ValueError, OSError, EOFError) as exc:
-        raise XmlkitError(f"{path}: unreadable ({exc})") from None
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+        raise XmlkitError(f"{path}: unreadable, damaged model file ({exc})") from None
 
 
 def array_names(folder, prefix):
