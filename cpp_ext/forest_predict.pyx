@@ -9,48 +9,115 @@ from libcpp.utility cimport pair
 
 cimport numpy as cnp
 
-from sparse_rows cimport array_copy, emit_top
+import numpy as np
+from sparse_rows cimport array_copy, emit_top, indptr_t
 
 cnp.import_array()
 
 
-cdef void _predict(const int64_t* xp, const int32_t* xi, const float* xv,
-                   int64_t r0, int64_t r1,
-                   const int32_t* roots, int n_trees, const int32_t* child,
-                   const int64_t* wp, const int32_t* wi, const float* wv,
-                   const int64_t* dense_id, const float* dense,
-                   const int64_t* lp, const int32_t* li, const float* lv,
-                   int64_t n_features, int64_t n_labels, double bias, int topk,
-                   vector[int64_t]& out_ptr, vector[int32_t]& out_idx,
-                   vector[float]& out_val) noexcept nogil:
+cdef class ForestKernel:
+    """Routes points down every tree and averages the label distributions of
+    the leaves they reach. Built from a packed forest (see
+    xmlkit.models.forest.PackedForest); read-only."""
+    # trees concatenated: node ids index these arrays, tree t starts at roots[t]
+    cdef const int32_t[::1] roots        # root node of each tree
+    cdef const int32_t[:, ::1] child     # first (w.x >= 0) and second child; -1 -1 at leaves
+    cdef const int64_t[::1] w_ptr        # weights of node i: w_ptr[i] .. w_ptr[i + 1] - 1
+    cdef const int32_t[::1] w_idx        # feature of each weight (n_features: the bias)
+    cdef const float[::1] w_val          # value of each weight
+    cdef const int64_t[::1] dense_id     # row of `dense` holding node i's weights, or -1
+    cdef const float[:, ::1] dense       # long weight rows as dense rows (n_features + 1 wide)
+    cdef const int64_t[::1] l_ptr        # labels of leaf i: l_ptr[i] .. l_ptr[i + 1] - 1
+    cdef const int32_t[::1] l_idx        # label of each leaf entry, ascending per leaf
+    cdef const float[::1] l_val          # value of each leaf entry
+    cdef int64_t n_features              # feature columns (the bias feature is n_features)
+    cdef int64_t n_labels                # label columns
+    cdef double bias                     # value of the bias feature
+
+    def __init__(self, roots, child, w_ptr, w_idx, w_val, dense_id, dense, l_ptr, l_idx,
+                 l_val, int64_t n_features, int64_t n_labels, double bias):
+        n_nodes = np.shape(child)[0]
+        if np.shape(roots)[0] < 1:
+            raise ValueError("no trees")
+        if np.shape(w_ptr)[0] != n_nodes + 1 or np.shape(l_ptr)[0] != n_nodes + 1 or \
+                np.shape(dense_id)[0] != n_nodes:
+            raise ValueError("node arrays of different lengths")
+        self.roots = np.ascontiguousarray(roots, dtype=np.int32)
+        self.child = np.ascontiguousarray(child, dtype=np.int32)
+        self.w_ptr = np.ascontiguousarray(w_ptr, dtype=np.int64)
+        self.dense_id = np.ascontiguousarray(dense_id, dtype=np.int64)
+        self.l_ptr = np.ascontiguousarray(l_ptr, dtype=np.int64)
+        # (entry arrays padded to one element: &a[0] is then always valid)
+        self.w_idx = _padded(w_idx, np.int32)
+        self.w_val = _padded(w_val, np.float32)
+        self.l_idx = _padded(l_idx, np.int32)
+        self.l_val = _padded(l_val, np.float32)
+        d = np.ascontiguousarray(dense, dtype=np.float32).reshape(-1, n_features + 1)
+        self.dense = d if d.shape[0] else np.zeros((1, n_features + 1), np.float32)
+        self.n_features = n_features
+        self.n_labels = n_labels
+        self.bias = bias
+
+    def predict_rows(self, const indptr_t[::1] X_indptr, X_indices, X_data, int64_t r0,
+                     int64_t r1, int k):
+        """Scores of rows r0..r1-1 of X (CSR; indices < n_features) as CSR
+        pieces (indptr from 0, indices, data): the mean over trees of the
+        reached leaves' label values, labels ascending, only the k best per
+        row when k > 0 (ties: lower label first)."""
+        cdef const int32_t[::1] xi = _padded(X_indices, np.int32)
+        cdef const float[::1] xv = _padded(X_data, np.float32)
+        cdef vector[int64_t] out_ptr
+        cdef vector[int32_t] out_idx
+        cdef vector[float] out_val
+        if not 0 <= r0 <= r1 < X_indptr.shape[0]:
+            raise ValueError("row range outside X")
+        out_ptr.push_back(0)
+        with nogil:
+            _predict(self, &X_indptr[0], &xi[0], &xv[0], r0, r1, k, out_ptr, out_idx, out_val)
+        return (array_copy(out_ptr.data(), out_ptr.size(), cnp.NPY_INT64),
+                array_copy(out_idx.data(), out_idx.size(), cnp.NPY_INT32),
+                array_copy(out_val.data(), out_val.size(), cnp.NPY_FLOAT32))
+
+
+cdef void _predict(ForestKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
+                   int64_t r0, int64_t r1, int topk, vector[int64_t]& out_ptr,
+                   vector[int32_t]& out_idx, vector[float]& out_val) noexcept nogil:
+    """ForestKernel.predict_rows without the GIL."""
     cdef vector[double] x, acc
     cdef vector[int32_t] touched
     cdef vector[pair[double, int32_t]] order
     cdef vector[pair[int32_t, float]] sel
-    cdef int64_t r, j, k, d
+    cdef int64_t r, j, k, d, nf = f.n_features
     cdef const float* row
-    cdef int t
+    cdef Py_ssize_t t, n_trees = f.roots.shape[0]
     cdef int32_t node, l
-    cdef double margin, inv_t = 1.0 / n_trees
-    x.assign(n_features + 1, 0.0)
-    acc.assign(n_labels, 0.0)
-    x[n_features] = bias
+    cdef double margin, inv_t = 1.0 / n_trees, bias = f.bias
+    cdef const int32_t* child = &f.child[0, 0]
+    cdef const int64_t* wp = &f.w_ptr[0]
+    cdef const int32_t* wi = &f.w_idx[0]
+    cdef const float* wv = &f.w_val[0]
+    cdef const int64_t* lp = &f.l_ptr[0]
+    cdef const int32_t* li = &f.l_idx[0]
+    cdef const float* lv = &f.l_val[0]
+    x.assign(nf + 1, 0.0)
+    acc.assign(f.n_labels, 0.0)
+    x[nf] = bias
     for r in range(r0, r1):
         for j in range(xp[r], xp[r + 1]):
             x[xi[j]] = xv[j]
         touched.clear()
         for t in range(n_trees):
-            node = roots[t]
+            node = f.roots[t]
             while child[2 * node] >= 0:
                 margin = 0.0
-                d = dense_id[node]
+                d = f.dense_id[node]
                 if d >= 0:
                     # long weight row kept dense: cost follows the point's
                     # non-zeros, not the row's
-                    row = dense + d * (n_features + 1)
+                    row = &f.dense[d, 0]
                     for j in range(xp[r], xp[r + 1]):
                         margin += row[xi[j]] * xv[j]
-                    margin += row[n_features] * bias
+                    margin += row[nf] * bias
                 else:
                     for j in range(wp[node], wp[node + 1]):
                         margin += wv[j] * x[wi[j]]
@@ -71,42 +138,10 @@ cdef void _predict(const int64_t* xp, const int32_t* xi, const float* xv,
         out_ptr.push_back(out_idx.size())
 
 
-def predict_rows(const int64_t[::1] X_indptr, const int32_t[::1] X_indices,
-                 const float[::1] X_data, int64_t r0, int64_t r1,
-                 const int32_t[::1] roots, const int32_t[:, ::1] child,
-                 const int64_t[::1] w_ptr, const int32_t[::1] w_idx, const float[::1] w_val,
-                 const int64_t[::1] dense_id, const float[:, ::1] dense,
-                 const int64_t[::1] l_ptr, const int32_t[::1] l_idx, const float[::1] l_val,
-                 int64_t n_features, int64_t n_labels, double bias, int topk):
-    """Scores of rows r0..r1-1 as CSR pieces (indptr from 0, indices, data):
-    dense_id[node] >= 0 names the row of `dense` (n_features + 1 columns)
-    holding that node's weights densely (used instead of w_* for it);
-    the mean over trees of the reached leaves' label values, labels ascending,
-    only the topk best per row when topk > 0 (ties: lower label first).
-    Node ids in `child` and `roots` index the concatenated forest arrays."""
-    cdef vector[int64_t] out_ptr
-    cdef vector[int32_t] out_idx
-    cdef vector[float] out_val
-    cdef int n_trees = roots.shape[0]
-    cdef int32_t di = 0
-    cdef float df = 0
-    cdef const int32_t* xi = &X_indices[0] if X_indices.shape[0] else &di
-    cdef const float* xv = &X_data[0] if X_data.shape[0] else &df
-    cdef const int32_t* wi = &w_idx[0] if w_idx.shape[0] else &di
-    cdef const float* wv = &w_val[0] if w_val.shape[0] else &df
-    cdef const int32_t* li = &l_idx[0] if l_idx.shape[0] else &di
-    cdef const float* lv = &l_val[0] if l_val.shape[0] else &df
-    cdef const float* dp = &dense[0, 0] if dense.shape[0] else &df
-    if n_trees < 1:
-        raise ValueError("no trees")
-    out_ptr.push_back(0)
-    with nogil:
-        _predict(&X_indptr[0], xi, xv, r0, r1, &roots[0], n_trees, &child[0, 0],
-                 &w_ptr[0], wi, wv, &dense_id[0], dp, &l_ptr[0], li, lv, n_features, n_labels, bias, topk,
-                 out_ptr, out_idx, out_val)
-    return (array_copy(out_ptr.data(), out_ptr.size(), cnp.NPY_INT64),
-            array_copy(out_idx.data(), out_idx.size(), cnp.NPY_INT32),
-            array_copy(out_val.data(), out_val.size(), cnp.NPY_FLOAT32))
+def _padded(a, dtype):
+    """a as a contiguous 1-d array of dtype, one zero appended when empty."""
+    a = np.ascontiguousarray(a, dtype=dtype).reshape(-1)
+    return a if a.shape[0] else np.zeros(1, dtype)
 
 
 def scatter_rows(const int64_t[::1] ptr, const int32_t[::1] idx, const float[::1] val,

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from xmlkit._ext.forest_predict import predict_rows, scatter_rows
+from xmlkit._ext.forest_predict import ForestKernel, scatter_rows
 from xmlkit.csr import Rows, as_rows
 from xmlkit.errors import XmlkitError
 
@@ -166,17 +166,14 @@ class PackedForest:
         if X.shape[1] > self.n_features:
             raise XmlkitError(f"the data have {X.shape[1]} features but the model was "
                               f"trained on {self.n_features}")
-        indptr = X.indptr.astype(np.int64, copy=False)
-        indices, data = X.indices, X.data
+        kernel = ForestKernel(self.roots, self.child, self.w_ptr, self.w_idx, self.w_val,
+                              self.dense_id, self.dense, self.l_ptr, self.l_idx, self.l_val,
+                              self.n_features, self.n_labels, self.bias)
         topk = 0 if k is None else int(k)
-        n = X.shape[0]
 
         def run(r0, r1):
-            return predict_rows(indptr, indices, data, r0, r1, self.roots, self.child,
-                                self.w_ptr, self.w_idx, self.w_val, self.dense_id,
-                                self.dense, self.l_ptr, self.l_idx,
-                                self.l_val, self.n_features, self.n_labels, self.bias, topk)
-        return score_rows(run, n, self.n_labels, threads, progress)
+            return kernel.predict_rows(X.indptr, X.indices, X.data, r0, r1, topk)
+        return score_rows(run, X.shape[0], self.n_labels, threads, progress)
 
 
 def score_rows(run, n, n_cols, threads=1, progress=None):
