@@ -17,6 +17,7 @@ from libcpp.utility cimport pair
 
 cimport numpy as cnp
 
+import numpy as np
 from sparse_rows cimport array_copy, emit_top
 
 cnp.import_array()
@@ -67,43 +68,65 @@ cdef void _rerank(const int64_t* xp, const int32_t* xi, const float* xv, double 
         out_ptr.push_back(out_idx.size())
 
 
-def rerank_rows(const int64_t[::1] X_indptr, const int32_t[::1] X_indices,
-                const float[::1] X_data, double bias,
-                const int64_t[::1] mu_ptr, const int32_t[::1] mu_labels,
-                const float[::1] mu_values, const double[::1] mu_sqnorm,
-                const int64_t[::1] S_indptr, const int32_t[::1] S_indices,
-                const float[::1] S_data, int64_t r0, int64_t r1,
-                double gamma, double alpha, int topk):
-    """Re-ranked scores of rows r0..r1-1 as CSR pieces (indptr from 0,
-    indices, data), labels ascending, the topk best per row when topk > 0
-    (ties: lower label first). X: the points without their bias feature
-    (column indices < n_features = mu_ptr.shape[0] - 2); mu_*: the label
-    centroids by feature, n_features + 1 rows (the last is the bias);
-    mu_sqnorm[l] = ||mu_l||^2; S: the points' tree scores (the labels to
-    re-rank)."""
-    cdef vector[int64_t] out_ptr
-    cdef vector[int32_t] out_idx
-    cdef vector[float] out_val
-    cdef int64_t n_features = mu_ptr.shape[0] - 2
-    cdef int64_t n_labels = mu_sqnorm.shape[0]
-    cdef int32_t di = 0
-    cdef float df = 0
-    cdef const int32_t* xi = &X_indices[0] if X_indices.shape[0] else &di
-    cdef const float* xv = &X_data[0] if X_data.shape[0] else &df
-    cdef const int32_t* ml = &mu_labels[0] if mu_labels.shape[0] else &di
-    cdef const float* mv = &mu_values[0] if mu_values.shape[0] else &df
-    cdef const int32_t* si = &S_indices[0] if S_indices.shape[0] else &di
-    cdef const float* sv = &S_data[0] if S_data.shape[0] else &df
-    cdef double dd = 0
-    cdef const double* sq = &mu_sqnorm[0] if n_labels else &dd
-    if n_features < 0:
-        raise ValueError("mu_ptr needs n_features + 2 entries")
-    if not (0 <= r0 <= r1 <= X_indptr.shape[0] - 1 and r1 <= S_indptr.shape[0] - 1):
-        raise ValueError("row range out of bounds")
-    out_ptr.push_back(0)
-    with nogil:
-        _rerank(&X_indptr[0], xi, xv, bias, n_features, &mu_ptr[0], ml, mv, sq, n_labels,
-                &S_indptr[0], si, sv, r0, r1, gamma, alpha, topk, out_ptr, out_idx, out_val)
-    return (array_copy(out_ptr.data(), out_ptr.size(), cnp.NPY_INT64),
-            array_copy(out_idx.data(), out_idx.size(), cnp.NPY_INT32),
-            array_copy(out_val.data(), out_val.size(), cnp.NPY_FLOAT32))
+cdef class TailKernel:
+    """The tail classifiers of a PfastreXML model, by feature, and the
+    re-ranking of tree scores with them. Read-only once built."""
+    cdef const int64_t[::1] mu_ptr       # labels using feature f: mu_ptr[f] .. mu_ptr[f + 1] - 1
+    cdef const int32_t[::1] mu_labels    # label of each centroid entry
+    cdef const float[::1] mu_values      # value of each centroid entry
+    cdef const double[::1] mu_sqnorm     # ||mu_l||^2 of each label
+    cdef int64_t n_features              # feature columns (row n_features of mu: the bias)
+    cdef int64_t n_labels                # label columns
+    cdef double bias                     # value of the bias feature
+    cdef double gamma                    # sharpness of the tail classifiers
+    cdef double alpha                    # weight of the tree scores
+
+    def __init__(self, mu_ptr, mu_labels, mu_values, double bias, double gamma, double alpha,
+                 int64_t n_labels):
+        self.mu_ptr = np.ascontiguousarray(mu_ptr, dtype=np.int64)
+        self.n_features = self.mu_ptr.shape[0] - 2
+        if self.n_features < 0:
+            raise ValueError("mu_ptr needs n_features + 2 entries")
+        self.mu_labels = _padded(mu_labels, np.int32)
+        self.mu_values = _padded(mu_values, np.float32)
+        lab = np.asarray(mu_labels, dtype=np.int32)
+        val = np.asarray(mu_values, dtype=np.float64)
+        self.mu_sqnorm = _padded(np.bincount(lab, weights=val ** 2, minlength=n_labels),
+                                 np.float64)
+        self.n_labels = n_labels
+        self.bias = bias
+        self.gamma = gamma
+        self.alpha = alpha
+
+    def rerank_rows(self, const int64_t[::1] X_indptr, X_indices, X_data,
+                    const int64_t[::1] S_indptr, S_indices, S_data, int64_t r0, int64_t r1,
+                    int k):
+        """Re-ranked scores of rows r0..r1-1 as CSR pieces (indptr from 0,
+        indices, data), labels ascending, the k best per row when k > 0
+        (ties: lower label first). X: the points without their bias feature
+        (column indices < n_features); S: their tree scores (the labels to
+        re-rank)."""
+        cdef const int32_t[::1] xi = _padded(X_indices, np.int32)
+        cdef const float[::1] xv = _padded(X_data, np.float32)
+        cdef const int32_t[::1] si = _padded(S_indices, np.int32)
+        cdef const float[::1] sv = _padded(S_data, np.float32)
+        cdef vector[int64_t] out_ptr
+        cdef vector[int32_t] out_idx
+        cdef vector[float] out_val
+        if not (0 <= r0 <= r1 <= X_indptr.shape[0] - 1 and r1 <= S_indptr.shape[0] - 1):
+            raise ValueError("row range out of bounds")
+        out_ptr.push_back(0)
+        with nogil:
+            _rerank(&X_indptr[0], &xi[0], &xv[0], self.bias, self.n_features, &self.mu_ptr[0],
+                    &self.mu_labels[0], &self.mu_values[0], &self.mu_sqnorm[0], self.n_labels,
+                    &S_indptr[0], &si[0], &sv[0], r0, r1, self.gamma, self.alpha, k,
+                    out_ptr, out_idx, out_val)
+        return (array_copy(out_ptr.data(), out_ptr.size(), cnp.NPY_INT64),
+                array_copy(out_idx.data(), out_idx.size(), cnp.NPY_INT32),
+                array_copy(out_val.data(), out_val.size(), cnp.NPY_FLOAT32))
+
+
+def _padded(a, dtype):
+    """a as a contiguous 1-d array of dtype, one zero appended when empty."""
+    a = np.ascontiguousarray(a, dtype=dtype).reshape(-1)
+    return a if a.shape[0] else np.zeros(1, dtype)

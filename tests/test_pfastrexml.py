@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 import xmlkit
-from xmlkit._ext.tail_rerank import rerank_rows
+from xmlkit._ext.tail_rerank import TailKernel
 from xmlkit.io import read_dataset, read_inv_propensity, read_matrix
 from xmlkit.metrics import inverse_propensity, ranking_metrics
 
@@ -41,25 +41,20 @@ def test_tail_rerank_by_hand():
     # label 2: not re-ranked (no tree score)
     mu = sp.csr_matrix(np.array([[0.6, 0.8, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]))
     by_feature = sp.csr_matrix(mu.T)
-    sq = np.asarray(mu.multiply(mu).sum(axis=1), dtype=np.float64).ravel()
     tree = (np.array([0, 2], np.int64), np.array([0, 1], np.int32),
             np.array([0.2, 0.5], np.float32))
-    ptr, idx, val = rerank_rows(np.array([0, 2], np.int64), np.array([0, 1], np.int32),
-                                np.array([3, 4], np.float32), 0.0,
-                                by_feature.indptr.astype(np.int64),
-                                by_feature.indices.astype(np.int32),
-                                by_feature.data.astype(np.float32), sq,
-                                *tree, 0, 1, 1.0, 0.8, 0)
+    x = (np.array([0, 2], np.int64), np.array([0, 1], np.int32), np.array([3, 4], np.float32))
+
+    def kernel(gamma):
+        return TailKernel(by_feature.indptr, by_feature.indices, by_feature.data, 0.0, gamma,
+                          0.8, 3)
+    ptr, idx, val = kernel(1.0).rerank_rows(*x, *tree, 0, 1, 0)
     t1 = 1 / (1 + np.exp(0.8))
     assert list(ptr) == [0, 2] and list(idx) == [0, 1]
     assert val == pytest.approx([0.2 ** 0.8 * 0.5 ** 0.2, 0.5 ** 0.8 * t1 ** 0.2], rel=1e-6)
     # with gamma 30 the far label 1 drops below label 0 despite its higher tree
     # score (0.5^0.8 e^(-24 * 0.2) = 0.0047 < 0.2^0.8 0.5^0.2 = 0.24): top-1 keeps 0
-    _, idx1, _ = rerank_rows(np.array([0, 2], np.int64), np.array([0, 1], np.int32),
-                             np.array([3, 4], np.float32), 0.0,
-                             by_feature.indptr.astype(np.int64),
-                             by_feature.indices.astype(np.int32),
-                             by_feature.data.astype(np.float32), sq, *tree, 0, 1, 30.0, 0.8, 1)
+    _, idx1, _ = kernel(30.0).rerank_rows(*x, *tree, 0, 1, 1)
     assert list(idx1) == [0]
 
 

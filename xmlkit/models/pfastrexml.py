@@ -159,18 +159,17 @@ class PfastreXML(FastXML):
         return like(X, self._rerank(R, S, k, threads))
 
     def _rerank(self, R, S, k, threads):
-        from xmlkit._ext.tail_rerank import rerank_rows
+        from xmlkit._ext.tail_rerank import TailKernel
         ptr, lab, val = self.tail_
-        sq = np.bincount(lab, weights=val.astype(np.float64) ** 2, minlength=self.n_labels_)
+        kernel = TailKernel(ptr, lab, val, self.bias, self.gamma, self.alpha, self.n_labels_)
         xp = R.indptr.astype(np.int64, copy=False)
-        n = R.shape[0]
-        p = self.params
+        sp = S.indptr.astype(np.int64, copy=False)
+        topk = 0 if k is None else int(k)
 
         def run(r0, r1):
-            return rerank_rows(xp, R.indices, R.data, p.bias, ptr, lab, val, sq,
-                               S.indptr.astype(np.int64, copy=False), S.indices, S.data,
-                               r0, r1, p.gamma, p.alpha, 0 if k is None else int(k))
-        return score_rows(run, n, self.n_labels_, threads)
+            return kernel.rerank_rows(xp, R.indices, R.data, sp, S.indices, S.data, r0, r1,
+                                      topk)
+        return score_rows(run, R.shape[0], self.n_labels_, threads)
 
     # -- storage
     def manifest(self):
