@@ -10,6 +10,7 @@ from libcpp.utility cimport pair
 
 cimport numpy as cnp
 
+import numpy as np
 from sparse_rows cimport array_copy, emit_top
 
 cnp.import_array()
@@ -94,40 +95,73 @@ cdef void _predict(const int64_t* xp, const int32_t* xi, const float* xv, int64_
         out_ptr.push_back(out_idx.size())
 
 
-def predict_rows(const int64_t[::1] X_indptr, const int32_t[::1] X_indices,
-                 const float[::1] X_data, int64_t r0, int64_t r1, int64_t d, double bias,
-                 const int32_t[::1] roots, int M, const int32_t[::1] first_child,
-                 const int32_t[::1] reg_row, const int64_t[::1] reg_ptr,
-                 const int32_t[::1] reg_idx, const float[::1] reg_val,
-                 const int64_t[::1] dense_id, const float[:, ::1] dense,
-                 const int64_t[::1] l_ptr, const int32_t[::1] l_idx, const float[::1] l_val,
-                 int64_t n_labels, double threshold, int topk):
-    """Scores of rows r0..r1-1 as CSR pieces (indptr from 0, indices, data),
-    labels ascending, the topk best per row when topk > 0. X holds the points
-    without the bias; d counts the bias column (index d - 1). Node ids index
-    the concatenated forest; regressor rows of node n: reg_row[n] .. + M - 1;
-    dense_id[row] >= 0 names the row of `dense` holding that regressor densely."""
-    cdef vector[int64_t] out_ptr
-    cdef vector[int32_t] out_idx
-    cdef vector[float] out_val
-    cdef int32_t di = 0
-    cdef float df = 0
-    cdef const int32_t* xi = &X_indices[0] if X_indices.shape[0] else &di
-    cdef const float* xv = &X_data[0] if X_data.shape[0] else &df
-    cdef const int32_t* ri = &reg_idx[0] if reg_idx.shape[0] else &di
-    cdef const float* rv = &reg_val[0] if reg_val.shape[0] else &df
-    cdef const int32_t* li = &l_idx[0] if l_idx.shape[0] else &di
-    cdef const float* lv = &l_val[0] if l_val.shape[0] else &df
-    cdef const float* dp = &dense[0, 0] if dense.shape[0] else &df
-    cdef int64_t zero = 0
-    cdef const int64_t* did = &dense_id[0] if dense_id.shape[0] else &zero
-    if roots.shape[0] < 1:
-        raise ValueError("no trees")
-    out_ptr.push_back(0)
-    with nogil:
-        _predict(&X_indptr[0], xi, xv, r0, r1, d, bias, &roots[0], roots.shape[0], M,
-                 &first_child[0], &reg_row[0], &reg_ptr[0], ri, rv, did, dp, &l_ptr[0], li,
-                 lv, n_labels, threshold, topk, out_ptr, out_idx, out_val)
-    return (array_copy(out_ptr.data(), out_ptr.size(), cnp.NPY_INT64),
-            array_copy(out_idx.data(), out_idx.size(), cnp.NPY_INT32),
-            array_copy(out_val.data(), out_val.size(), cnp.NPY_FLOAT32))
+cdef class LdsmKernel:
+    """A packed LdSM forest (trees concatenated: node ids index these
+    arrays) and the descent of points through it. Read-only once built."""
+    cdef const int32_t[::1] roots        # root node of each tree
+    cdef const int32_t[::1] first_child  # first of a node's M consecutive children, -1 at leaves
+    cdef const int32_t[::1] reg_row      # first of a node's M regressor rows, -1 at leaves
+    cdef const int64_t[::1] reg_ptr      # entries of regressor row j: reg_ptr[j] .. reg_ptr[j + 1] - 1
+    cdef const int32_t[::1] reg_idx      # feature of each regressor entry (d - 1: the bias)
+    cdef const float[::1] reg_val        # value of each regressor entry
+    cdef const int64_t[::1] dense_id     # row of `dense` holding regressor row j, or -1
+    cdef const float[:, ::1] dense       # long regressor rows as dense rows (d wide)
+    cdef const int64_t[::1] l_ptr        # histogram of leaf i: l_ptr[i] .. l_ptr[i + 1] - 1
+    cdef const int32_t[::1] l_idx        # label of each histogram entry
+    cdef const float[::1] l_val          # normalized count of each histogram entry
+    cdef int M                           # children per internal node
+    cdef int64_t d                       # feature columns with the bias column (index d - 1)
+    cdef double bias                     # value of the bias feature
+    cdef int64_t n_labels                # label columns
+    cdef double threshold                # a child whose margin is >= this is visited
+
+    def __init__(self, f, int M, int64_t d, double bias, int64_t n_labels, double threshold):
+        """f: the packed arrays (xmlkit.models.ldsm.LdSM._pack)."""
+        if np.shape(f["roots"])[0] < 1:
+            raise ValueError("no trees")
+        self.roots = np.ascontiguousarray(f["roots"], dtype=np.int32)
+        self.first_child = np.ascontiguousarray(f["first_child"], dtype=np.int32)
+        self.reg_row = np.ascontiguousarray(f["reg_row"], dtype=np.int32)
+        self.reg_ptr = np.ascontiguousarray(f["reg_ptr"], dtype=np.int64)
+        self.reg_idx = _padded(f["reg_idx"], np.int32)
+        self.reg_val = _padded(f["reg_val"], np.float32)
+        self.dense_id = _padded(f["dense_id"], np.int64)
+        dense = np.ascontiguousarray(f["dense"], dtype=np.float32).reshape(-1, d)
+        self.dense = dense if dense.shape[0] else np.zeros((1, d), np.float32)
+        self.l_ptr = np.ascontiguousarray(f["l_ptr"], dtype=np.int64)
+        self.l_idx = _padded(f["l_idx"], np.int32)
+        self.l_val = _padded(f["l_val"], np.float32)
+        self.M = M
+        self.d = d
+        self.bias = bias
+        self.n_labels = n_labels
+        self.threshold = threshold
+
+    def predict_rows(self, const int64_t[::1] X_indptr, X_indices, X_data, int64_t r0,
+                     int64_t r1, int k):
+        """Scores of rows r0..r1-1 of X (the points without the bias) as CSR
+        pieces (indptr from 0, indices, data), labels ascending, the k best per
+        row when k > 0."""
+        cdef const int32_t[::1] xi = _padded(X_indices, np.int32)
+        cdef const float[::1] xv = _padded(X_data, np.float32)
+        cdef vector[int64_t] out_ptr
+        cdef vector[int32_t] out_idx
+        cdef vector[float] out_val
+        if not 0 <= r0 <= r1 < X_indptr.shape[0]:
+            raise ValueError("row range outside X")
+        out_ptr.push_back(0)
+        with nogil:
+            _predict(&X_indptr[0], &xi[0], &xv[0], r0, r1, self.d, self.bias, &self.roots[0],
+                     self.roots.shape[0], self.M, &self.first_child[0], &self.reg_row[0],
+                     &self.reg_ptr[0], &self.reg_idx[0], &self.reg_val[0], &self.dense_id[0],
+                     &self.dense[0, 0], &self.l_ptr[0], &self.l_idx[0], &self.l_val[0],
+                     self.n_labels, self.threshold, k, out_ptr, out_idx, out_val)
+        return (array_copy(out_ptr.data(), out_ptr.size(), cnp.NPY_INT64),
+                array_copy(out_idx.data(), out_idx.size(), cnp.NPY_INT32),
+                array_copy(out_val.data(), out_val.size(), cnp.NPY_FLOAT32))
+
+
+def _padded(a, dtype):
+    """a as a contiguous 1-d array of dtype, one zero appended when empty."""
+    a = np.ascontiguousarray(a, dtype=dtype).reshape(-1)
+    return a if a.shape[0] else np.zeros(1, dtype)

@@ -174,23 +174,21 @@ class LdSM(TreeEnsemble):
         """Scores: per tree the mean of the reached leaves' normalized
         histograms, averaged over trees; the k best per row (k=None: all).
         Rows in, Rows out; else a scipy csr_matrix."""
-        from xmlkit._ext.ldsm_predict import predict_rows
+        from xmlkit._ext.ldsm_predict import LdsmKernel
         if not getattr(self, "trees_", None):
             raise XmlkitError("the model has no trees (fit or load it first)")
         R = as_rows(X, "the data")
         if R.shape[1] > self.n_features_in_:
             raise XmlkitError(f"the data have {R.shape[1]} features but the model was "
                               f"trained on {self.n_features_in_}")
-        f, p = self._pack(), self.params
+        kernel = LdsmKernel(self._pack(), self.arity, self.n_features_in_ + 1, self.bias,
+                            self.n_labels_, self.route_threshold)
         xp = R.indptr.astype(np.int64, copy=False)
         n = R.shape[0]
+        topk = 0 if k is None else int(k)
 
         def run(r0, r1):
-            return predict_rows(xp, R.indices, R.data, r0, r1, self.n_features_in_ + 1, p.bias,
-                                f["roots"], p.arity, f["first_child"], f["reg_row"],
-                                f["reg_ptr"], f["reg_idx"], f["reg_val"], f["dense_id"],
-                                f["dense"], f["l_ptr"], f["l_idx"], f["l_val"], self.n_labels_,
-                                p.route_threshold, 0 if k is None else int(k))
+            return kernel.predict_rows(xp, R.indices, R.data, r0, r1, topk)
         return like(X, score_rows(run, n, self.n_labels_, threads, progress))
 
     # -- the tree files (read and written by xmlkit.driver)
