@@ -10,7 +10,7 @@ from libcpp.utility cimport pair
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport array_copy, emit_top, indptr_t
+from sparse_rows cimport csr_pieces, emit_top, indptr_t, padded
 
 cnp.import_array()
 
@@ -48,10 +48,10 @@ cdef class ForestKernel:
         self.dense_id = np.ascontiguousarray(dense_id, dtype=np.int64)
         self.l_ptr = np.ascontiguousarray(l_ptr, dtype=np.int64)
         # (entry arrays padded to one element: &a[0] is then always valid)
-        self.w_idx = _padded(w_idx, np.int32)
-        self.w_val = _padded(w_val, np.float32)
-        self.l_idx = _padded(l_idx, np.int32)
-        self.l_val = _padded(l_val, np.float32)
+        self.w_idx = padded(w_idx, np.int32)
+        self.w_val = padded(w_val, np.float32)
+        self.l_idx = padded(l_idx, np.int32)
+        self.l_val = padded(l_val, np.float32)
         d = np.ascontiguousarray(dense, dtype=np.float32).reshape(-1, n_features + 1)
         self.dense = d if d.shape[0] else np.zeros((1, n_features + 1), np.float32)
         self.n_features = n_features
@@ -64,8 +64,8 @@ cdef class ForestKernel:
         pieces (indptr from 0, indices, data): the mean over trees of the
         reached leaves' label values, labels ascending, only the k best per
         row when k > 0 (ties: lower label first)."""
-        cdef const int32_t[::1] xi = _padded(X_indices, np.int32)
-        cdef const float[::1] xv = _padded(X_data, np.float32)
+        cdef const int32_t[::1] xi = padded(X_indices, np.int32)
+        cdef const float[::1] xv = padded(X_data, np.float32)
         cdef vector[int64_t] out_ptr
         cdef vector[int32_t] out_idx
         cdef vector[float] out_val
@@ -74,9 +74,7 @@ cdef class ForestKernel:
         out_ptr.push_back(0)
         with nogil:
             _predict(self, &X_indptr[0], &xi[0], &xv[0], r0, r1, k, out_ptr, out_idx, out_val)
-        return (array_copy(out_ptr.data(), out_ptr.size(), cnp.NPY_INT64),
-                array_copy(out_idx.data(), out_idx.size(), cnp.NPY_INT32),
-                array_copy(out_val.data(), out_val.size(), cnp.NPY_FLOAT32))
+        return csr_pieces(out_ptr, out_idx, out_val)
 
 
 cdef void _predict(ForestKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
@@ -137,11 +135,6 @@ cdef void _predict(ForestKernel f, const indptr_t* xp, const int32_t* xi, const 
         emit_top(order, topk, sel, out_idx, out_val)
         out_ptr.push_back(out_idx.size())
 
-
-def _padded(a, dtype):
-    """a as a contiguous 1-d array of dtype, one zero appended when empty."""
-    a = np.ascontiguousarray(a, dtype=dtype).reshape(-1)
-    return a if a.shape[0] else np.zeros(1, dtype)
 
 
 def scatter_rows(const int64_t[::1] ptr, const int32_t[::1] idx, const float[::1] val,

@@ -11,7 +11,7 @@ from libcpp.utility cimport pair
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport array_copy, emit_top
+from sparse_rows cimport csr_pieces, emit_top, padded
 
 cnp.import_array()
 
@@ -123,14 +123,14 @@ cdef class LdsmKernel:
         self.first_child = np.ascontiguousarray(f["first_child"], dtype=np.int32)
         self.reg_row = np.ascontiguousarray(f["reg_row"], dtype=np.int32)
         self.reg_ptr = np.ascontiguousarray(f["reg_ptr"], dtype=np.int64)
-        self.reg_idx = _padded(f["reg_idx"], np.int32)
-        self.reg_val = _padded(f["reg_val"], np.float32)
-        self.dense_id = _padded(f["dense_id"], np.int64)
+        self.reg_idx = padded(f["reg_idx"], np.int32)
+        self.reg_val = padded(f["reg_val"], np.float32)
+        self.dense_id = padded(f["dense_id"], np.int64)
         dense = np.ascontiguousarray(f["dense"], dtype=np.float32).reshape(-1, d)
         self.dense = dense if dense.shape[0] else np.zeros((1, d), np.float32)
         self.l_ptr = np.ascontiguousarray(f["l_ptr"], dtype=np.int64)
-        self.l_idx = _padded(f["l_idx"], np.int32)
-        self.l_val = _padded(f["l_val"], np.float32)
+        self.l_idx = padded(f["l_idx"], np.int32)
+        self.l_val = padded(f["l_val"], np.float32)
         self.M = M
         self.d = d
         self.bias = bias
@@ -142,8 +142,8 @@ cdef class LdsmKernel:
         """Scores of rows r0..r1-1 of X (the points without the bias) as CSR
         pieces (indptr from 0, indices, data), labels ascending, the k best per
         row when k > 0."""
-        cdef const int32_t[::1] xi = _padded(X_indices, np.int32)
-        cdef const float[::1] xv = _padded(X_data, np.float32)
+        cdef const int32_t[::1] xi = padded(X_indices, np.int32)
+        cdef const float[::1] xv = padded(X_data, np.float32)
         cdef vector[int64_t] out_ptr
         cdef vector[int32_t] out_idx
         cdef vector[float] out_val
@@ -156,12 +156,4 @@ cdef class LdsmKernel:
                      &self.reg_ptr[0], &self.reg_idx[0], &self.reg_val[0], &self.dense_id[0],
                      &self.dense[0, 0], &self.l_ptr[0], &self.l_idx[0], &self.l_val[0],
                      self.n_labels, self.threshold, k, out_ptr, out_idx, out_val)
-        return (array_copy(out_ptr.data(), out_ptr.size(), cnp.NPY_INT64),
-                array_copy(out_idx.data(), out_idx.size(), cnp.NPY_INT32),
-                array_copy(out_val.data(), out_val.size(), cnp.NPY_FLOAT32))
-
-
-def _padded(a, dtype):
-    """a as a contiguous 1-d array of dtype, one zero appended when empty."""
-    a = np.ascontiguousarray(a, dtype=dtype).reshape(-1)
-    return a if a.shape[0] else np.zeros(1, dtype)
+        return csr_pieces(out_ptr, out_idx, out_val)

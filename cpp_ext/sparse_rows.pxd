@@ -65,3 +65,19 @@ cdef extern from "<random>" namespace "std" nogil:
         mt19937()
         void seed(uint32_t seed)
         uint32_t operator()()
+
+
+cdef inline tuple csr_pieces(vector[int64_t]& ptr, vector[int32_t]& idx, vector[float]& val):
+    """Rows written by a kernel as numpy arrays (indptr int64, indices int32,
+    data float32)."""
+    return (array_copy(ptr.data(), ptr.size(), cnp.NPY_INT64),
+            array_copy(idx.data(), idx.size(), cnp.NPY_INT32),
+            array_copy(val.data(), val.size(), cnp.NPY_FLOAT32))
+
+
+cdef inline object padded(object a, object dtype):
+    """a as a contiguous 1-d array of dtype, a single 0 when a is empty (so
+    that &a[0] is always valid; the kernels never read past the real end)."""
+    import numpy
+    a = numpy.ascontiguousarray(a, dtype=dtype).reshape(-1)
+    return a if a.shape[0] else numpy.zeros(1, dtype)

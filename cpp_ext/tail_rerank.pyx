@@ -18,7 +18,7 @@ from libcpp.utility cimport pair
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport array_copy, emit_top
+from sparse_rows cimport csr_pieces, emit_top, padded
 
 cnp.import_array()
 
@@ -87,11 +87,11 @@ cdef class TailKernel:
         self.n_features = self.mu_ptr.shape[0] - 2
         if self.n_features < 0:
             raise ValueError("mu_ptr needs n_features + 2 entries")
-        self.mu_labels = _padded(mu_labels, np.int32)
-        self.mu_values = _padded(mu_values, np.float32)
+        self.mu_labels = padded(mu_labels, np.int32)
+        self.mu_values = padded(mu_values, np.float32)
         lab = np.asarray(mu_labels, dtype=np.int32)
         val = np.asarray(mu_values, dtype=np.float64)
-        self.mu_sqnorm = _padded(np.bincount(lab, weights=val ** 2, minlength=n_labels),
+        self.mu_sqnorm = padded(np.bincount(lab, weights=val ** 2, minlength=n_labels),
                                  np.float64)
         self.n_labels = n_labels
         self.bias = bias
@@ -106,10 +106,10 @@ cdef class TailKernel:
         (ties: lower label first). X: the points without their bias feature
         (column indices < n_features); S: their tree scores (the labels to
         re-rank)."""
-        cdef const int32_t[::1] xi = _padded(X_indices, np.int32)
-        cdef const float[::1] xv = _padded(X_data, np.float32)
-        cdef const int32_t[::1] si = _padded(S_indices, np.int32)
-        cdef const float[::1] sv = _padded(S_data, np.float32)
+        cdef const int32_t[::1] xi = padded(X_indices, np.int32)
+        cdef const float[::1] xv = padded(X_data, np.float32)
+        cdef const int32_t[::1] si = padded(S_indices, np.int32)
+        cdef const float[::1] sv = padded(S_data, np.float32)
         cdef vector[int64_t] out_ptr
         cdef vector[int32_t] out_idx
         cdef vector[float] out_val
@@ -121,12 +121,4 @@ cdef class TailKernel:
                     &self.mu_labels[0], &self.mu_values[0], &self.mu_sqnorm[0], self.n_labels,
                     &S_indptr[0], &si[0], &sv[0], r0, r1, self.gamma, self.alpha, k,
                     out_ptr, out_idx, out_val)
-        return (array_copy(out_ptr.data(), out_ptr.size(), cnp.NPY_INT64),
-                array_copy(out_idx.data(), out_idx.size(), cnp.NPY_INT32),
-                array_copy(out_val.data(), out_val.size(), cnp.NPY_FLOAT32))
-
-
-def _padded(a, dtype):
-    """a as a contiguous 1-d array of dtype, one zero appended when empty."""
-    a = np.ascontiguousarray(a, dtype=dtype).reshape(-1)
-    return a if a.shape[0] else np.zeros(1, dtype)
+        return csr_pieces(out_ptr, out_idx, out_val)
