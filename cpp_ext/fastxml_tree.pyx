@@ -176,6 +176,12 @@ cdef inline void _scatter_add(const float* v, const int32_t* idx, double* x,
         x[idx[e]] += v[e] * z
 
 
+cdef inline void _swap(vector[int32_t]& v, int64_t i, int64_t j) noexcept nogil:
+    cdef int32_t t = v[i]
+    v[i] = v[j]
+    v[j] = t
+
+
 cdef inline double _violation(double g, double wj, double margin, bint* shrink) noexcept nogil:
     """How far weight j is from optimal for |w_j| + a loss with derivative g
     at w_j: the magnitude of the minimum-norm subgradient. shrink := w_j is 0
@@ -305,13 +311,12 @@ cdef class SeparatorSolver:
     cdef int solve(self, mt19937& rng) noexcept nogil:
         """Solve the problem held in the object; returns the Newton iterations."""
         cdef int64_t n = self.n, nf = self.nf
-        cdef int64_t a, j, e, s, active, qp, k
+        cdef int64_t a, j, e, s, active, qp
         cdef int newton = 0, inner, halvings
         cdef double nu = 1e-12, sigma = 0.01, inf = INFINITY
         cdef double inner_eps = 1.0, gmax_old = inf, qp_gmax_old, gmax_new, gnorm1
         cdef double gnorm1_init = 0.0, qp_gmax_new, qp_gnorm1, g, h, gp, gn, viol, z
         cdef double w_norm = 0.0, w_norm_new, delta, cond, wj
-        cdef int32_t tmp
         cdef bint shrink
         self.w.assign(nf, 0.0)
         self.wpd.resize(nf)
@@ -343,9 +348,7 @@ cdef class SeparatorSolver:
                 viol = _violation(g, self.w[j], gmax_old / n, &shrink)
                 if shrink:
                     active -= 1
-                    tmp = self.index[s]
-                    self.index[s] = self.index[active]
-                    self.index[active] = tmp
+                    _swap(self.index, s, active)
                     continue
                 # (the Hessian only where the coordinate passes will look)
                 self.hdiag[j] = self._column_hess(j, nu)
@@ -370,10 +373,7 @@ cdef class SeparatorSolver:
                 qp_gmax_new = 0.0
                 qp_gnorm1 = 0.0
                 for s in range(qp):
-                    k = s + <int64_t> (rng() % <uint32_t> (qp - s))
-                    tmp = self.index[k]
-                    self.index[k] = self.index[s]
-                    self.index[s] = tmp
+                    _swap(self.index, s, s + <int64_t> (rng() % <uint32_t> (qp - s)))
                 s = 0
                 while s < qp:
                     j = self.index[s]
@@ -385,9 +385,7 @@ cdef class SeparatorSolver:
                     viol = _violation(g, wj, qp_gmax_old / n, &shrink)
                     if shrink:
                         qp -= 1
-                        tmp = self.index[s]
-                        self.index[s] = self.index[qp]
-                        self.index[qp] = tmp
+                        _swap(self.index, s, qp)
                         continue
                     gp = g + 1.0
                     gn = g - 1.0
