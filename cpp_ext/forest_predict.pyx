@@ -10,7 +10,7 @@ from libcpp.utility cimport pair
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport csr_pieces, emit_top, indptr_t, padded
+from sparse_rows cimport check_row_range, csr_pieces, emit_top, indptr_t, padded
 
 cnp.import_array()
 
@@ -69,8 +69,7 @@ cdef class ForestKernel:
         cdef vector[int64_t] out_ptr
         cdef vector[int32_t] out_idx
         cdef vector[float] out_val
-        if not 0 <= r0 <= r1 < X_indptr.shape[0]:
-            raise ValueError("row range outside X")
+        check_row_range(X_indptr.shape[0] - 1, r0, r1)
         out_ptr.push_back(0)
         with nogil:
             _predict(self, &X_indptr[0], &xi[0], &xv[0], r0, r1, k, out_ptr, out_idx, out_val)

@@ -81,3 +81,10 @@ cdef inline object padded(object a, object dtype):
     import numpy
     a = numpy.ascontiguousarray(a, dtype=dtype).reshape(-1)
     return a if a.shape[0] else numpy.zeros(1, dtype)
+
+
+cdef inline int check_row_range(Py_ssize_t n_rows, int64_t r0, int64_t r1) except -1:
+    """Rows r0..r1-1 of a matrix of n_rows rows: raises ValueError outside."""
+    if not 0 <= r0 <= r1 <= n_rows:
+        raise ValueError(f"row range {r0}..{r1} outside the {n_rows} rows")
+    return 0

@@ -18,7 +18,7 @@ from libcpp.utility cimport pair
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport csr_pieces, emit_top, padded
+from sparse_rows cimport check_row_range, csr_pieces, emit_top, padded
 
 cnp.import_array()
 
@@ -113,8 +113,8 @@ cdef class TailKernel:
         cdef vector[int64_t] out_ptr
         cdef vector[int32_t] out_idx
         cdef vector[float] out_val
-        if not (0 <= r0 <= r1 <= X_indptr.shape[0] - 1 and r1 <= S_indptr.shape[0] - 1):
-            raise ValueError("row range out of bounds")
+        check_row_range(X_indptr.shape[0] - 1, r0, r1)
+        check_row_range(S_indptr.shape[0] - 1, r0, r1)
         out_ptr.push_back(0)
         with nogil:
             _rerank(&X_indptr[0], &xi[0], &xv[0], self.bias, self.n_features, &self.mu_ptr[0],
