@@ -24,7 +24,7 @@ import numpy as np
 from xmlkit.csr import as_rows, like
 from xmlkit.errors import XmlkitError
 from xmlkit.models.base import SEED, integer, one_of, real
-from xmlkit.models.ensemble import TreeEnsemble
+from xmlkit.models.ensemble import TreeEnsemble, training_rows
 from xmlkit.models.forest import (PackedForest, check_tree, decode_tree, encode_tree,
                                   tree_stats)
 
@@ -106,10 +106,7 @@ class FastXML(TreeEnsemble):
     def _start_fit(self, X, Y):
         """Check the parameters and data; set the shapes. Returns X, Y."""
         self._validate_params()
-        if X.shape[0] != Y.shape[0]:
-            raise XmlkitError(f"features have {X.shape[0]} rows but labels {Y.shape[0]}")
-        if X.shape[0] == 0:
-            raise XmlkitError("no training points")
+        X, Y = training_rows(X, Y)
         self.n_features_in_, self.n_labels_ = int(X.shape[1]), int(Y.shape[1])
         return X, Y
 
