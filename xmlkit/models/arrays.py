@@ -5,7 +5,7 @@ import numpy as np
 
 from xmlkit.csr import Rows
 from xmlkit.errors import XmlkitError
-from xmlkit.models.ensemble import ModelBase, training_rows
+from xmlkit.models.ensemble import ModelBase
 
 ROW_BLOCK = 2048      # points scored at once
 
@@ -57,17 +57,11 @@ class ArrayModel(ModelBase):
     subclass sets ARRAYS and checks loaded arrays in _check_arrays."""
 
     ARRAYS = None
+    MIN_POINTS = 2
 
     def _require_fitted(self):
         if getattr(self, "arrays_", None) is None:
             raise XmlkitError("the model is not trained (fit or load it first)")
-
-    def _start_fit(self, X, Y):
-        """Check the parameters and data (two points at least); set the shapes."""
-        self._validate_params()
-        X, Y = training_rows(X, Y, min_points=2)
-        self.n_features_in_, self.n_labels_ = X.shape[1], Y.shape[1]
-        return X, Y
 
     def fit(self, X, Y):
         """Fit the model; returns self."""

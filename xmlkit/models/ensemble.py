@@ -33,9 +33,21 @@ def stored_trees(folder):
 
 class ModelBase(Estimator):
     """Base of the model families. A subclass sets `algorithm`, its
-    parameters (see xmlkit.models.base), _start_fit (checks, shapes) and
-    predict; tree families derive from TreeEnsemble, single-file models from
-    xmlkit.models.arrays.ArrayModel. Folders: xmlkit.driver."""
+    parameters (see xmlkit.models.base) and predict (and extends _start_fit
+    if it needs more than the shared checks); tree families derive from
+    TreeEnsemble, single-file models from xmlkit.models.arrays.ArrayModel.
+    Folders: xmlkit.driver."""
+
+    #: training points fit needs at least
+    MIN_POINTS = 1
+
+    def _start_fit(self, X, Y):
+        """Check the parameters and the data (as Rows, at least MIN_POINTS
+        points, finite features); set the shapes. Returns X, Y."""
+        self._validate_params()
+        X, Y = training_rows(X, Y, min_points=self.MIN_POINTS)
+        self.n_features_in_, self.n_labels_ = int(X.shape[1]), int(Y.shape[1])
+        return X, Y
 
     def manifest(self):
         return store.make_manifest(self.algorithm, self.model_params(),

@@ -24,7 +24,7 @@ import numpy as np
 from xmlkit.csr import as_rows, like
 from xmlkit.errors import XmlkitError
 from xmlkit.models.base import SEED, integer, one_of, real
-from xmlkit.models.ensemble import TreeEnsemble, training_rows
+from xmlkit.models.ensemble import TreeEnsemble
 from xmlkit.models.forest import (PackedForest, check_tree, decode_tree, encode_tree,
                                   tree_stats)
 
@@ -102,13 +102,6 @@ class FastXML(TreeEnsemble):
     def _label_values(self, Y):
         """Label values the splits and leaves work on (PfastreXML reweights them)."""
         return Y
-
-    def _start_fit(self, X, Y):
-        """Check the parameters and data; set the shapes. Returns X, Y."""
-        self._validate_params()
-        X, Y = training_rows(X, Y)
-        self.n_features_in_, self.n_labels_ = int(X.shape[1]), int(Y.shape[1])
-        return X, Y
 
     def _wanted_trees(self):
         return list(range(self.start_tree, self.start_tree + self.n_trees))

@@ -22,7 +22,7 @@ import numpy as np
 from xmlkit.csr import as_rows, like
 from xmlkit.errors import XmlkitError
 from xmlkit.models.base import SEED, integer, real
-from xmlkit.models.ensemble import TreeEnsemble, training_rows
+from xmlkit.models.ensemble import TreeEnsemble
 from xmlkit.models.forest import dense_rows, score_rows
 
 # LdSM regressors are far denser than FastXML's separators (on Bibtex ~40% of
@@ -98,12 +98,6 @@ class LdSM(TreeEnsemble):
         self.seed = seed
 
     # -- training
-    def _start_fit(self, X, Y):
-        self._validate_params()
-        X, Y = training_rows(X, Y)
-        self.n_features_in_, self.n_labels_ = int(X.shape[1]), int(Y.shape[1])
-        return X, Y
-
     def _wanted_trees(self):
         return list(range(self.n_trees))
 
