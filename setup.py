@@ -1,5 +1,8 @@
 """Build of the Cython extensions in cpp_ext/ into the xmlkit._ext package.
 
+A module with cdef classes declares their state in its own .pxd in
+xmlkit/_ext/ (found there by its dotted name: hence "." on the include path).
+
 Compiler directives are set here, once, for every extension.  Set
 XMLKIT_DEBUG_CYTHON=1 to build with bounds checks (slow; for debugging).
 """
@@ -39,6 +42,6 @@ setup(
     ext_modules=cythonize(
         extensions,
         compiler_directives=DIRECTIVES,
-        include_path=["cpp_ext"],
+        include_path=["cpp_ext", "."],
     ),
 )

@@ -32,8 +32,6 @@ from sparse_rows cimport array_copy
 
 cnp.import_array()
 
-ctypedef pair[int32_t, double] Entry
-
 
 cdef inline double shrink(double w, double scale, double sub) noexcept nogil:
     """sign(w) * max(0, scale * (|w| - sub)), without branches (the signs of
@@ -43,19 +41,8 @@ cdef inline double shrink(double w, double scale, double sub) noexcept nogil:
 
 
 cdef class ElasticOVA:
-    cdef int64_t D, L
-    cdef double l1, l2, eta0, decay
-    cdef bint logistic, lazy, adagrad
-    cdef vector[double] G, rate, Gb
-    cdef vector[int64_t] psi
-    cdef vector[vector[Entry]] rows          # lazy: sparse rows
-    cdef vector[vector[double]] drows        # lazy: rows stored dense (else empty)
-    cdef vector[double] dense                # plain: D x L
-    cdef vector[double] snap_phi, snap_beta, bias, s, r
-    cdef vector[Entry] scratch
-    cdef vector[char] active
-    cdef double phi, beta
-    cdef int64_t t
+    """SGD with lazy elastic-net proximal steps for all labels at once (see
+    above). Members: see xmlkit/_ext/elastic_ova.pxd."""
 
     def __init__(self, int64_t n_features, int64_t n_labels, double lambda1, double lambda2,
                  double eta0, double decay, bint logistic, bint lazy, bint adagrad=False):
@@ -77,7 +64,6 @@ cdef class ElasticOVA:
         self.bias.assign(n_labels, 0.0)
         self.s.assign(n_labels, 0.0)
         self.r.assign(n_labels, 0.0)
-        self.active.assign(n_labels, 0)
         self.phi, self.beta, self.t = 1.0, 0.0, 0
 
     def epoch(self, const int64_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,

@@ -38,39 +38,6 @@ cnp.import_array()
 
 # ---- liblinear's C ABI (linear.h of liblinear >= 2.44) -------------------
 
-cdef struct ll_node:
-    int index
-    double value
-
-cdef struct ll_problem:
-    int l
-    int n
-    double* y
-    ll_node** x
-    double bias
-
-cdef struct ll_parameter:
-    int solver_type
-    double eps
-    double C
-    int nr_weight
-    int* weight_label
-    double* weight
-    double p
-    double nu
-    double* init_sol
-    int regularize_bias
-    cbool w_recalc
-
-cdef struct ll_model:
-    ll_parameter param
-    int nr_class
-    int nr_feature
-    double* w
-    int* label
-    double bias
-    double rho
-
 ctypedef ll_model* (*ll_train_t)(const ll_problem*, const ll_parameter*) noexcept nogil
 ctypedef void (*ll_free_t)(ll_model*) noexcept nogil
 ctypedef void (*ll_print_fn)(const char*) noexcept nogil
@@ -214,37 +181,8 @@ cdef class SeparatorSolver:
     tool's: 10 Newton iterations, 10 coordinate-descent passes each, 20
     halvings, stop once the L1 norm of the minimum-norm subgradient is at
     most eps times its value at w = 0, and LIBLINEAR-style shrinking.
+    Members: see xmlkit/_ext/fastxml_tree.pxd.
     """
-    # -- the problem
-    cdef int64_t n                        # number of points
-    cdef int64_t nf                       # number of columns (features)
-    cdef vector[int64_t] col_ptr          # column j: entries col_ptr[j]..col_ptr[j+1]-1
-    cdef vector[int32_t] col_pt           # point (0..n-1) of each entry, ascending per column
-    cdef vector[float] col_val            # value of each entry
-    cdef vector[float] col_dv             # value * D[point] of each entry (per Newton step)
-    cdef vector[signed char] y            # label of each point, +1 or -1
-    cdef vector[double] cw                # cost C_a of each point's loss
-    # -- stopping rules
-    cdef int max_newton                   # Newton iterations at most
-    cdef int max_inner                    # coordinate-descent passes per Newton step at most
-    cdef int max_halvings                 # line-search halvings at most
-    cdef double eps                       # relative tolerance on the subgradient's L1 norm
-    # -- solution and per-point state
-    cdef vector[double] w                 # weights (the solution after solve())
-    cdef vector[double] u                 # margins w.x_a
-    cdef vector[double] r                 # dLoss/du_a at w
-    cdef vector[double] D                 # d2Loss/du_a2 at w (the Hessian's point weights)
-    cdef vector[double] lossv             # loss term of each point at w
-    cdef vector[double] tq, tsp           # line-search trial: sigmoid and softplus per point
-    # -- work space of one Newton step
-    cdef vector[double] wpd               # w + d, the trial point
-    cdef vector[double] xTd               # d.x_a for each point
-    cdef vector[double] grad              # gradient of the loss at w
-    cdef vector[double] hdiag             # Hessian diagonal (+ nu) at w
-    cdef vector[int32_t] index            # columns: [0, active) outer-active, [0, qp) inner-active
-    cdef public int last_newton           # Newton iterations of the last solve
-    cdef public int last_inner            # coordinate-descent passes of the last solve
-
     def __init__(self, int max_newton=10, int max_inner=10, int max_halvings=20,
                  double eps=0.01):
         self.max_newton = max_newton
@@ -503,80 +441,56 @@ cdef class SeparatorSolver:
         return np.asarray(<double[:nf]> self.w.data()).copy() if nf else np.zeros(0)
 
 
-cdef class TreeGrower:
-    """Grows FastXML trees on one training set (features X, labels Y as CSR).
+cdef int64_t _gather(const int32_t* pts, int64_t n, const int64_t* ptr, const int32_t* idx,
+                     vector[int32_t]& local, vector[int32_t]& act,
+                     int64_t* fcount) noexcept nogil:
+    """The distinct column indices of the rows of points pts[0:n] into `act`;
+    local[i] := position of i in act (all other entries of `local` stay -1;
+    _release resets them). `act` is ascending, or with `fcount` (not NULL)
+    in order of first appearance (the separator's weights are put in index
+    order at the end), and then fcount[i] += the number of rows holding i.
+    Returns len(act)."""
+    cdef int64_t a, j, k
+    cdef int32_t p, i
+    act.clear()
+    for a in range(n):
+        p = pts[a]
+        for j in range(ptr[p], ptr[p + 1]):
+            i = idx[j]
+            if local[i] < 0:
+                local[i] = <int32_t> act.size()
+                act.push_back(i)
+            if fcount != NULL:
+                fcount[i] += 1
+    if fcount == NULL:
+        sort(act.begin(), act.end())
+        for k in range(<int64_t> act.size()):
+            local[act[k]] = <int32_t> k
+    return act.size()
 
-    Label values are used as they are (1 for plain data; PfastreXML passes
-    propensity-weighted values). The bias feature (index n_features, value
-    `bias`) is appended implicitly to every point.
-    """
-    cdef const int64_t[::1] xp
-    cdef const int32_t[::1] xi
-    cdef const float[::1] xv
-    cdef const int64_t[::1] yp
-    cdef const int32_t[::1] yi
-    cdef const float[::1] yv
-    cdef int64_t n_points, n_features, n_labels
-    cdef int max_leaf, labels_per_leaf
-    cdef double bias, cost
-    cdef bint use_idcg
-    cdef double eps
-    cdef bint use_liblinear               # separators by liblinear (else by `solver`)
-    cdef SeparatorSolver solver           # xmlkit's separator solver and its node problem
-    cdef vector[int64_t] fcount           # per feature (+ bias): entries in the node; then fill positions
 
-    # per-tree output
-    cdef vector[int32_t] child
-    cdef vector[int32_t] depth
-    cdef vector[int64_t] start, stop
-    cdef vector[int64_t] w_ptr, l_ptr
-    cdef vector[int32_t] w_idx, l_idx
-    cdef vector[float] w_val, l_val
-    # work space
-    cdef vector[int32_t] pts, tmp_pts
-    cdef vector[int32_t] fmap, lmap, act_f, act_l
-    cdef vector[signed char] sign
-    cdef vector[double] inorm, sp, sn, gain, disc, cs, acc, wvec
-    cdef vector[int32_t] rp, rn           # rank of each local label on the + / - side
-    cdef vector[int32_t] op, on           # local labels in rank order on the + / - side
-    cdef vector[int64_t] ly_ptr
-    cdef vector[int32_t] ly_idx
-    cdef vector[double] ly_val
-    cdef vector[pair[double, int32_t]] order
-    cdef vector[uint64_t] keys
-    cdef vector[ll_node] xbuf
-    cdef vector[pair[int32_t, float]] wsel
-    cdef vector[ll_node*] xrows
-    cdef vector[double] yvec
+cdef inline void _release(vector[int32_t]& local, vector[int32_t]& act) noexcept nogil:
+    """Undo _gather's numbering: local[i] := -1 for the indices in act."""
+    cdef int64_t k
+    for k in range(<int64_t> act.size()):
+        local[act[k]] = -1
 
-    def __init__(self, X_indptr, X_indices, X_data, Y_indptr, Y_indices, Y_data,
-                 int64_t n_features, int64_t n_labels, int max_leaf, int labels_per_leaf,
-                 double bias, double cost, bint use_idcg=True, double eps=0.01,
-                 solver="newglmnet", int max_newton=10, int max_inner=10):
-        if solver not in ("newglmnet", "liblinear"):
-            raise ValueError(f"unknown solver {solver!r}")
-        self.use_liblinear = solver == "liblinear"
-        if self.use_liblinear and ll_train == NULL:
-            raise RuntimeError("liblinear is not bound (call bind_liblinear first)")
-        self.solver = SeparatorSolver(max_newton, max_inner, 20, eps)
-        self.xp = np.ascontiguousarray(X_indptr, dtype=np.int64)
-        self.xi = np.ascontiguousarray(X_indices, dtype=np.int32)
-        self.xv = np.ascontiguousarray(X_data, dtype=np.float32)
-        self.yp = np.ascontiguousarray(Y_indptr, dtype=np.int64)
-        self.yi = np.ascontiguousarray(Y_indices, dtype=np.int32)
-        self.yv = np.ascontiguousarray(Y_data, dtype=np.float32)
-        self.n_points = self.xp.shape[0] - 1
-        if self.yp.shape[0] - 1 != self.n_points:
-            raise ValueError("X and Y have different numbers of rows")
-        self.n_features = n_features
-        self.n_labels = n_labels
-        self.max_leaf = max_leaf
-        self.labels_per_leaf = labels_per_leaf
-        self.bias = bias
-        self.cost = cost
+
+cdef class NdcgPartition:
+    """The FastXML split criterion: a node's points are given random sides,
+    then sides and per-side label rankings alternate, each maximising the
+    summed nDCG over the ranking of all labels (points move to the side whose
+    ranking serves their labels better), until the objective gains less than
+    1e-6. Members: see xmlkit/_ext/fastxml_tree.pxd."""
+
+    def __init__(self, bint use_idcg=True):
         self.use_idcg = use_idcg
-        self.eps = eps
+        self.n_labels = -1
+
+    cdef void reset(self, int64_t n_labels):
+        """Size the tables for n_labels label columns."""
         cdef int64_t r
+        self.n_labels = n_labels
         self.disc.resize(n_labels + 2)
         self.cs.resize(n_labels + 2)
         self.cs[0] = 1.0
@@ -584,93 +498,85 @@ cdef class TreeGrower:
             self.disc[r] = 1.0 / log2(r + 2.0)
         for r in range(1, n_labels + 2):
             self.cs[r] = (self.cs[r - 1] if r > 1 else 0.0) + self.disc[r - 1]
-        if not use_idcg:
+        if not self.use_idcg:
             for r in range(n_labels + 2):
                 self.cs[r] = 1.0
-        self.fmap.assign(n_features + 1, -1)
-        self.fcount.assign(n_features + 1, 0)
         self.lmap.assign(n_labels, -1)
-        self.acc.assign(n_labels, 0.0)
 
-    def grow(self, uint64_t seed, uint64_t tree):
-        """Grow tree number `tree`; returns its arrays (see xmlkit.models.forest)."""
-        with nogil:
-            self._grow(tree_seed(seed, tree))
-        out = {
-            "child": array_copy(self.child.data(), self.child.size(), cnp.NPY_INT32).reshape(-1, 2),
-            "depth": array_copy(self.depth.data(), self.depth.size(), cnp.NPY_INT32),
-            "w_ptr": array_copy(self.w_ptr.data(), self.w_ptr.size(), cnp.NPY_INT64),
-            "w_idx": array_copy(self.w_idx.data(), self.w_idx.size(), cnp.NPY_INT32),
-            "w_val": array_copy(self.w_val.data(), self.w_val.size(), cnp.NPY_FLOAT32),
-            "l_ptr": array_copy(self.l_ptr.data(), self.l_ptr.size(), cnp.NPY_INT64),
-            "l_idx": array_copy(self.l_idx.data(), self.l_idx.size(), cnp.NPY_INT32),
-            "l_val": array_copy(self.l_val.data(), self.l_val.size(), cnp.NPY_FLOAT32),
-        }
-        return out
+    cdef int64_t partition(self, const int32_t* pts, int64_t n, const int64_t* yp,
+                           const int32_t* yi, const float* yv, vector[signed char]& sign,
+                           mt19937& rng) noexcept nogil:
+        """Sides of the points pts[0:n] (label rows of Y: yp, yi, yv) into
+        sign[0:n] (+1 / -1); returns how many are on the + side (0 when the
+        points carry no label: then no random numbers are drawn)."""
+        cdef int64_t a, j, k, m, n_pos
+        cdef int32_t p
+        cdef double obj, prev, delta
+        cdef signed char sg
 
-    cdef void _grow(self, uint32_t seed) noexcept nogil:
-        cdef mt19937 rng
-        cdef int64_t i, s, e
-        rng.seed(seed)
-        self.child.clear(); self.depth.clear(); self.start.clear(); self.stop.clear()
-        self.w_ptr.clear(); self.w_idx.clear(); self.w_val.clear()
-        self.l_ptr.clear(); self.l_idx.clear(); self.l_val.clear()
-        self.w_ptr.push_back(0)
-        self.l_ptr.push_back(0)
-        self.pts.resize(self.n_points)
-        for i in range(self.n_points):
-            self.pts[i] = <int32_t> i
-        self._add_node(0, self.n_points, 0)
-        i = 0
-        while i < <int64_t> self.depth.size():
-            s = self.start[i]
-            e = self.stop[i]
-            if e - s <= self.max_leaf or not self._split(i, rng):
-                self._leaf(i)
-            self.w_ptr.push_back(self.w_idx.size())
-            self.l_ptr.push_back(self.l_idx.size())
-            i += 1
+        # -- active labels, local label rows, per-point nDCG normaliser
+        m = _gather(pts, n, yp, yi, self.lmap, self.act_l, NULL)
+        if m == 0:
+            return 0
+        self.ly_ptr.resize(n + 1)
+        self.ly_idx.clear()
+        self.ly_val.clear()
+        self.inorm.resize(n)
+        sign.resize(n)
+        self.ly_ptr[0] = 0
+        for a in range(n):
+            p = pts[a]
+            for j in range(yp[p], yp[p + 1]):
+                self.ly_idx.push_back(self.lmap[yi[j]])
+                self.ly_val.push_back(yv[j])
+            self.ly_ptr[a + 1] = self.ly_idx.size()
+            self.inorm[a] = 1.0 / self.cs[yp[p + 1] - yp[p]]
+            # (typed temporaries: Cython mistypes `x if c else y` stored
+            # through a vector reference)
+            sg = 1 if (rng() & 1) else -1
+            sign[a] = sg
+        _release(self.lmap, self.act_l)
 
-    cdef inline void _add_node(self, int64_t s, int64_t e, int32_t d) noexcept nogil:
-        self.child.push_back(-1)
-        self.child.push_back(-1)
-        self.depth.push_back(d)
-        self.start.push_back(s)
-        self.stop.push_back(e)
-
-    cdef void _leaf(self, int64_t node) noexcept nogil:
-        """Mean label vector of the node's points, top labels_per_leaf kept."""
-        cdef int64_t s = self.start[node], e = self.stop[node], n = e - s
-        cdef int64_t a, j, k, m
-        cdef int32_t p, l
-        self.act_l.clear()
-        for a in range(s, e):
-            p = self.pts[a]
-            for j in range(self.yp[p], self.yp[p + 1]):
-                l = self.yi[j]
-                if self.acc[l] == 0.0 and self.lmap[l] < 0:
-                    self.lmap[l] = 0
-                    self.act_l.push_back(l)
-                self.acc[l] += self.yv[j]
-        self.order.clear()
-        for k in range(<int64_t> self.act_l.size()):
-            l = self.act_l[k]
-            self.order.push_back(pair[double, int32_t](-self.acc[l] / n, l))
-            self.acc[l] = 0.0
-            self.lmap[l] = -1
-        m = min(<int64_t> self.order.size(), <int64_t> self.labels_per_leaf)
-        partial_sort(self.order.begin(), self.order.begin() + m, self.order.end())
-        # keep the m best, stored by label index
-        self.tmp_pts.clear()
-        for k in range(m):
-            self.tmp_pts.push_back(self.order[k].second)
-            self.acc[self.order[k].second] = -self.order[k].first
-        sort(self.tmp_pts.begin(), self.tmp_pts.end())
-        for k in range(m):
-            l = self.tmp_pts[k]
-            self.l_idx.push_back(l)
-            self.l_val.push_back(<float> self.acc[l])
-            self.acc[l] = 0.0
+        # -- the alternation
+        self.sp.resize(m)
+        self.sn.resize(m)
+        self.rp.resize(m)
+        self.rn.resize(m)
+        self.gain.resize(m)
+        prev = -2.0
+        while True:
+            for k in range(m):
+                self.sp[k] = 0.0
+                self.sn[k] = 0.0
+            for a in range(n):
+                if sign[a] > 0:
+                    for j in range(self.ly_ptr[a], self.ly_ptr[a + 1]):
+                        self.sp[self.ly_idx[j]] += self.inorm[a] * self.ly_val[j]
+                else:
+                    for j in range(self.ly_ptr[a], self.ly_ptr[a + 1]):
+                        self.sn[self.ly_idx[j]] += self.inorm[a] * self.ly_val[j]
+            self._rank(self.sp, self.rp, self.op, m, prev == -2.0)
+            self._rank(self.sn, self.rn, self.on, m, prev == -2.0)
+            obj = 0.0
+            for k in range(m):
+                obj += self.disc[self.rp[k]] * self.sp[k] + self.disc[self.rn[k]] * self.sn[k]
+                self.gain[k] = self.disc[self.rp[k]] - self.disc[self.rn[k]]
+            obj /= n
+            for a in range(n):
+                delta = 0.0
+                for j in range(self.ly_ptr[a], self.ly_ptr[a + 1]):
+                    delta += self.ly_val[j] * self.gain[self.ly_idx[j]]
+                if delta > 0:
+                    sign[a] = 1
+                elif delta < 0:
+                    sign[a] = -1
+            if obj - prev < 1e-6:
+                break
+            prev = obj
+        n_pos = 0
+        for a in range(n):
+            n_pos += sign[a] > 0
+        return n_pos
 
     cdef void _rank(self, vector[double]& s, vector[int32_t]& r, vector[int32_t]& order,
                     int64_t m, bint first) noexcept nogil:
@@ -718,7 +624,8 @@ cdef class TreeGrower:
         for k in range(m):
             order[r[k]] = <int32_t> k
 
-    cdef void _rank_sorted(self, vector[double]& s, vector[int32_t]& r, int64_t m) noexcept nogil:
+    cdef void _rank_sorted(self, vector[double]& s, vector[int32_t]& r,
+                           int64_t m) noexcept nogil:
         """_rank by sorting.
 
         Fast path: sort 64-bit keys packing the sum rounded to float32 (whose
@@ -758,137 +665,60 @@ cdef class TreeGrower:
                 r[l] = <int32_t> k
                 k += 1
 
-    cdef int64_t _gather(self, int64_t s, int64_t e, const int64_t[::1] ptr,
-                         const int32_t[::1] idx, vector[int32_t]& local,
-                         vector[int32_t]& act, bint features=False) noexcept nogil:
-        """The distinct column indices of the rows of points pts[s:e] into
-        `act`; local[i] := position of i in act (all other entries of `local`
-        stay -1; _release resets them). `act` is ascending, or for `features`
-        in order of first appearance (the separator's weights are put in
-        index order at the end), and then fcount[i] += the number of rows
-        holding i. Returns len(act)."""
-        cdef int64_t a, j, k
-        cdef int32_t p, i
-        act.clear()
-        for a in range(s, e):
-            p = self.pts[a]
-            for j in range(ptr[p], ptr[p + 1]):
-                i = idx[j]
-                if local[i] < 0:
-                    local[i] = <int32_t> act.size()
-                    act.push_back(i)
-                if features:
-                    self.fcount[i] += 1
-        if not features:
-            sort(act.begin(), act.end())
-            for k in range(<int64_t> act.size()):
-                local[act[k]] = <int32_t> k
-        return act.size()
 
-    cdef bint _split(self, int64_t node, mt19937& rng) noexcept nogil:
-        cdef int64_t s = self.start[node], e = self.stop[node], n = e - s
-        cdef int64_t a, j, k, m, nf, n_pos
-        cdef int32_t p
-        cdef double obj, prev, delta
-        cdef signed char sg
+cdef class NodeSeparator:
+    """The FastXML splitter: a class-balanced L1-regularised logistic
+    regression separates a node's two sides (by xmlkit's SeparatorSolver, or
+    by liblinear's L1R_LR with solver="liblinear"); its weights, rounded as
+    stored, then route the points (w.x >= 0: first child), which is the
+    split. Members: see xmlkit/_ext/fastxml_tree.pxd."""
+
+    def __init__(self, double bias=1.0, double cost=1.0, solver="newglmnet",
+                 double eps=0.01, int max_newton=10, int max_inner=10):
+        if solver not in ("newglmnet", "liblinear"):
+            raise ValueError(f"unknown solver {solver!r}")
+        self.use_liblinear = solver == "liblinear"
+        if self.use_liblinear and ll_train == NULL:
+            raise RuntimeError("liblinear is not bound (call bind_liblinear first)")
+        self.solver = SeparatorSolver(max_newton, max_inner, 20, eps)
+        self.bias = bias
+        self.cost = cost
+        self.eps = eps
+        self.n_features = -1
+
+    cdef void reset(self, const int64_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
+                    int64_t n_features):
+        """Work on the training features X (CSR) of n_features columns."""
+        self.xp = xp
+        self.xi = xi
+        self.xv = xv
+        self.n_features = n_features
+        self.fmap.assign(n_features + 1, -1)
+        self.fcount.assign(n_features + 1, 0)
+
+    cdef bint split(self, const int32_t* pts, int64_t n, int64_t n_pos,
+                    vector[signed char]& sign, mt19937& rng, vector[int32_t]& w_idx,
+                    vector[float]& w_val) noexcept nogil:
+        """Separate the points pts[0:n] by their sides sign[0:n] (n_pos on
+        the + side); sign := the side of the fitted hyperplane. When both
+        sides are non-empty, appends its non-zero weights (by feature, the
+        bias as feature n_features) to w_idx / w_val and returns True."""
+        cdef int64_t nf
         cdef bint ok
-
-        # -- active labels, local label rows, per-point nDCG normaliser
-        m = self._gather(s, e, self.yp, self.yi, self.lmap, self.act_l)
-        if m == 0:
-            return False
-        self.ly_ptr.resize(n + 1)
-        self.ly_idx.clear()
-        self.ly_val.clear()
-        self.inorm.resize(n)
-        self.sign.resize(n)
-        self.ly_ptr[0] = 0
-        for a in range(n):
-            p = self.pts[s + a]
-            for j in range(self.yp[p], self.yp[p + 1]):
-                self.ly_idx.push_back(self.lmap[self.yi[j]])
-                self.ly_val.push_back(self.yv[j])
-            self.ly_ptr[a + 1] = self.ly_idx.size()
-            self.inorm[a] = 1.0 / self.cs[self.yp[p + 1] - self.yp[p]]
-            # (typed temporaries: Cython mistypes `x if c else y` stored
-            # through a vector reference)
-            sg = 1 if (rng() & 1) else -1
-            self.sign[a] = sg
-        _release(self.lmap, self.act_l)
-
-        # -- nDCG alternation
-        self.sp.resize(m)
-        self.sn.resize(m)
-        self.rp.resize(m)
-        self.rn.resize(m)
-        self.gain.resize(m)
-        prev = -2.0
-        while True:
-            for k in range(m):
-                self.sp[k] = 0.0
-                self.sn[k] = 0.0
-            for a in range(n):
-                if self.sign[a] > 0:
-                    for j in range(self.ly_ptr[a], self.ly_ptr[a + 1]):
-                        self.sp[self.ly_idx[j]] += self.inorm[a] * self.ly_val[j]
-                else:
-                    for j in range(self.ly_ptr[a], self.ly_ptr[a + 1]):
-                        self.sn[self.ly_idx[j]] += self.inorm[a] * self.ly_val[j]
-            self._rank(self.sp, self.rp, self.op, m, prev == -2.0)
-            self._rank(self.sn, self.rn, self.on, m, prev == -2.0)
-            obj = 0.0
-            for k in range(m):
-                obj += self.disc[self.rp[k]] * self.sp[k] + self.disc[self.rn[k]] * self.sn[k]
-                self.gain[k] = self.disc[self.rp[k]] - self.disc[self.rn[k]]
-            obj /= n
-            for a in range(n):
-                delta = 0.0
-                for j in range(self.ly_ptr[a], self.ly_ptr[a + 1]):
-                    delta += self.ly_val[j] * self.gain[self.ly_idx[j]]
-                if delta > 0:
-                    self.sign[a] = 1
-                elif delta < 0:
-                    self.sign[a] = -1
-            if obj - prev < 1e-6:
-                break
-            prev = obj
-        n_pos = 0
-        for a in range(n):
-            n_pos += self.sign[a] > 0
-        if n_pos == 0 or n_pos == n:
-            return False
-
-        # -- L1-regularised logistic regression on the node's active features
-        nf = self._gather(s, e, self.xp, self.xi, self.fmap, self.act_f, not self.use_liblinear)
+        cdef int64_t* counts = NULL
+        if not self.use_liblinear:
+            counts = self.fcount.data()
+        nf = _gather(pts, n, &self.xp[0], &self.xi[0], self.fmap, self.act_f, counts)
         if self.use_liblinear:
-            self._solve_liblinear(s, n, nf, n_pos, rng)
+            self._fit_liblinear(pts, n, nf, n_pos, sign, rng)
         else:
-            self._solve(s, n, nf, n_pos, rng)
-        ok = self._route(s, n, nf)
+            self._fit(pts, n, nf, n_pos, sign, rng)
+        ok = self._route(pts, n, nf, sign, w_idx, w_val)
         _release(self.fmap, self.act_f)
-        if not ok:
-            return False
+        return ok
 
-        # -- children: positive side first, both in node order
-        self.tmp_pts.clear()
-        n_pos = 0
-        for a in range(n):
-            if self.sign[a] > 0:
-                self.pts[s + n_pos] = self.pts[s + a]
-                n_pos += 1
-            else:
-                self.tmp_pts.push_back(self.pts[s + a])
-        for a in range(n - n_pos):
-            self.pts[s + n_pos + a] = self.tmp_pts[a]
-        k = self.depth.size()
-        self.child[2 * node] = <int32_t> k
-        self.child[2 * node + 1] = <int32_t> (k + 1)
-        self._add_node(s, s + n_pos, self.depth[node] + 1)
-        self._add_node(s + n_pos, e, self.depth[node] + 1)
-        return True
-
-    cdef void _solve(self, int64_t s, int64_t n, int64_t nf, int64_t n_pos,
-                     mt19937& rng) noexcept nogil:
+    cdef void _fit(self, const int32_t* pts, int64_t n, int64_t nf, int64_t n_pos,
+                   vector[signed char]& sign, mt19937& rng) noexcept nogil:
         """Class-balanced L1-regularised logistic regression on the node by
         xmlkit's solver into wvec (local feature order, bias last)."""
         cdef int64_t a, j, k, pos
@@ -909,7 +739,7 @@ cdef class TreeGrower:
         self.solver.y.resize(n)
         self.solver.cw.resize(n)
         for a in range(n):
-            p = self.pts[s + a]
+            p = pts[a]
             for j in range(self.xp[p], self.xp[p + 1]):
                 k = self.xi[j]
                 pos = self.fcount[k]
@@ -919,7 +749,7 @@ cdef class TreeGrower:
             pos = self.solver.col_ptr[nf] + a
             self.solver.col_pt[pos] = <int32_t> a
             self.solver.col_val[pos] = <float> self.bias
-            if self.sign[a] > 0:
+            if sign[a] > 0:
                 self.solver.y[a] = 1
                 self.solver.cw[a] = cpos
             else:
@@ -932,40 +762,8 @@ cdef class TreeGrower:
         for k in range(nf + 1):
             self.wvec[k] = round_weight(self.solver.w[k])
 
-    cdef bint _route(self, int64_t s, int64_t n, int64_t nf) noexcept nogil:
-        """sign := side of the stored (rounded) hyperplane wvec for each point
-        (w.x >= 0 is +, as at prediction). Stores the weights and returns True
-        when both sides are non-empty."""
-        cdef int64_t a, j, k, n_new = 0
-        cdef int32_t p
-        cdef double margin
-        cdef signed char sg
-        for a in range(n):
-            p = self.pts[s + a]
-            margin = 0.0
-            for j in range(self.xp[p], self.xp[p + 1]):
-                margin += self.wvec[self.fmap[self.xi[j]]] * self.xv[j]
-            margin += self.wvec[nf] * self.bias
-            sg = 1 if margin >= 0 else -1
-            self.sign[a] = sg
-            n_new += margin >= 0
-        if n_new == 0 or n_new == n:
-            return False
-        self.wsel.clear()
-        for k in range(nf):
-            if fabs(self.wvec[k]) > 1e-16:
-                self.wsel.push_back(pair[int32_t, float](self.act_f[k], <float> self.wvec[k]))
-        sort(self.wsel.begin(), self.wsel.end())
-        if fabs(self.wvec[nf]) > 1e-16:
-            self.wsel.push_back(pair[int32_t, float](<int32_t> self.n_features,
-                                                     <float> self.wvec[nf]))
-        for k in range(<int64_t> self.wsel.size()):
-            self.w_idx.push_back(self.wsel[k].first)
-            self.w_val.push_back(self.wsel[k].second)
-        return True
-
-    cdef void _solve_liblinear(self, int64_t s, int64_t n, int64_t nf, int64_t n_pos,
-                     mt19937& rng) noexcept nogil:
+    cdef void _fit_liblinear(self, const int32_t* pts, int64_t n, int64_t nf, int64_t n_pos,
+                             vector[signed char]& sign, mt19937& rng) noexcept nogil:
         """Class-balanced L1R_LR by liblinear into wvec (local feature order,
         bias last)."""
         cdef int64_t a, j, k
@@ -980,7 +778,7 @@ cdef class TreeGrower:
         self.yvec.resize(n)
         self.xrows.resize(n)
         for a in range(n):
-            p = self.pts[s + a]
+            p = pts[a]
             for j in range(self.xp[p], self.xp[p + 1]):
                 node.index = self.fmap[self.xi[j]] + 1
                 node.value = self.xv[j]
@@ -991,10 +789,10 @@ cdef class TreeGrower:
             node.index = -1
             node.value = 0.0
             self.xbuf.push_back(node)
-            self.yvec[a] = 1.0 if self.sign[a] > 0 else -1.0
+            self.yvec[a] = 1.0 if sign[a] > 0 else -1.0
         k = 0
         for a in range(n):
-            p = self.pts[s + a]
+            p = pts[a]
             self.xrows[a] = &self.xbuf[k]
             k += self.xp[p + 1] - self.xp[p] + 2
         prob.l = <int> n
@@ -1027,8 +825,183 @@ cdef class TreeGrower:
             self.wvec[k] = round_weight(model.w[k] if model.label[0] == 1 else -model.w[k])
         ll_free(model)
         free(model)
-cdef inline void _release(vector[int32_t]& local, vector[int32_t]& act) noexcept nogil:
-    """Undo _gather's numbering: local[i] := -1 for the indices in act."""
-    cdef int64_t k
-    for k in range(<int64_t> act.size()):
-        local[act[k]] = -1
+
+    cdef bint _route(self, const int32_t* pts, int64_t n, int64_t nf,
+                     vector[signed char]& sign, vector[int32_t]& w_idx,
+                     vector[float]& w_val) noexcept nogil:
+        """sign := side of the stored (rounded) hyperplane wvec for each point
+        (w.x >= 0 is +, as at prediction). Stores the weights and returns True
+        when both sides are non-empty."""
+        cdef int64_t a, j, k, n_new = 0
+        cdef int32_t p
+        cdef double margin
+        cdef signed char sg
+        for a in range(n):
+            p = pts[a]
+            margin = 0.0
+            for j in range(self.xp[p], self.xp[p + 1]):
+                margin += self.wvec[self.fmap[self.xi[j]]] * self.xv[j]
+            margin += self.wvec[nf] * self.bias
+            sg = 1 if margin >= 0 else -1
+            sign[a] = sg
+            n_new += margin >= 0
+        if n_new == 0 or n_new == n:
+            return False
+        self.wsel.clear()
+        for k in range(nf):
+            if fabs(self.wvec[k]) > 1e-16:
+                self.wsel.push_back(pair[int32_t, float](self.act_f[k], <float> self.wvec[k]))
+        sort(self.wsel.begin(), self.wsel.end())
+        if fabs(self.wvec[nf]) > 1e-16:
+            self.wsel.push_back(pair[int32_t, float](<int32_t> self.n_features,
+                                                     <float> self.wvec[nf]))
+        for k in range(<int64_t> self.wsel.size()):
+            w_idx.push_back(self.wsel[k].first)
+            w_val.push_back(self.wsel[k].second)
+        return True
+
+
+cdef class TreeGrower:
+    """Grows FastXML trees on one training set: nodes are split by
+    `criterion` (an NdcgPartition) and `separator` (a NodeSeparator) until
+    they hold at most max_leaf points; a leaf keeps the labels_per_leaf
+    largest means of its points' label values.
+
+    X and Y are CSR matrices (anything with indptr, indices, data and shape;
+    X without the bias feature, which the separator appends). Label values
+    are used as they are (1 for plain data; PfastreXML passes
+    propensity-weighted values). The grower, criterion and separator hold
+    state: one set per thread. Members: see xmlkit/_ext/fastxml_tree.pxd.
+    """
+
+    def __init__(self, X, Y, NdcgPartition criterion, NodeSeparator separator, *,
+                 int max_leaf=10, int labels_per_leaf=10):
+        cdef int64_t n_features = X.shape[1]
+        xp = np.ascontiguousarray(X.indptr, dtype=np.int64)
+        if xp.shape[0] < 1:
+            raise ValueError("X has no index pointer")
+        self.yp = np.ascontiguousarray(Y.indptr, dtype=np.int64)
+        self.yi = np.ascontiguousarray(Y.indices, dtype=np.int32)
+        self.yv = np.ascontiguousarray(Y.data, dtype=np.float32)
+        self.n_points = xp.shape[0] - 1
+        if self.yp.shape[0] - 1 != self.n_points:
+            raise ValueError("X and Y have different numbers of rows")
+        self.n_labels = Y.shape[1]
+        self.max_leaf = max_leaf
+        self.labels_per_leaf = labels_per_leaf
+        self.criterion = criterion
+        self.separator = separator
+        criterion.reset(self.n_labels)
+        separator.reset(xp, np.ascontiguousarray(X.indices, dtype=np.int32),
+                        np.ascontiguousarray(X.data, dtype=np.float32), n_features)
+        self.acc.assign(self.n_labels, 0.0)
+        self.seen.assign(self.n_labels, 0)
+
+    def grow(self, uint64_t seed, uint64_t tree):
+        """Grow tree number `tree`; returns its arrays (see xmlkit.models.forest)."""
+        with nogil:
+            self._grow(tree_seed(seed, tree))
+        out = {
+            "child": array_copy(self.child.data(), self.child.size(), cnp.NPY_INT32).reshape(-1, 2),
+            "depth": array_copy(self.depth.data(), self.depth.size(), cnp.NPY_INT32),
+            "w_ptr": array_copy(self.w_ptr.data(), self.w_ptr.size(), cnp.NPY_INT64),
+            "w_idx": array_copy(self.w_idx.data(), self.w_idx.size(), cnp.NPY_INT32),
+            "w_val": array_copy(self.w_val.data(), self.w_val.size(), cnp.NPY_FLOAT32),
+            "l_ptr": array_copy(self.l_ptr.data(), self.l_ptr.size(), cnp.NPY_INT64),
+            "l_idx": array_copy(self.l_idx.data(), self.l_idx.size(), cnp.NPY_INT32),
+            "l_val": array_copy(self.l_val.data(), self.l_val.size(), cnp.NPY_FLOAT32),
+        }
+        return out
+
+    cdef void _grow(self, uint32_t seed) noexcept nogil:
+        cdef mt19937 rng
+        cdef int64_t i, s, e
+        rng.seed(seed)
+        self.child.clear(); self.depth.clear(); self.start.clear(); self.stop.clear()
+        self.w_ptr.clear(); self.w_idx.clear(); self.w_val.clear()
+        self.l_ptr.clear(); self.l_idx.clear(); self.l_val.clear()
+        self.w_ptr.push_back(0)
+        self.l_ptr.push_back(0)
+        self.pts.resize(self.n_points)
+        for i in range(self.n_points):
+            self.pts[i] = <int32_t> i
+        self._add_node(0, self.n_points, 0)
+        i = 0
+        while i < <int64_t> self.depth.size():
+            s = self.start[i]
+            e = self.stop[i]
+            if e - s <= self.max_leaf or not self._split(i, rng):
+                self._leaf(i)
+            self.w_ptr.push_back(self.w_idx.size())
+            self.l_ptr.push_back(self.l_idx.size())
+            i += 1
+
+    cdef void _add_node(self, int64_t s, int64_t e, int32_t d) noexcept nogil:
+        self.child.push_back(-1)
+        self.child.push_back(-1)
+        self.depth.push_back(d)
+        self.start.push_back(s)
+        self.stop.push_back(e)
+
+    cdef void _leaf(self, int64_t node) noexcept nogil:
+        """Mean label vector of the node's points, top labels_per_leaf kept."""
+        cdef int64_t s = self.start[node], e = self.stop[node], n = e - s
+        cdef int64_t a, j, k, m
+        cdef int32_t p, l
+        self.act_l.clear()
+        for a in range(s, e):
+            p = self.pts[a]
+            for j in range(self.yp[p], self.yp[p + 1]):
+                l = self.yi[j]
+                if not self.seen[l]:
+                    self.seen[l] = 1
+                    self.act_l.push_back(l)
+                self.acc[l] += self.yv[j]
+        self.order.clear()
+        for k in range(<int64_t> self.act_l.size()):
+            l = self.act_l[k]
+            self.order.push_back(pair[double, int32_t](-self.acc[l] / n, l))
+            self.acc[l] = 0.0
+            self.seen[l] = 0
+        m = min(<int64_t> self.order.size(), <int64_t> self.labels_per_leaf)
+        partial_sort(self.order.begin(), self.order.begin() + m, self.order.end())
+        # keep the m best, stored by label index
+        self.tmp_pts.clear()
+        for k in range(m):
+            self.tmp_pts.push_back(self.order[k].second)
+            self.acc[self.order[k].second] = -self.order[k].first
+        sort(self.tmp_pts.begin(), self.tmp_pts.end())
+        for k in range(m):
+            l = self.tmp_pts[k]
+            self.l_idx.push_back(l)
+            self.l_val.push_back(<float> self.acc[l])
+            self.acc[l] = 0.0
+
+    cdef bint _split(self, int64_t node, mt19937& rng) noexcept nogil:
+        """Split node into two children (positive side first, both in node
+        order); False when either side would be empty."""
+        cdef int64_t s = self.start[node], e = self.stop[node], n = e - s
+        cdef int64_t a, k, n_pos
+        cdef const int32_t* pts = &self.pts[s]
+        n_pos = self.criterion.partition(pts, n, &self.yp[0], &self.yi[0], &self.yv[0],
+                                         self.sign, rng)
+        if n_pos == 0 or n_pos == n:
+            return False
+        if not self.separator.split(pts, n, n_pos, self.sign, rng, self.w_idx, self.w_val):
+            return False
+        self.tmp_pts.clear()
+        n_pos = 0
+        for a in range(n):
+            if self.sign[a] > 0:
+                self.pts[s + n_pos] = self.pts[s + a]
+                n_pos += 1
+            else:
+                self.tmp_pts.push_back(self.pts[s + a])
+        for a in range(n - n_pos):
+            self.pts[s + n_pos + a] = self.tmp_pts[a]
+        k = self.depth.size()
+        self.child[2 * node] = <int32_t> k
+        self.child[2 * node + 1] = <int32_t> (k + 1)
+        self._add_node(s, s + n_pos, self.depth[node] + 1)
+        self._add_node(s + n_pos, e, self.depth[node] + 1)
+        return True

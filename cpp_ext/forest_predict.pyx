@@ -10,7 +10,7 @@ from libcpp.utility cimport pair
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport check_row_range, csr_pieces, emit_top, indptr_t, padded
+from sparse_rows cimport RowsOut, emit_top, indptr_t, padded, rows_in, rows_open, rows_pieces
 
 cnp.import_array()
 
@@ -18,21 +18,8 @@ cnp.import_array()
 cdef class ForestKernel:
     """Routes points down every tree and averages the label distributions of
     the leaves they reach. Built from a packed forest (see
-    xmlkit.models.forest.PackedForest); read-only."""
-    # trees concatenated: node ids index these arrays, tree t starts at roots[t]
-    cdef const int32_t[::1] roots        # root node of each tree
-    cdef const int32_t[:, ::1] child     # first (w.x >= 0) and second child; -1 -1 at leaves
-    cdef const int64_t[::1] w_ptr        # weights of node i: w_ptr[i] .. w_ptr[i + 1] - 1
-    cdef const int32_t[::1] w_idx        # feature of each weight (n_features: the bias)
-    cdef const float[::1] w_val          # value of each weight
-    cdef const int64_t[::1] dense_id     # row of `dense` holding node i's weights, or -1
-    cdef const float[:, ::1] dense       # long weight rows as dense rows (n_features + 1 wide)
-    cdef const int64_t[::1] l_ptr        # labels of leaf i: l_ptr[i] .. l_ptr[i + 1] - 1
-    cdef const int32_t[::1] l_idx        # label of each leaf entry, ascending per leaf
-    cdef const float[::1] l_val          # value of each leaf entry
-    cdef int64_t n_features              # feature columns (the bias feature is n_features)
-    cdef int64_t n_labels                # label columns
-    cdef double bias                     # value of the bias feature
+    xmlkit.models.forest.PackedForest); read-only. Members: see
+    xmlkit/_ext/forest_predict.pxd."""
 
     def __init__(self, roots, child, w_ptr, w_idx, w_val, dense_id, dense, l_ptr, l_idx,
                  l_val, int64_t n_features, int64_t n_labels, double bias):
@@ -58,27 +45,24 @@ cdef class ForestKernel:
         self.n_labels = n_labels
         self.bias = bias
 
-    def predict_rows(self, const indptr_t[::1] X_indptr, X_indices, X_data, int64_t r0,
-                     int64_t r1, int k):
+    def predict_rows(self, X, int64_t r0, int64_t r1, int k):
         """Scores of rows r0..r1-1 of X (CSR; indices < n_features) as CSR
         pieces (indptr from 0, indices, data): the mean over trees of the
         reached leaves' label values, labels ascending, only the k best per
         row when k > 0 (ties: lower label first)."""
-        cdef const int32_t[::1] xi = padded(X_indices, np.int32)
-        cdef const float[::1] xv = padded(X_data, np.float32)
-        cdef vector[int64_t] out_ptr
-        cdef vector[int32_t] out_idx
-        cdef vector[float] out_val
-        check_row_range(X_indptr.shape[0] - 1, r0, r1)
-        out_ptr.push_back(0)
+        return self._rows(*rows_in(X, r0, r1), r0, r1, k)
+
+    def _rows(self, const indptr_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
+              int64_t r0, int64_t r1, int k):
+        cdef RowsOut out
+        rows_open(out)
         with nogil:
-            _predict(self, &X_indptr[0], &xi[0], &xv[0], r0, r1, k, out_ptr, out_idx, out_val)
-        return csr_pieces(out_ptr, out_idx, out_val)
+            _predict(self, &xp[0], &xi[0], &xv[0], r0, r1, k, out)
+        return rows_pieces(out)
 
 
 cdef void _predict(ForestKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
-                   int64_t r0, int64_t r1, int topk, vector[int64_t]& out_ptr,
-                   vector[int32_t]& out_idx, vector[float]& out_val) noexcept nogil:
+                   int64_t r0, int64_t r1, int topk, RowsOut& out) noexcept nogil:
     """ForestKernel.predict_rows without the GIL."""
     cdef vector[double] x, acc
     cdef vector[int32_t] touched
@@ -131,8 +115,7 @@ cdef void _predict(ForestKernel f, const indptr_t* xp, const int32_t* xi, const 
             l = touched[k]
             order.push_back(pair[double, int32_t](-<double> (<float> (acc[l] * inv_t)), l))
             acc[l] = 0.0
-        emit_top(order, topk, sel, out_idx, out_val)
-        out_ptr.push_back(out_idx.size())
+        emit_top(order, topk, sel, out)
 
 
 

@@ -11,20 +11,28 @@ from libcpp.utility cimport pair
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport check_row_range, csr_pieces, emit_top, padded
+from sparse_rows cimport RowsOut, emit_top, indptr_t, padded, rows_in, rows_open, rows_pieces
 
 cnp.import_array()
 
 
-cdef void _predict(const int64_t* xp, const int32_t* xi, const float* xv, int64_t r0,
-                   int64_t r1, int64_t d, double bias, const int32_t* roots, int n_trees,
-                   int M, const int32_t* first_child, const int32_t* reg_row,
-                   const int64_t* rp, const int32_t* ri, const float* rv,
-                   const int64_t* dense_id, const float* dense,
-                   const int64_t* lp, const int32_t* li, const float* lv,
-                   int64_t n_labels, double threshold, int topk,
-                   vector[int64_t]& out_ptr, vector[int32_t]& out_idx,
-                   vector[float]& out_val) noexcept nogil:
+cdef void _predict(LdsmKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
+                   int64_t r0, int64_t r1, int topk, RowsOut& out) noexcept nogil:
+    """LdsmKernel.predict_rows without the GIL."""
+    cdef int64_t d = f.d, n_labels = f.n_labels
+    cdef double bias = f.bias, threshold = f.threshold
+    cdef int n_trees = <int> f.roots.shape[0], M = f.M
+    cdef const int32_t* roots = &f.roots[0]
+    cdef const int32_t* first_child = &f.first_child[0]
+    cdef const int32_t* reg_row = &f.reg_row[0]
+    cdef const int64_t* rp = &f.reg_ptr[0]
+    cdef const int32_t* ri = &f.reg_idx[0]
+    cdef const float* rv = &f.reg_val[0]
+    cdef const int64_t* dense_id = &f.dense_id[0]
+    cdef const float* dense = &f.dense[0, 0]
+    cdef const int64_t* lp = &f.l_ptr[0]
+    cdef const int32_t* li = &f.l_idx[0]
+    cdef const float* lv = &f.l_val[0]
     cdef vector[float] x
     cdef vector[double] acc
     cdef vector[int32_t] stack, leaves, touched
@@ -91,29 +99,13 @@ cdef void _predict(const int64_t* xp, const int32_t* xi, const float* xv, int64_
             lab = touched[a]
             items.push_back(pair[double, int32_t](-<double> (<float> acc[lab]), lab))
             acc[lab] = 0
-        emit_top(items, topk, sel, out_idx, out_val)
-        out_ptr.push_back(out_idx.size())
+        emit_top(items, topk, sel, out)
 
 
 cdef class LdsmKernel:
     """A packed LdSM forest (trees concatenated: node ids index these
-    arrays) and the descent of points through it. Read-only once built."""
-    cdef const int32_t[::1] roots        # root node of each tree
-    cdef const int32_t[::1] first_child  # first of a node's M consecutive children, -1 at leaves
-    cdef const int32_t[::1] reg_row      # first of a node's M regressor rows, -1 at leaves
-    cdef const int64_t[::1] reg_ptr      # entries of regressor row j: reg_ptr[j] .. reg_ptr[j + 1] - 1
-    cdef const int32_t[::1] reg_idx      # feature of each regressor entry (d - 1: the bias)
-    cdef const float[::1] reg_val        # value of each regressor entry
-    cdef const int64_t[::1] dense_id     # row of `dense` holding regressor row j, or -1
-    cdef const float[:, ::1] dense       # long regressor rows as dense rows (d wide)
-    cdef const int64_t[::1] l_ptr        # histogram of leaf i: l_ptr[i] .. l_ptr[i + 1] - 1
-    cdef const int32_t[::1] l_idx        # label of each histogram entry
-    cdef const float[::1] l_val          # normalized count of each histogram entry
-    cdef int M                           # children per internal node
-    cdef int64_t d                       # feature columns with the bias column (index d - 1)
-    cdef double bias                     # value of the bias feature
-    cdef int64_t n_labels                # label columns
-    cdef double threshold                # a child whose margin is >= this is visited
+    arrays) and the descent of points through it. Read-only once built.
+    Members: see xmlkit/_ext/ldsm_predict.pxd."""
 
     def __init__(self, f, int M, int64_t d, double bias, int64_t n_labels, double threshold):
         """f: the packed arrays (xmlkit.models.ldsm.LdSM._pack)."""
@@ -137,22 +129,16 @@ cdef class LdsmKernel:
         self.n_labels = n_labels
         self.threshold = threshold
 
-    def predict_rows(self, const int64_t[::1] X_indptr, X_indices, X_data, int64_t r0,
-                     int64_t r1, int k):
-        """Scores of rows r0..r1-1 of X (the points without the bias) as CSR
-        pieces (indptr from 0, indices, data), labels ascending, the k best per
-        row when k > 0."""
-        cdef const int32_t[::1] xi = padded(X_indices, np.int32)
-        cdef const float[::1] xv = padded(X_data, np.float32)
-        cdef vector[int64_t] out_ptr
-        cdef vector[int32_t] out_idx
-        cdef vector[float] out_val
-        check_row_range(X_indptr.shape[0] - 1, r0, r1)
-        out_ptr.push_back(0)
+    def predict_rows(self, X, int64_t r0, int64_t r1, int k):
+        """Scores of rows r0..r1-1 of X (CSR; the points without the bias) as
+        CSR pieces (indptr from 0, indices, data), labels ascending, the k
+        best per row when k > 0."""
+        return self._rows(*rows_in(X, r0, r1), r0, r1, k)
+
+    def _rows(self, const indptr_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
+              int64_t r0, int64_t r1, int k):
+        cdef RowsOut out
+        rows_open(out)
         with nogil:
-            _predict(&X_indptr[0], &xi[0], &xv[0], r0, r1, self.d, self.bias, &self.roots[0],
-                     self.roots.shape[0], self.M, &self.first_child[0], &self.reg_row[0],
-                     &self.reg_ptr[0], &self.reg_idx[0], &self.reg_val[0], &self.dense_id[0],
-                     &self.dense[0, 0], &self.l_ptr[0], &self.l_idx[0], &self.l_val[0],
-                     self.n_labels, self.threshold, k, out_ptr, out_idx, out_val)
-        return csr_pieces(out_ptr, out_idx, out_val)
+            _predict(self, &xp[0], &xi[0], &xv[0], r0, r1, k, out)
+        return rows_pieces(out)

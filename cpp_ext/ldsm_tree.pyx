@@ -116,13 +116,8 @@ def choose_subset(p, p_cond, counts, double N, labels, double lambda1, double la
 
 cdef class LdsmData:
     """Training arrays shared by the trees (read only while growing):
-    features with the bias column already appended (CSR), labels (CSR)."""
-    cdef const int64_t[::1] xp
-    cdef const int32_t[::1] xi
-    cdef const float[::1] xv
-    cdef const int64_t[::1] yp
-    cdef const int32_t[::1] yi
-    cdef int64_t n, d, L
+    features with the bias column already appended (CSR), labels (CSR).
+    Members: see xmlkit/_ext/ldsm_tree.pxd."""
 
     def __init__(self, const int64_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
                  const int64_t[::1] yp, const int32_t[::1] yi, int64_t d, int64_t L):
@@ -133,32 +128,8 @@ cdef class LdsmData:
 
 
 cdef class LdsmBuild:
-    """Grows one tree: grow(data, seed, tree) -> dict of arrays."""
-    # settings
-    cdef int M
-    cdef int64_t max_nodes
-    cdef int epochs
-    cdef double lr, l1, l2, threshold
-    # data (pointers into LdsmData's arrays)
-    cdef const int64_t* xp
-    cdef const int32_t* xi
-    cdef const float* xv
-    cdef const int64_t* yp
-    cdef const int32_t* yi
-    cdef int64_t d, L
-    # the tree
-    cdef vector[int32_t] first_child, depth, reg_row
-    cdef vector[int64_t] reg_ptr, hist_ptr
-    cdef vector[int32_t] reg_idx
-    cdef vector[float] reg_val
-    cdef vector[vector[pair[int32_t, float]]] hist
-    cdef vector[vector[int32_t]] members
-    # node-training buffers (reset after each node on what was touched)
-    cdef vector[double] w, s, G, p, pj, nl, Nj
-    cdef vector[char] fmark, lmark
-    cdef vector[int32_t] ftouched, ltouched
-    cdef mt19937 rng
-
+    """Grows one tree: grow(data, seed, tree) -> dict of arrays. Members: see
+    xmlkit/_ext/ldsm_tree.pxd."""
     def __init__(self, int arity, int64_t max_nodes, int epochs, double lr, double lambda1,
                  double lambda2, double route_threshold):
         if arity < 2 or arity > 8:

@@ -29,9 +29,22 @@ from libcpp.utility cimport pair
 from libcpp.algorithm cimport sort, partial_sort
 
 
+# Rows a kernel writes: CSR pieces with indptr from 0 (start with rows_open).
+cdef struct RowsOut:
+    vector[int64_t] ptr                  # row r: entries ptr[r] .. ptr[r + 1] - 1
+    vector[int32_t] idx                  # label of each entry, ascending per row
+    vector[float] val                    # score of each entry
+
+
+cdef inline void rows_open(RowsOut& out) noexcept nogil:
+    out.ptr.clear()
+    out.idx.clear()
+    out.val.clear()
+    out.ptr.push_back(0)
+
+
 cdef inline void emit_top(vector[pair[double, int32_t]]& items, int topk,
-                          vector[pair[int32_t, float]]& sel,
-                          vector[int32_t]& out_idx, vector[float]& out_val) noexcept nogil:
+                          vector[pair[int32_t, float]]& sel, RowsOut& out) noexcept nogil:
     """Append one output row: `items` holds (-score, label) of the row's
     entries (scores already rounded to the float32 that is written, so that
     ranking and output agree); keep the topk best (every entry when topk <= 0),
@@ -47,8 +60,9 @@ cdef inline void emit_top(vector[pair[double, int32_t]]& items, int topk,
         sel.push_back(pair[int32_t, float](items[k].second, <float> (-items[k].first)))
     sort(sel.begin(), sel.end())
     for k in range(m):
-        out_idx.push_back(sel[k].first)
-        out_val.push_back(sel[k].second)
+        out.idx.push_back(sel[k].first)
+        out.val.push_back(sel[k].second)
+    out.ptr.push_back(out.idx.size())
 
 
 cdef inline uint32_t tree_seed(uint64_t seed, uint64_t tree) noexcept nogil:
@@ -75,6 +89,11 @@ cdef inline tuple csr_pieces(vector[int64_t]& ptr, vector[int32_t]& idx, vector[
             array_copy(val.data(), val.size(), cnp.NPY_FLOAT32))
 
 
+cdef inline tuple rows_pieces(RowsOut& out):
+    """The rows of `out` as numpy CSR pieces (see csr_pieces)."""
+    return csr_pieces(out.ptr, out.idx, out.val)
+
+
 cdef inline object padded(object a, object dtype):
     """a as a contiguous 1-d array of dtype, a single 0 when a is empty (so
     that &a[0] is always valid; the kernels never read past the real end)."""
@@ -88,3 +107,13 @@ cdef inline int check_row_range(Py_ssize_t n_rows, int64_t r0, int64_t r1) excep
     if not 0 <= r0 <= r1 <= n_rows:
         raise ValueError(f"row range {r0}..{r1} outside the {n_rows} rows")
     return 0
+
+
+cdef inline tuple rows_in(X, int64_t r0, int64_t r1):
+    """(indptr, indices, data) of a CSR matrix X whose rows r0..r1-1 a kernel
+    reads: indptr as it is (int32 or int64, for a fused `indptr_t` argument),
+    indices int32 and data float32 padded (see padded). Raises ValueError when
+    the rows are outside X."""
+    check_row_range(X.indptr.shape[0] - 1, r0, r1)
+    import numpy
+    return (X.indptr, padded(X.indices, numpy.int32), padded(X.data, numpy.float32))

@@ -18,18 +18,21 @@ from libcpp.utility cimport pair
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport check_row_range, csr_pieces, emit_top, padded
+from sparse_rows cimport RowsOut, emit_top, indptr_t, padded, rows_in, rows_open, rows_pieces
 
 cnp.import_array()
 
 
-cdef void _rerank(const int64_t* xp, const int32_t* xi, const float* xv, double bias,
-                  int64_t n_features, const int64_t* mp, const int32_t* ml,
-                  const float* mv, const double* sqnorm, int64_t n_labels,
+cdef void _rerank(TailKernel t, const indptr_t* xp, const int32_t* xi, const float* xv,
                   const int64_t* sp, const int32_t* si, const float* sv,
-                  int64_t r0, int64_t r1, double gamma, double alpha, int topk,
-                  vector[int64_t]& out_ptr, vector[int32_t]& out_idx,
-                  vector[float]& out_val) noexcept nogil:
+                  int64_t r0, int64_t r1, int topk, RowsOut& out) noexcept nogil:
+    """TailKernel.rerank_rows without the GIL."""
+    cdef double bias = t.bias, gamma = t.gamma, alpha = t.alpha
+    cdef int64_t n_features = t.n_features, n_labels = t.n_labels
+    cdef const int64_t* mp = &t.mu_ptr[0]
+    cdef const int32_t* ml = &t.mu_labels[0]
+    cdef const float* mv = &t.mu_values[0]
+    cdef const double* sqnorm = &t.mu_sqnorm[0]
     cdef vector[double] dot
     cdef vector[pair[double, int32_t]] items
     cdef vector[pair[int32_t, float]] sel
@@ -64,22 +67,13 @@ cdef void _rerank(const int64_t* xp, const int32_t* xi, const float* xv, double 
                 f = xi[j] if j < xp[r + 1] else n_features
                 for m in range(mp[f], mp[f + 1]):
                     dot[ml[m]] = 0.0
-        emit_top(items, topk, sel, out_idx, out_val)
-        out_ptr.push_back(out_idx.size())
+        emit_top(items, topk, sel, out)
 
 
 cdef class TailKernel:
     """The tail classifiers of a PfastreXML model, by feature, and the
-    re-ranking of tree scores with them. Read-only once built."""
-    cdef const int64_t[::1] mu_ptr       # labels using feature f: mu_ptr[f] .. mu_ptr[f + 1] - 1
-    cdef const int32_t[::1] mu_labels    # label of each centroid entry
-    cdef const float[::1] mu_values      # value of each centroid entry
-    cdef const double[::1] mu_sqnorm     # ||mu_l||^2 of each label
-    cdef int64_t n_features              # feature columns (row n_features of mu: the bias)
-    cdef int64_t n_labels                # label columns
-    cdef double bias                     # value of the bias feature
-    cdef double gamma                    # sharpness of the tail classifiers
-    cdef double alpha                    # weight of the tree scores
+    re-ranking of tree scores with them. Read-only once built. Members: see
+    the .pxd."""
 
     def __init__(self, mu_ptr, mu_labels, mu_values, double bias, double gamma, double alpha,
                  int64_t n_labels):
@@ -98,27 +92,21 @@ cdef class TailKernel:
         self.gamma = gamma
         self.alpha = alpha
 
-    def rerank_rows(self, const int64_t[::1] X_indptr, X_indices, X_data,
-                    const int64_t[::1] S_indptr, S_indices, S_data, int64_t r0, int64_t r1,
-                    int k):
+    def rerank_rows(self, X, S, int64_t r0, int64_t r1, int k):
         """Re-ranked scores of rows r0..r1-1 as CSR pieces (indptr from 0,
         indices, data), labels ascending, the k best per row when k > 0
         (ties: lower label first). X: the points without their bias feature
-        (column indices < n_features); S: their tree scores (the labels to
-        re-rank)."""
-        cdef const int32_t[::1] xi = padded(X_indices, np.int32)
-        cdef const float[::1] xv = padded(X_data, np.float32)
-        cdef const int32_t[::1] si = padded(S_indices, np.int32)
-        cdef const float[::1] sv = padded(S_data, np.float32)
-        cdef vector[int64_t] out_ptr
-        cdef vector[int32_t] out_idx
-        cdef vector[float] out_val
-        check_row_range(X_indptr.shape[0] - 1, r0, r1)
-        check_row_range(S_indptr.shape[0] - 1, r0, r1)
-        out_ptr.push_back(0)
+        (CSR, column indices < n_features); S: their tree scores (CSR, the
+        labels to re-rank)."""
+        sp, si, sv = rows_in(S, r0, r1)
+        return self._rows(*rows_in(X, r0, r1), np.asarray(sp, dtype=np.int64), si, sv,
+                          r0, r1, k)
+
+    def _rows(self, const indptr_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
+              const int64_t[::1] sp, const int32_t[::1] si, const float[::1] sv,
+              int64_t r0, int64_t r1, int k):
+        cdef RowsOut out
+        rows_open(out)
         with nogil:
-            _rerank(&X_indptr[0], &xi[0], &xv[0], self.bias, self.n_features, &self.mu_ptr[0],
-                    &self.mu_labels[0], &self.mu_values[0], &self.mu_sqnorm[0], self.n_labels,
-                    &S_indptr[0], &si[0], &sv[0], r0, r1, self.gamma, self.alpha, k,
-                    out_ptr, out_idx, out_val)
-        return csr_pieces(out_ptr, out_idx, out_val)
+            _rerank(self, &xp[0], &xi[0], &xv[0], &sp[0], &si[0], &sv[0], r0, r1, k, out)
+        return rows_pieces(out)

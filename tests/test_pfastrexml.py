@@ -41,20 +41,19 @@ def test_tail_rerank_by_hand():
     # label 2: not re-ranked (no tree score)
     mu = sp.csr_matrix(np.array([[0.6, 0.8, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]))
     by_feature = sp.csr_matrix(mu.T)
-    tree = (np.array([0, 2], np.int64), np.array([0, 1], np.int32),
-            np.array([0.2, 0.5], np.float32))
-    x = (np.array([0, 2], np.int64), np.array([0, 1], np.int32), np.array([3, 4], np.float32))
+    tree = sp.csr_matrix(np.array([[0.2, 0.5, 0.0]], np.float32))
+    x = sp.csr_matrix(np.array([[3.0, 4.0]], np.float32))
 
     def kernel(gamma):
         return TailKernel(by_feature.indptr, by_feature.indices, by_feature.data, 0.0, gamma,
                           0.8, 3)
-    ptr, idx, val = kernel(1.0).rerank_rows(*x, *tree, 0, 1, 0)
+    ptr, idx, val = kernel(1.0).rerank_rows(x, tree, 0, 1, 0)
     t1 = 1 / (1 + np.exp(0.8))
     assert list(ptr) == [0, 2] and list(idx) == [0, 1]
     assert val == pytest.approx([0.2 ** 0.8 * 0.5 ** 0.2, 0.5 ** 0.8 * t1 ** 0.2], rel=1e-6)
     # with gamma 30 the far label 1 drops below label 0 despite its higher tree
     # score (0.5^0.8 e^(-24 * 0.2) = 0.0047 < 0.2^0.8 0.5^0.2 = 0.24): top-1 keeps 0
-    _, idx1, _ = kernel(30.0).rerank_rows(*x, *tree, 0, 1, 1)
+    _, idx1, _ = kernel(30.0).rerank_rows(x, tree, 0, 1, 1)
     assert list(idx1) == [0]
 
 

@@ -21,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_compl
 
 import numpy as np
 
-from xmlkit.csr import as_rows, like
+from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
 from xmlkit.models.base import SEED, integer, one_of, real
 from xmlkit.models.ensemble import TreeEnsemble
@@ -47,11 +47,13 @@ def _grow_one(seed, t, after, grower=None):
     return t, tree
 
 
-def _as_training_csr(M, name, dtype=np.float32):
+def _as_training_csr(M, name, n_cols, dtype=np.float32):
+    """M as Rows with int64 index pointers and n_cols columns, for the grower;
+    NaN or inf values refused."""
     R = as_rows(M, name, dtype)
     if R.nnz and not np.all(np.isfinite(R.data)):
         raise XmlkitError(f"{name} contain NaN or inf")
-    return R.indptr.astype(np.int64), R.indices, R.data
+    return Rows(R.indptr.astype(np.int64), R.indices, R.data, (R.shape[0], n_cols))
 
 
 class FastXML(TreeEnsemble):
@@ -109,7 +111,7 @@ class FastXML(TreeEnsemble):
     def _grow_trees(self, X, Y, todo, after=None):
         """Grow the trees `todo`, yielding (t, tree) as each is done (in any
         order); after(t, tree) runs in the worker that grew it."""
-        from xmlkit._ext.fastxml_tree import TreeGrower
+        from xmlkit._ext.fastxml_tree import NdcgPartition, NodeSeparator, TreeGrower
         if not todo:
             return
         p = self.params
@@ -117,14 +119,14 @@ class FastXML(TreeEnsemble):
             from xmlkit import _liblinear
             _liblinear.bind()
         Yv = self._label_values(Y)
-        xp, xi, xv = _as_training_csr(X, "features")
-        yp, yi, yv = _as_training_csr(Yv, "labels")
+        Xg = _as_training_csr(X, "features", self.n_features_in_)
+        Yg = _as_training_csr(Yv, "labels", self.n_labels_)
 
         def grower():
             # one per worker thread: the data arrays are shared, not copied
-            return TreeGrower(xp, xi, xv, yp, yi, yv, self.n_features_in_, self.n_labels_,
-                              p.max_leaf, p.labels_per_leaf, p.bias, p.log_loss_coeff,
-                              self.use_idcg, solver=p.solver)
+            return TreeGrower(Xg, Yg, NdcgPartition(self.use_idcg),
+                              NodeSeparator(p.bias, p.log_loss_coeff, p.solver),
+                              max_leaf=p.max_leaf, labels_per_leaf=p.labels_per_leaf)
         grow = self._grow_forked if p.solver == "liblinear" else self._grow_threads
         yield from grow(todo, after, grower)
 

@@ -172,7 +172,7 @@ class PackedForest:
         topk = 0 if k is None else int(k)
 
         def run(r0, r1):
-            return kernel.predict_rows(X.indptr, X.indices, X.data, r0, r1, topk)
+            return kernel.predict_rows(X, r0, r1, topk)
         return score_rows(run, X.shape[0], self.n_labels, threads, progress)
 
 

@@ -177,12 +177,11 @@ class LdSM(TreeEnsemble):
                               f"trained on {self.n_features_in_}")
         kernel = LdsmKernel(self._pack(), self.arity, self.n_features_in_ + 1, self.bias,
                             self.n_labels_, self.route_threshold)
-        xp = R.indptr.astype(np.int64, copy=False)
         n = R.shape[0]
         topk = 0 if k is None else int(k)
 
         def run(r0, r1):
-            return kernel.predict_rows(xp, R.indices, R.data, r0, r1, topk)
+            return kernel.predict_rows(R, r0, r1, topk)
         return like(X, score_rows(run, n, self.n_labels_, threads, progress))
 
     # -- the tree files (read and written by xmlkit.driver)

@@ -162,13 +162,10 @@ class PfastreXML(FastXML):
         from xmlkit._ext.tail_rerank import TailKernel
         ptr, lab, val = self.tail_
         kernel = TailKernel(ptr, lab, val, self.bias, self.gamma, self.alpha, self.n_labels_)
-        xp = R.indptr.astype(np.int64, copy=False)
-        sp = S.indptr.astype(np.int64, copy=False)
         topk = 0 if k is None else int(k)
 
         def run(r0, r1):
-            return kernel.rerank_rows(xp, R.indices, R.data, sp, S.indices, S.data, r0, r1,
-                                      topk)
+            return kernel.rerank_rows(R, S, r0, r1, topk)
         return score_rows(run, R.shape[0], self.n_labels_, threads)
 
     # -- storage

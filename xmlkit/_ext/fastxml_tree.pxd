@@ -1,0 +1,187 @@
+# The state of the kernels of xmlkit._ext.fastxml_tree, whose code is cpp_ext/fastxml_tree.pyx
+# (the module's own .pxd: Cython finds it by the module's dotted name, here
+# in the package; cpp_ext/ holds the sources and the shared sparse_rows.pxd).
+#
+# A tree is grown by three objects, as scikit-learn's trees split Builder,
+# Criterion and Splitter:
+#   TreeGrower     the builder: points of each node, the node queue, leaves,
+#                  the tree's arrays;
+#   NdcgPartition  the criterion: splits a node's points in two by the
+#                  FastXML nDCG alternation;
+#   NodeSeparator  the splitter: fits the hyperplane that separates the two
+#                  sides (SeparatorSolver, or liblinear) and routes the
+#                  points by it.
+
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libcpp cimport bool as cbool
+from libcpp.vector cimport vector
+from libcpp.utility cimport pair
+
+from sparse_rows cimport mt19937
+
+
+# ---- liblinear's C ABI (linear.h of liblinear >= 2.44) -------------------
+
+cdef struct ll_node:
+    int index
+    double value
+
+cdef struct ll_problem:
+    int l
+    int n
+    double* y
+    ll_node** x
+    double bias
+
+cdef struct ll_parameter:
+    int solver_type
+    double eps
+    double C
+    int nr_weight
+    int* weight_label
+    double* weight
+    double p
+    double nu
+    double* init_sol
+    int regularize_bias
+    cbool w_recalc
+
+cdef struct ll_model:
+    ll_parameter param
+    int nr_class
+    int nr_feature
+    double* w
+    int* label
+    double bias
+    double rho
+
+
+cdef class SeparatorSolver:
+    # -- the problem
+    cdef int64_t n                        # number of points
+    cdef int64_t nf                       # number of columns (features)
+    cdef vector[int64_t] col_ptr          # column j: entries col_ptr[j]..col_ptr[j+1]-1
+    cdef vector[int32_t] col_pt           # point (0..n-1) of each entry, ascending per column
+    cdef vector[float] col_val            # value of each entry
+    cdef vector[float] col_dv             # value * D[point] of each entry (per Newton step)
+    cdef vector[signed char] y            # label of each point, +1 or -1
+    cdef vector[double] cw                # cost C_a of each point's loss
+    # -- stopping rules
+    cdef int max_newton                   # Newton iterations at most
+    cdef int max_inner                    # coordinate-descent passes per Newton step at most
+    cdef int max_halvings                 # line-search halvings at most
+    cdef double eps                       # relative tolerance on the subgradient's L1 norm
+    # -- solution and per-point state
+    cdef vector[double] w                 # weights (the solution after solve())
+    cdef vector[double] u                 # margins w.x_a
+    cdef vector[double] r                 # dLoss/du_a at w
+    cdef vector[double] D                 # d2Loss/du_a2 at w (the Hessian's point weights)
+    cdef vector[double] lossv             # loss term of each point at w
+    cdef vector[double] tq                # line-search trial: sigmoid per point
+    cdef vector[double] tsp               # line-search trial: softplus per point
+    # -- work space of one Newton step
+    cdef vector[double] wpd               # w + d, the trial point
+    cdef vector[double] xTd               # d.x_a for each point
+    cdef vector[double] grad              # gradient of the loss at w
+    cdef vector[double] hdiag             # Hessian diagonal (+ nu) at w
+    cdef vector[int32_t] index            # columns: [0, active) outer-active, [0, qp) inner-active
+    cdef public int last_newton           # Newton iterations of the last solve
+    cdef public int last_inner            # coordinate-descent passes of the last solve
+
+    cdef void _point_terms(self, bint trial) noexcept nogil
+    cdef inline double _column_grad(self, int64_t j) noexcept nogil
+    cdef inline double _column_hess(self, int64_t j, double nu) noexcept nogil
+    cdef int solve(self, mt19937& rng) noexcept nogil
+
+
+cdef class NdcgPartition:
+    cdef int64_t n_labels                 # label columns
+    cdef bint use_idcg                    # normalise each point's DCG by its ideal DCG
+    cdef vector[double] disc              # disc[r] = 1 / log2(r + 2): discount of rank r
+    cdef vector[double] cs                # cs[c] = ideal DCG of a point with c labels (1 without idcg)
+    cdef vector[int32_t] lmap             # label -> local index in the node, else -1
+    cdef vector[int32_t] act_l            # the node's labels (local index -> label)
+    cdef vector[int64_t] ly_ptr           # local labels of point a: ly_ptr[a] .. ly_ptr[a + 1] - 1
+    cdef vector[int32_t] ly_idx           # local label of each entry
+    cdef vector[double] ly_val            # value of each entry
+    cdef vector[double] inorm             # 1 / ideal DCG of each point
+    cdef vector[double] sp, sn            # per local label: normalised sums on the + / - side
+    cdef vector[double] gain              # per local label: disc(rank +) - disc(rank -)
+    cdef vector[int32_t] rp, rn           # rank of each local label on the + / - side
+    cdef vector[int32_t] op, on           # local labels in rank order on the + / - side
+    cdef vector[pair[double, int32_t]] order   # scratch: (key, label) pairs being ranked
+    cdef vector[uint64_t] keys            # scratch: packed (float32 key, label) sort keys
+
+    cdef void reset(self, int64_t n_labels)
+    cdef int64_t partition(self, const int32_t* pts, int64_t n, const int64_t* yp,
+                           const int32_t* yi, const float* yv, vector[signed char]& sign,
+                           mt19937& rng) noexcept nogil
+    cdef void _rank(self, vector[double]& s, vector[int32_t]& r, vector[int32_t]& order,
+                    int64_t m, bint first) noexcept nogil
+    cdef void _rank_sorted(self, vector[double]& s, vector[int32_t]& r,
+                           int64_t m) noexcept nogil
+
+
+cdef class NodeSeparator:
+    cdef const int64_t[::1] xp            # the training features (CSR, without the bias)
+    cdef const int32_t[::1] xi
+    cdef const float[::1] xv
+    cdef int64_t n_features               # feature columns (the bias feature is n_features)
+    cdef double bias                      # value of the bias feature
+    cdef double cost                      # cost of the loss against the L1 term
+    cdef double eps                       # the solvers' relative stopping tolerance
+    cdef bint use_liblinear               # separators by liblinear (else by `solver`)
+    cdef SeparatorSolver solver           # xmlkit's separator solver and its node problem
+    cdef vector[int32_t] fmap             # feature -> local column in the node, else -1
+    cdef vector[int32_t] act_f            # the node's features (local column -> feature)
+    cdef vector[int64_t] fcount           # per feature (+ bias): entries in the node; then fill positions
+    cdef vector[double] wvec              # the node's weights by local column, bias last
+    cdef vector[pair[int32_t, float]] wsel     # scratch: the non-zero weights by feature
+    cdef vector[ll_node] xbuf             # liblinear: the node's rows
+    cdef vector[ll_node*] xrows           # liblinear: start of each row in xbuf
+    cdef vector[double] yvec              # liblinear: label of each point
+
+    cdef void reset(self, const int64_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
+                    int64_t n_features)
+    cdef bint split(self, const int32_t* pts, int64_t n, int64_t n_pos,
+                    vector[signed char]& sign, mt19937& rng, vector[int32_t]& w_idx,
+                    vector[float]& w_val) noexcept nogil
+    cdef void _fit(self, const int32_t* pts, int64_t n, int64_t nf, int64_t n_pos,
+                   vector[signed char]& sign, mt19937& rng) noexcept nogil
+    cdef void _fit_liblinear(self, const int32_t* pts, int64_t n, int64_t nf, int64_t n_pos,
+                             vector[signed char]& sign, mt19937& rng) noexcept nogil
+    cdef bint _route(self, const int32_t* pts, int64_t n, int64_t nf,
+                     vector[signed char]& sign, vector[int32_t]& w_idx,
+                     vector[float]& w_val) noexcept nogil
+
+
+cdef class TreeGrower:
+    cdef const int64_t[::1] yp            # the training labels (CSR; values as given)
+    cdef const int32_t[::1] yi
+    cdef const float[::1] yv
+    cdef int64_t n_points                 # training points
+    cdef int64_t n_labels                 # label columns
+    cdef int max_leaf                     # a node of at most this many points is a leaf
+    cdef int labels_per_leaf              # labels kept per leaf
+    cdef NdcgPartition criterion          # splits a node's points in two
+    cdef NodeSeparator separator          # separates the two sides by a hyperplane
+    # the tree being grown
+    cdef vector[int32_t] child            # children of node i: child[2i], child[2i + 1]; -1 -1 at leaves
+    cdef vector[int32_t] depth            # depth of each node
+    cdef vector[int64_t] start, stop      # points of node i: pts[start[i]] .. pts[stop[i] - 1]
+    cdef vector[int64_t] w_ptr, l_ptr     # weights / leaf labels of node i: [ptr[i], ptr[i + 1])
+    cdef vector[int32_t] w_idx, l_idx     # feature of each weight / label of each leaf entry
+    cdef vector[float] w_val, l_val       # their values
+    # work space
+    cdef vector[int32_t] pts              # point ids, each node's contiguous
+    cdef vector[int32_t] tmp_pts          # scratch: the negative side; a leaf's labels
+    cdef vector[signed char] sign         # side (+1 / -1) of each point of the node
+    cdef vector[double] acc               # per label: a leaf's sums
+    cdef vector[char] seen                # per label: counted in the current leaf
+    cdef vector[int32_t] act_l            # the current leaf's labels
+    cdef vector[pair[double, int32_t]] order   # scratch: (-mean, label) of a leaf
+
+    cdef void _grow(self, uint32_t seed) noexcept nogil
+    cdef void _add_node(self, int64_t s, int64_t e, int32_t d) noexcept nogil
+    cdef void _leaf(self, int64_t node) noexcept nogil
+    cdef bint _split(self, int64_t node, mt19937& rng) noexcept nogil
