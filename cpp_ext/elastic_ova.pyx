@@ -22,13 +22,13 @@
 #     |w| <- (c^m |w| - (lambda1 / lambda2) (1 - c^m))^+   (|w| - m eta_i lambda1 if lambda2 = 0).
 
 from libc.stdint cimport int32_t, int64_t
-from libc.math cimport copysign, exp, fabs, fmax, sqrt
+from libc.math cimport copysign, fabs, fmax, sqrt
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
 
 cimport numpy as cnp
 
-from sparse_rows cimport array_copy
+from sparse_rows cimport array_copy, sigmoid
 
 cnp.import_array()
 
@@ -137,7 +137,7 @@ cdef class ElasticOVA:
         # residuals of the loss: sigma(s) - y or s - y
         for l in range(L):
             if self.logistic:
-                self.r[l] = 1.0 / (1.0 + exp(-self.s[l])) if self.s[l] > -35 else 0.0
+                self.r[l] = sigmoid(self.s[l])
             else:
                 self.r[l] = self.s[l]
         for j in range(yp[e], yp[e + 1]):

@@ -18,19 +18,12 @@ from libcpp.queue cimport priority_queue
 
 cimport numpy as cnp
 
-from sparse_rows cimport array_copy, mt19937, tree_seed
+from sparse_rows cimport array_copy, mt19937, sigmoid, tree_seed
 
 cnp.import_array()
 
 
 ctypedef pair[pair[double, int64_t], int32_t] QItem   # ((priority, insertion), node)
-
-
-cdef inline double sigmoid(double z) noexcept nogil:
-    if z >= 0:
-        return 1.0 / (1.0 + exp(-z))
-    cdef double e = exp(z)
-    return e / (1.0 + e)
 
 
 cdef double objective(const double* p, const double* pc, const double* pi, int K, int M,

@@ -3,6 +3,7 @@
 # Everything here is a type or an inline function (no module-level state), so a
 # .pyx only needs `from sparse_rows cimport ...` with cpp_ext/ on the include path.
 
+from libc.math cimport exp
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 
 # CSR index pointers may be int32 or int64 (scipy picks by nnz).
@@ -72,6 +73,16 @@ cdef inline uint32_t tree_seed(uint64_t seed, uint64_t tree) noexcept nogil:
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL
     z = z ^ (z >> 31)
     return <uint32_t> (z & 0xFFFFFFFFULL)
+
+
+cdef inline double sigmoid(double z) noexcept nogil:
+    """1 / (1 + e^-z) without overflow (the kernels' one logistic function;
+    the tree solver's _sigmoid_softplus also returns log(1 + e^z))."""
+    cdef double e
+    if z >= 0:
+        return 1.0 / (1.0 + exp(-z))
+    e = exp(z)
+    return e / (1.0 + e)
 
 
 cdef extern from "<random>" namespace "std" nogil:

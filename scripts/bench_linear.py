@@ -52,7 +52,7 @@ def accuracy(step):
     Xt, Yt = read_dataset(data(name, "test"))
     m, train_s = timed_fit(X, Y, **step.kw["params"])
     r = ranking_metrics(Yt, m.predict(Xt, k=5), (1, 3, 5))
-    st = set_metrics(Yt, m.predict(Xt, decision="thresholds"))
+    st = set_metrics(Yt, m.predict(Xt, decision="threshold"))
     s5 = set_metrics(Yt, label_sets(m.predict(Xt, k=None), 0.5))
     return {"train_s": train_s, **{k: 100 * v for k, v in r.items()},
             "thresholds": st, "p05": s5, **m.stats()}

@@ -57,10 +57,14 @@ def test_cli_and_api_agree(tmp_path, bibtex):
     S_cli = read_matrix(scores)
     assert np.array_equal(S_cli.indices, S.indices)
     assert np.abs(S_cli.data - S.data).max() <= 1e-5
-    r = run_cli("xml-predict", TEST, scores, folder, "--decision", "thresholds", "-q")
+    r = run_cli("xml-predict", TEST, scores, folder, "--decision", "threshold", "-q")
     assert r.returncode == 0, r.stderr
-    T = model.predict(Xt, decision="thresholds")
+    T = model.predict(Xt, decision="threshold")
     assert np.array_equal(read_matrix(scores).indices, T.indices)
+    # the name before the decisions were unified still works
+    assert np.array_equal(model.predict(Xt, decision="thresholds").indices, T.indices)
+    r = run_cli("xml-predict", TEST, scores, folder, "--decision", "thresholds", "-q")
+    assert r.returncode == 0 and np.array_equal(read_matrix(scores).indices, T.indices)
     for args in (["--decision", "f1"], ["--threshold", "0.3"]):
         r = run_cli("xml-predict", TEST, scores, folder, *args, "-q")
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1

@@ -30,11 +30,11 @@ from xmlkit.models.pfastrexml import RERANK
               help="PfastreXML: 1 writes the tree scores without re-ranking [default: "
                    "the model's -S].")
 @click.option("--decision", type=click.Choice(["scores", "threshold", "f1", "thresholds"]),
-              default=None,
-              help="Embed models: write probabilities (scores), or label sets: labels with "
-                   "p >= --threshold, or per-label F1 inference over the points of FEATURES; "
-                   "linear models: scores, or the labels above their fitted F1-optimal "
-                   "thresholds [default: scores].")
+              default=None, metavar="[scores|threshold|f1]",
+              help="Embed and linear models: write probabilities (scores) or label sets: "
+                   "threshold keeps the labels with p >= --threshold (embed) or above "
+                   "their fitted F1-optimal thresholds (linear); f1 (embed) runs per-label "
+                   "F1 inference over the points of FEATURES [default: scores].")
 @click.option("--threshold", type=float, default=None,
               help="Embed models, --decision threshold: the probability cut [default: 0.5].")
 @index_base_option
@@ -91,12 +91,18 @@ def predict_options(model, **given):
                 "trees_only": None if given["trees_only"] is None else bool(given["trees_only"])}
     if model.algorithm == "embed":
         decision, threshold = given["decision"], given["threshold"]
+        if decision == "thresholds":
+            fail("--decision thresholds is for linear models; embed models take "
+                 "scores, threshold or f1")
         if threshold is not None and (decision != "threshold" or not math.isfinite(threshold)):
             fail("--threshold (a finite number) goes with --decision threshold")
         return {"decision": decision or "scores",
                 "threshold": 0.5 if threshold is None else threshold}
     if model.algorithm == "linear":     # (no --threshold: fitted per label)
-        return {"decision": given["decision"] or "scores"}
+        decision = {"thresholds": "threshold"}.get(given["decision"], given["decision"])
+        if decision == "f1":
+            fail("--decision f1 is for embed models; linear models take scores or threshold")
+        return {"decision": decision or "scores"}
     return {}
 
 

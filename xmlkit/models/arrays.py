@@ -10,6 +10,12 @@ from xmlkit.models.ensemble import ModelBase
 ROW_BLOCK = 2048      # points scored at once
 
 
+def sigmoid(z):
+    """1 / (1 + e^-z) elementwise, without overflow (the one logistic
+    function of the array models)."""
+    return 0.5 * (1 + np.tanh(0.5 * z))
+
+
 def coo_rows(rows, cols, vals, shape):
     """Rows from (row, column, value) triples."""
     order = np.lexsort((cols, rows))

@@ -24,7 +24,8 @@ import numpy as np
 
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
-from xmlkit.models.arrays import ROW_BLOCK, ArrayModel, coo_rows, scored_blocks, selector
+from xmlkit.models.arrays import (ROW_BLOCK, ArrayModel, coo_rows, scored_blocks, selector,
+                                  sigmoid)
 from xmlkit.models.base import SEED, integer, one_of, real
 
 LABEL_BLOCK = 256     # labels per block in F1 inference
@@ -125,10 +126,6 @@ def fourier(H1, Omega, b):
     np.cos(H1 @ Omega + b, out=Phi[:, :-1])
     Phi[:, -1] = 1
     return Phi
-
-
-def sigmoid(z):
-    return 0.5 * (1 + np.tanh(0.5 * z))
 
 
 def f1_decisions(P, prior, m):
@@ -270,7 +267,7 @@ class Embed(ArrayModel):
             perm = rng.permutation(n)
             for start in range(0, n, bs):
                 B = perm[start:start + bs]
-                P = sigmoid(np.minimum(Phi[B] @ V, 40))
+                P = sigmoid(Phi[B] @ V)
                 grad = (len(B) / n) * target - Phi[B].T @ P
                 dV = p.momentum * dV + (eta * n / len(B)) * cho_solve(chol, grad)
                 V = V + dV
@@ -294,7 +291,7 @@ class Embed(ArrayModel):
         return fourier(H1, a["Omega"], a["b"])
 
     def _link(self, Z):
-        return sigmoid(np.minimum(Z, 40)) if self.params.loss == "logistic" \
+        return sigmoid(Z) if self.params.loss == "logistic" \
             else np.clip(Z, 0, 1)
 
     def predict(self, X, k=5, threads=1, progress=None, decision="scores",

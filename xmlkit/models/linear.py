@@ -14,11 +14,12 @@ import numpy as np
 
 from xmlkit.csr import as_rows, like, unit_rows
 from xmlkit.errors import XmlkitError
-from xmlkit.models.arrays import ArrayModel, scored_blocks, selector
+from xmlkit.models.arrays import ArrayModel, scored_blocks, selector, sigmoid
 from xmlkit.models.base import SEED, boolean, integer, one_of, real
 
 MIN_POSITIVES = 5      # labels with fewer hold-out positives use the pooled threshold
-DECISIONS = ("scores", "thresholds")
+DECISIONS = ("scores", "threshold")
+DECISION_ALIASES = {"thresholds": "threshold"}     # the name before 0.1 unified it
 
 
 def best_f1(scores, truth):
@@ -44,7 +45,7 @@ def fit_thresholds(P, Y):
 
 class Linear(ArrayModel):
     """``Linear(...).fit(X, Y)``, then ``predict(X, k)`` or
-    ``predict(X, decision="thresholds")``."""
+    ``predict(X, decision="threshold")``."""
 
     algorithm = "linear"
     ARRAYS = "linear"
@@ -147,14 +148,15 @@ class Linear(ArrayModel):
         already unit rows)."""
         Z = np.asarray((Xs @ self._weights()).todense()) + self.arrays_["bias"][None, :]
         if self.params.loss == "logistic":
-            return 0.5 * (1 + np.tanh(0.5 * Z))
+            return sigmoid(Z)
         return np.clip(Z, 0, 1)
 
     def predict(self, X, k=5, threads=1, progress=None, decision="scores"):
         """Probabilities (the k best per row; k=None: every label), or label sets
-        with the fitted per-label thresholds (decision="thresholds"). Rows in,
+        with the fitted per-label thresholds (decision="threshold"). Rows in,
         Rows out; else a scipy csr_matrix."""
         self._require_fitted()
+        decision = DECISION_ALIASES.get(decision, decision)
         if decision not in DECISIONS:
             raise XmlkitError(f"unknown decision '{decision}' for a linear model (known: "
                               f"{', '.join(DECISIONS)})")
@@ -169,7 +171,7 @@ class Linear(ArrayModel):
             import scipy.sparse as sp
             Xs = sp.csr_matrix((Xs.data, Xs.indices, Xs.indptr),
                                shape=(Xs.shape[0], self.n_features_in_))
-        theta = self.arrays_["thresholds"] if decision == "thresholds" else None
+        theta = self.arrays_["thresholds"] if decision == "threshold" else None
         return like(X, scored_blocks(R.shape[0], self.n_labels_,
                                      lambda r0, r1: self._probabilities(Xs[r0:r1]),
                                      selector(k, theta), progress))
