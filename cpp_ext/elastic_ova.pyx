@@ -51,19 +51,19 @@ cdef class ElasticOVA:
         self.D, self.L = n_features, n_labels
         self.l1, self.l2, self.eta0, self.decay = lambda1, lambda2, eta0, decay
         self.logistic, self.lazy, self.adagrad = logistic, lazy, adagrad
-        self.G.assign(n_features, 0.0)
-        self.Gb.assign(n_labels, 0.0)
-        self.rate.assign(n_features, eta0)
-        self.psi.assign(n_features, 0)
+        self.G.resize(n_features, 0.0)
+        self.Gb.resize(n_labels, 0.0)
+        self.rate.resize(n_features, eta0)
+        self.psi.resize(n_features, 0)
         self.rows.resize(n_features if lazy else 0)
         self.drows.resize(n_features if lazy else 0)
         if not lazy:
-            self.dense.assign(n_features * n_labels, 0.0)
-        self.snap_phi.assign(n_features, 1.0)
-        self.snap_beta.assign(n_features, 0.0)
-        self.bias.assign(n_labels, 0.0)
-        self.s.assign(n_labels, 0.0)
-        self.r.assign(n_labels, 0.0)
+            self.dense.resize(n_features * n_labels, 0.0)
+        self.snap_phi.resize(n_features, 1.0)
+        self.snap_beta.resize(n_features, 0.0)
+        self.bias.resize(n_labels, 0.0)
+        self.s.resize(n_labels, 0.0)
+        self.r.resize(n_labels, 0.0)
         self.phi, self.beta, self.t = 1.0, 0.0, 0
 
     def epoch(self, const int64_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
@@ -117,7 +117,7 @@ cdef class ElasticOVA:
         self.snap_beta[i] = self.beta
 
     cdef void _step(self, const int64_t* xp, const int32_t* xi, const float* xv,
-                    const int64_t* yp, const int32_t* yi, int64_t e) noexcept nogil:
+                    const int64_t* yp, const int32_t* yi, int64_t e) except + nogil:
         cdef int64_t L = self.L, j, l, i
         cdef size_t a
         cdef double eta = self.eta0 / (1.0 + self.decay * self.t)

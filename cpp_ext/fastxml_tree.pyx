@@ -412,7 +412,8 @@ cdef class SeparatorSolver:
         nf = (int(np.max(xi)) + 1) if xi.shape[0] else 0
         self.n = n
         self.nf = nf
-        self.col_ptr.assign(nf + 1, 0)
+        self.col_ptr.clear()
+        self.col_ptr.resize(nf + 1, 0)
         for j in range(xp[n]):
             self.col_ptr[xi[j] + 1] += 1
         for j in range(nf):
@@ -501,7 +502,8 @@ cdef class NdcgPartition:
         if not self.use_idcg:
             for r in range(n_labels + 2):
                 self.cs[r] = 1.0
-        self.lmap.assign(n_labels, -1)
+        self.lmap.clear()
+        self.lmap.resize(n_labels, -1)
 
     cdef int64_t partition(self, const int32_t* pts, int64_t n, const int64_t* yp,
                            const int32_t* yi, const float* yv, vector[signed char]& sign,
@@ -693,8 +695,10 @@ cdef class NodeSeparator:
         self.xi = xi
         self.xv = xv
         self.n_features = n_features
-        self.fmap.assign(n_features + 1, -1)
-        self.fcount.assign(n_features + 1, 0)
+        self.fmap.clear()
+        self.fmap.resize(n_features + 1, -1)
+        self.fcount.clear()
+        self.fcount.resize(n_features + 1, 0)
 
     cdef bint split(self, const int32_t* pts, int64_t n, int64_t n_pos,
                     vector[signed char]& sign, mt19937& rng, vector[int32_t]& w_idx,
@@ -894,8 +898,8 @@ cdef class TreeGrower:
         criterion.reset(self.n_labels)
         separator.reset(xp, np.ascontiguousarray(X.indices, dtype=np.int32),
                         np.ascontiguousarray(X.data, dtype=np.float32), n_features)
-        self.acc.assign(self.n_labels, 0.0)
-        self.seen.assign(self.n_labels, 0)
+        self.acc.resize(self.n_labels, 0.0)
+        self.seen.resize(self.n_labels, 0)
 
     def grow(self, uint64_t seed, uint64_t tree):
         """Grow tree number `tree`; returns its arrays (see xmlkit.models.forest)."""
@@ -913,7 +917,7 @@ cdef class TreeGrower:
         }
         return out
 
-    cdef void _grow(self, uint32_t seed) noexcept nogil:
+    cdef void _grow(self, uint32_t seed) except + nogil:
         cdef mt19937 rng
         cdef int64_t i, s, e
         rng.seed(seed)

@@ -62,7 +62,7 @@ cdef class ForestKernel:
 
 
 cdef void _predict(ForestKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
-                   int64_t r0, int64_t r1, int topk, RowsOut& out) noexcept nogil:
+                   int64_t r0, int64_t r1, int topk, RowsOut& out) except + nogil:
     """ForestKernel.predict_rows without the GIL."""
     cdef vector[double] x, acc
     cdef vector[int32_t] touched

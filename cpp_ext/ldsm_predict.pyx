@@ -17,7 +17,7 @@ cnp.import_array()
 
 
 cdef void _predict(LdsmKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
-                   int64_t r0, int64_t r1, int topk, RowsOut& out) noexcept nogil:
+                   int64_t r0, int64_t r1, int topk, RowsOut& out) except + nogil:
     """LdsmKernel.predict_rows without the GIL."""
     cdef int64_t d = f.d, n_labels = f.n_labels
     cdef double bias = f.bias, threshold = f.threshold

@@ -17,7 +17,7 @@ cnp.import_array()
 
 
 cdef void _topk(const indptr_t* indptr, const int32_t* indices, const float* data,
-                int64_t n_rows, int k, int32_t* out_lab, float* out_val) noexcept nogil:
+                int64_t n_rows, int k, int32_t* out_lab, float* out_val) except + nogil:
     cdef vector[pair[float, int32_t]] buf
     cdef int64_t i, j, n
     cdef int r, m
@@ -60,7 +60,7 @@ def top_k(const indptr_t[::1] indptr, const int32_t[::1] indices,
 
 cdef void _accumulate(const int32_t* top, int64_t n_rows, int K,
                       const indptr_t* tp, const int32_t* ti, int64_t n_labels,
-                      const double* q, bint use_q, double* acc) noexcept nogil:
+                      const double* q, bint use_q, double* acc) except + nogil:
     # acc rows (each K long): 0 P, 1 nDCG, 2 recall, 3 PSP num, 4 PSP den,
     # 5 PSnDCG num, 6 PSnDCG den
     cdef vector[char] mark

@@ -2,6 +2,12 @@
 #
 # Everything here is a type or an inline function (no module-level state), so a
 # .pyx only needs `from sparse_rows cimport ...` with cpp_ext/ on the include path.
+#
+# Memory: a failed allocation must become a MemoryError, never std::terminate.
+# The nogil entry points of the kernels are declared `except +` (a C++
+# exception anywhere below them is turned into a Python one), and code that
+# holds the GIL sizes vectors with resize(), which Cython declares `except +`,
+# not assign(n, x), which it does not.
 
 from libc.math cimport exp
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t

@@ -207,10 +207,11 @@ cdef class RowParser:
         return used
 
     cdef int64_t _feed(self, const unsigned char* start, const unsigned char* end,
-                       bint final) noexcept nogil:
+                       bint final) except + nogil:
         cdef const unsigned char* p = start
         cdef const unsigned char* nl
         cdef const unsigned char* le
+        cdef const unsigned char* q
         cdef int code
         while p < end:
             nl = <const unsigned char*> memchr(p, 10, end - p)
@@ -221,8 +222,16 @@ cdef class RowParser:
             else:
                 le = nl
             if self.rows_done >= self.n_rows:
-                self._fail(E_EXTRA_ROWS, p, p, self.n_rows)
-                return p - start
+                # blank lines after the N rows end the file; anything else is a row too many
+                q = p
+                while q < le and is_space(q[0]):
+                    q += 1
+                if q < le:
+                    self._fail(E_EXTRA_ROWS, p, p, self.n_rows)
+                    return p - start
+                self.line_no += 1
+                p = le + 1 if nl != NULL else le
+                continue
             code = self._parse_line(p, le)
             if code != E_OK:
                 return p - start
@@ -349,6 +358,17 @@ cdef class RowParser:
         token = bytes(buf[a:b]).decode("utf-8", "replace")
         return ERROR_NAMES[self.err], self.err_line, token, self.err_value
 
+    def restart(self):
+        """After arrays(): collect the next rows from an empty state (row
+        counts and line numbers go on), for reading a file in pieces."""
+        self.x_ind.clear()
+        self.x_val.clear()
+        self.y_ind.clear()
+        self.x_indptr.clear()
+        self.y_indptr.clear()
+        self.x_indptr.push_back(0)
+        self.y_indptr.push_back(0)
+
     def arrays(self):
         """(indptr, indices, data) for the features, then (indptr, indices)
         for the labels (None without labels). Copies; frees the buffers."""
@@ -445,7 +465,7 @@ cdef inline void put_fixed(vector[char]& out, float v, int prec, double scale,
 cdef void _format_rows(const indptr_t* xp, const int32_t* xi, const float* xv,
                        const indptr_t* yp, const int32_t* yi,
                        int64_t r0, int64_t r1, const char* fmt, int prec, bint fixed,
-                       vector[char]& out) noexcept nogil:
+                       vector[char]& out) except + nogil:
     cdef int64_t r, j
     cdef bint fast = fixed and 0 <= prec <= 9
     cdef double scale = pow(10.0, prec) if fast else 1.0

@@ -181,7 +181,7 @@ cdef class TreeGrower:
     cdef vector[int32_t] act_l            # the current leaf's labels
     cdef vector[pair[double, int32_t]] order   # scratch: (-mean, label) of a leaf
 
-    cdef void _grow(self, uint32_t seed) noexcept nogil
+    cdef void _grow(self, uint32_t seed) except + nogil
     cdef void _add_node(self, int64_t s, int64_t e, int32_t d) noexcept nogil
     cdef void _leaf(self, int64_t node) noexcept nogil
     cdef bint _split(self, int64_t node, mt19937& rng) noexcept nogil
