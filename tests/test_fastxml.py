@@ -52,7 +52,8 @@ def test_cli_and_api_give_the_same_scores(tmp_path, bibtex):
     assert manifest["algorithm"] == "fastxml" and manifest["seed"] == 7
     assert manifest["params"] == {"bias": 1.0, "log_loss_coeff": 1.0, "max_leaf": 10,
                                   "labels_per_leaf": 10, "solver": "newglmnet"}
-    assert manifest["format_version"] == 1 and manifest["n_labels"] == Y.shape[1]
+    assert manifest["format_version"] == 2 and manifest["n_labels"] == Y.shape[1]
+    assert sorted(manifest["files"]) == [f"tree_{t:05d}.npz" for t in range(3)]
 
 
 def test_predict_returns_the_kind_of_matrix_it_is_given(bibtex):

@@ -33,63 +33,89 @@ class TreeWriter:
 def fit_folder(model, X, Y, folder, progress=None, log=None):
     """Train `model` on X, Y into `folder` (see the module doc); progress(n)
     is called as steps complete (model.progress_total in all), log(message)
-    with what is done. Returns the model, fitted."""
+    with what is done. Returns the model, fitted.
+
+    The folder is locked while training (a second run into it fails at once)
+    and temporary files of killed runs are removed first. Each file is added
+    to the manifest's records once it is complete."""
     tick = progress or (lambda _: None)
     X, Y = model._start_fit(X, Y)
-    store.prepare_folder(folder, model.manifest())
-    if not isinstance(model, TreeEnsemble):
-        model._fit_arrays(X, Y, tick, log)
-        store.save_arrays(folder, model.ARRAYS, model.arrays_)
-        return model
-    wanted = model._wanted_trees()
-    present = set(stored_trees(folder))
-    model.trees_ = {t: load_tree(model, folder, t) for t in wanted if t in present}
-    todo = [t for t in wanted if t not in model.trees_]
-    if log:
-        if model.trees_:
-            log(f"{len(model.trees_)} of the trees are already in {folder}; "
-                f"growing {len(todo)}")
-        log(f"{model.algorithm}: {X.shape[0]} points, {X.shape[1]} features, "
-            f"{Y.shape[1]} labels; growing {len(todo)} trees")
-    tick(len(model.trees_))
-    for t, tree in model._grow_trees(X, Y, todo, after=TreeWriter(folder, model._encode_tree)):
-        model.trees_[t] = tree
-        tick(1)
-    model._finish_fit(X, Y)
-    _save_extras(model, folder)
+    with store.folder_lock(folder):
+        store.remove_stale_temps(folder)
+        store.prepare_folder(folder, model.manifest())
+        if not isinstance(model, TreeEnsemble):
+            model._fit_arrays(X, Y, tick, log)
+            store.save_arrays(folder, model.ARRAYS, model.arrays_)
+            store.record_files(folder, [model.ARRAYS])
+            return model
+        wanted = model._wanted_trees()
+        manifest = store.read_manifest(folder)
+        recorded = set(stored_trees(folder, manifest)) \
+            if store.listed(manifest) is not None else set()
+        on_disk = set(stored_trees(folder))
+        model.trees_ = {}
+        for t in wanted:
+            if t in recorded or t in on_disk:
+                # a recorded tree is checked against its record; a tree file
+                # of a killed run or another shard is checked as any file
+                model.trees_[t] = load_tree(model, folder, t,
+                                            manifest if t in recorded else None)
+        store.record_files(folder, [tree_name(t) for t in model.trees_ if t not in recorded])
+        todo = [t for t in wanted if t not in model.trees_]
+        if log:
+            if model.trees_:
+                log(f"{len(model.trees_)} of the trees are already in {folder}; "
+                    f"growing {len(todo)}")
+            log(f"{model.algorithm}: {X.shape[0]} points, {X.shape[1]} features, "
+                f"{Y.shape[1]} labels; growing {len(todo)} trees")
+        tick(len(model.trees_))
+        writer = TreeWriter(folder, model._encode_tree)
+        for t, tree in model._grow_trees(X, Y, todo, after=writer):
+            model.trees_[t] = tree
+            store.record_files(folder, [tree_name(t)])
+            tick(1)
+        model._finish_fit(X, Y)
+        _save_extras(model, folder)
     return model
 
 
 def save_folder(model, folder):
     """Write a fitted model's folder (manifest and arrays)."""
-    store.prepare_folder(folder, model.manifest())
-    if not isinstance(model, TreeEnsemble):
-        model._require_fitted()
-        store.save_arrays(folder, model.ARRAYS, model.arrays_)
-        return folder
-    if not getattr(model, "trees_", None):
-        raise XmlkitError("the model has no trees (fit or load it first)")
-    for t, tree in model.trees_.items():
-        store.save_arrays(folder, tree_name(t), model._encode_tree(tree))
-    _save_extras(model, folder)
+    with store.folder_lock(folder):
+        store.prepare_folder(folder, model.manifest())
+        if not isinstance(model, TreeEnsemble):
+            model._require_fitted()
+            store.save_arrays(folder, model.ARRAYS, model.arrays_)
+            store.record_files(folder, [model.ARRAYS])
+            return folder
+        if not getattr(model, "trees_", None):
+            raise XmlkitError("the model has no trees (fit or load it first)")
+        for t, tree in model.trees_.items():
+            store.save_arrays(folder, tree_name(t), model._encode_tree(tree))
+        store.record_files(folder, [tree_name(t) for t in model.trees_])
+        _save_extras(model, folder)
     return folder
 
 
 def _save_extras(model, folder):
-    for name, arrays in model._extra_arrays().items():
+    extras = model._extra_arrays()
+    for name, arrays in extras.items():
         store.save_arrays(folder, name, arrays)
+    store.record_files(folder, list(extras))
 
 
-def load_tree(model, folder, t):
-    """Tree t of a folder, checked against the model's shapes."""
+def load_tree(model, folder, t, manifest=None):
+    """Tree t of a folder, checked against its record in `manifest` (when
+    given) and the model's shapes."""
     name = f"{folder}/{tree_name(t)}.npz"
-    return model._decode_tree(store.load_arrays(folder, tree_name(t)), name)
+    return model._decode_tree(store.load_arrays(folder, tree_name(t), manifest), name)
 
 
 def load_folder(cls, folder, trees=None, threads=1):
     """A model of class `cls` from an xmlkit folder: its trees, or the
     indices `trees`; `threads` read tree files in parallel (zlib and numpy
-    release the GIL). Every array is checked before a kernel sees it."""
+    release the GIL). Every file is checked against the manifest's record
+    and every array before a kernel sees it."""
     m = store.read_manifest(folder)
     if m["algorithm"] != cls.algorithm:
         raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
@@ -97,28 +123,24 @@ def load_folder(cls, folder, trees=None, threads=1):
     if not issubclass(cls, TreeEnsemble):
         if trees is not None:
             raise XmlkitError(f"{folder}: a {cls.algorithm} model has no trees to pick")
-        a = store.load_arrays(folder, cls.ARRAYS)
-        try:
-            ok = model._check_arrays(a)
-        except (KeyError, IndexError, ValueError):
-            ok = False
-        if not ok:
-            raise XmlkitError(f"{folder}/{cls.ARRAYS}.npz: arrays are missing or inconsistent")
+        a = store.load_arrays(folder, cls.ARRAYS, m)
+        model._check_arrays(a, f"{folder}/{cls.ARRAYS}.npz")
         model.arrays_ = a
         return model
-    present = stored_trees(folder)
+    present = stored_trees(folder, m)
     wanted = present if trees is None else list(trees)
     missing = sorted(set(wanted) - set(present))
     if missing:
         raise XmlkitError(f"{folder}: has no tree {missing[0]} (it holds "
                           f"{len(present)} trees)")
     if not wanted:
-        raise XmlkitError(f"{folder}: holds no trees")
+        raise XmlkitError(f"{folder}: holds no trees (was its training interrupted? "
+                          "rerun xml-train to resume)")
     if threads > 1 and len(wanted) > 1:
         with ThreadPoolExecutor(threads) as pool:
-            loaded = list(pool.map(lambda t: load_tree(model, folder, t), wanted))
+            loaded = list(pool.map(lambda t: load_tree(model, folder, t, m), wanted))
     else:
-        loaded = [load_tree(model, folder, t) for t in wanted]
+        loaded = [load_tree(model, folder, t, m) for t in wanted]
     model.trees_ = dict(zip(wanted, loaded))
-    model._restore_extras(lambda name: store.load_arrays(folder, name), folder)
+    model._restore_extras(lambda name: store.load_arrays(folder, name, m), folder)
     return model

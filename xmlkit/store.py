@@ -1,16 +1,27 @@
 """Model folders: a versioned JSON manifest plus arrays in .npz files.
 
     <model>/manifest.json    format, format_version, xmlkit_version, algorithm,
-                             params, n_features, n_labels, seed
+                             params, n_features, n_labels, seed, and `files`:
+                             name -> {"size", "sha256"} of every array file
+                             that belongs to the model
     <model>/<name>.npz       arrays (e.g. one file per tree)
 
 Every file is written atomically (temporary name, then rename), so a folder
-never holds a half-written file; nothing is pickled. Loading a folder of
-another format version fails with a clear message.
+never holds a half-written file; nothing is pickled. An array file is part
+of the model once its record is in the manifest (record_files, after the
+file is complete); loading checks size and SHA-256 of each file it reads
+against its record, so a damaged, replaced or deleted file is refused.
+Format version 1 folders (no `files`) still load, without that check.
+Loading a folder of another format version fails with a clear message.
 """
+import fcntl
+import hashlib
+import io
 import json
+import os
 import zipfile
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -20,14 +31,17 @@ from xmlkit.atomic import atomic_path
 from xmlkit.errors import XmlkitError
 
 FORMAT = "xmlkit-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)     # version 1: no file records
 MANIFEST = "manifest.json"
+LOCK = ".lock"
+_HELD = set()          # folders this process holds the lock of
 
 
 def make_manifest(algorithm, params, n_features, n_labels, seed):
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "xmlkit_version": __version__,
             "algorithm": algorithm, "params": params, "n_features": int(n_features),
-            "n_labels": int(n_labels), "seed": int(seed)}
+            "n_labels": int(n_labels), "seed": int(seed), "files": {}}
 
 
 def write_manifest(folder, manifest):
@@ -52,25 +66,78 @@ def read_manifest(folder):
         raise XmlkitError(f"{path}: unreadable manifest ({exc})") from None
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise XmlkitError(f"{path}: not an xmlkit model manifest")
-    if m.get("format_version") != FORMAT_VERSION:
+    if m.get("format_version") not in READABLE_VERSIONS:
         raise XmlkitError(
             f"{folder}: model format version {m.get('format_version')} (written by xmlkit "
             f"{m.get('xmlkit_version', '?')}) cannot be read by xmlkit {__version__}, which "
-            f"reads version {FORMAT_VERSION}; retrain the model with this version")
+            f"reads versions {', '.join(map(str, READABLE_VERSIONS))}; retrain the model "
+            "with this version")
     for key in ("algorithm", "params", "n_features", "n_labels", "seed"):
         if key not in m:
             raise XmlkitError(f"{path}: manifest lacks '{key}'")
+    kinds = {"algorithm": str, "params": dict, "n_features": int, "n_labels": int,
+             "seed": int, "files": dict}
+    for key, kind in kinds.items():
+        if key in m and (not isinstance(m[key], kind) or isinstance(m[key], bool)):
+            raise XmlkitError(f"{path}: manifest field '{key}' is not a {kind.__name__}")
+    if not (0 <= m["n_features"] < 2**31 and 0 < m["n_labels"] < 2**31 and m["seed"] >= 0):
+        raise XmlkitError(f"{path}: manifest dimensions or seed out of range")
+    for name, rec in m.get("files", {}).items():
+        if not (isinstance(rec, dict) and isinstance(rec.get("size"), int)
+                and isinstance(rec.get("sha256"), str) and _safe_name(name)):
+            raise XmlkitError(f"{path}: malformed record of file '{name}'")
     return m
+
+
+def _safe_name(name):
+    return isinstance(name, str) and name.endswith(".npz") and "/" not in name \
+        and "\\" not in name and not name.startswith(".")
+
+
+def file_record(path):
+    """{"size", "sha256"} of a file."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+            size += len(block)
+    return {"size": size, "sha256": h.hexdigest()}
+
+
+def record_files(folder, names):
+    """Add the records of the complete array files `names` (without .npz)
+    to the folder's manifest (rewritten atomically); returns the manifest."""
+    m = read_manifest(folder)
+    m["format_version"] = FORMAT_VERSION
+    files = m.setdefault("files", {})
+    for name in names:
+        files[f"{name}.npz"] = file_record(Path(folder) / f"{name}.npz")
+    write_manifest(folder, m)
+    return m
+
+
+def listed(manifest, prefix=""):
+    """Names (without .npz) of the array files the manifest records, or None
+    for a version 1 manifest (which records none)."""
+    if manifest.get("format_version", 1) < 2:
+        return None
+    return sorted(n[:-4] for n in manifest.get("files", {}) if n.startswith(prefix))
 
 
 def prepare_folder(folder, manifest):
     """Create `folder` with `manifest`, or check that an existing model folder
-    was made with the same algorithm, parameters and dimensions."""
+    was made with the same algorithm, parameters and dimensions. A folder
+    whose manifest records no file (a run that failed before its first file)
+    is taken over with the new manifest."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise XmlkitError(f"{folder}: exists and is not a folder")
     if is_model_folder(folder):
         old = read_manifest(folder)
+        if listed(old) == [] and not any(folder.glob("*.npz")):
+            write_manifest(folder, manifest)
+            return
         diffs = [f"{k}: {old.get(k)!r} there, {manifest[k]!r} now"
                  for k in ("algorithm", "n_features", "n_labels", "seed")
                  if old.get(k) != manifest[k]]
@@ -85,6 +152,60 @@ def prepare_folder(folder, manifest):
         raise XmlkitError(f"{folder}: folder is not empty and holds no xmlkit model")
     folder.mkdir(parents=True, exist_ok=True)
     write_manifest(folder, manifest)
+
+
+@contextmanager
+def folder_lock(folder):
+    """Hold an exclusive lock on model folder `folder` (created if missing):
+    a second run into the same folder fails at once, naming the holder. The
+    lock is the file `.lock` in the folder; the system drops it when its
+    holder exits, however it ends. Re-entrant within a process. A folder
+    it created is removed again if nothing was written into it."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise XmlkitError(f"{folder}: exists and is not a folder")
+    key = os.path.realpath(folder)
+    if key in _HELD:
+        yield folder
+        return
+    created = not folder.exists()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise XmlkitError(f"{folder}: cannot create or lock the model folder "
+                          f"({exc.strerror})") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "?"
+            raise XmlkitError(f"{folder}: another process (pid {holder}) is writing this "
+                              "model folder; wait for it to end or use another folder") \
+                from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _HELD.add(key)
+        try:
+            yield folder
+        finally:
+            _HELD.discard(key)
+            if created and [p.name for p in folder.iterdir()] == [LOCK]:
+                # nothing was written: leave no folder behind
+                (folder / LOCK).unlink()
+                folder.rmdir()
+    finally:
+        os.close(fd)
+
+
+def remove_stale_temps(folder):
+    """Remove the temporary files that killed runs left in `folder` (call
+    only while holding the folder's lock)."""
+    for p in Path(folder).glob(".*.tmp"):
+        try:
+            p.unlink()
+        except OSError:
+            pass
 
 
 def save_arrays(folder, name, arrays):
@@ -107,13 +228,28 @@ def save_arrays(folder, name, arrays):
                     np.lib.format.write_array(f, np.asarray(arrays[key]), allow_pickle=False)
 
 
-def load_arrays(folder, name):
+def load_arrays(folder, name, manifest=None):
+    """The arrays of `<folder>/<name>.npz`. With a version 2 `manifest`, the
+    file must be recorded there and match its record (size, SHA-256)."""
     path = Path(folder) / f"{name}.npz"
+    rec = None
+    if manifest is not None and listed(manifest) is not None:
+        rec = manifest["files"].get(f"{name}.npz")
+        if rec is None:
+            raise XmlkitError(f"{path}: not part of the model (not in its manifest)")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+        data = path.read_bytes()
     except FileNotFoundError:
         raise XmlkitError(f"{path}: missing from the model folder") from None
+    except OSError as exc:
+        raise XmlkitError(f"{path}: unreadable ({exc.strerror})") from None
+    if rec is not None and (len(data) != rec["size"]
+                            or hashlib.sha256(data).hexdigest() != rec["sha256"]):
+        raise XmlkitError(f"{path}: damaged model file (size or SHA-256 differs from the "
+                          "manifest's record)")
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
     except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
         raise XmlkitError(f"{path}: unreadable, damaged model file ({exc})") from None
 

@@ -40,5 +40,4 @@ def tree_indices(folder):
     from pathlib import Path
     if _is_cpp_folder(folder):
         return sorted(int(p.stem) for p in Path(folder).glob("*.tree") if p.stem.isdigit())
-    store.read_manifest(folder)
-    return stored_trees(folder)
+    return stored_trees(folder, store.read_manifest(folder))

@@ -75,5 +75,7 @@ class ArrayModel(ModelBase):
         self._fit_arrays(X, Y)
         return self
 
-    def _check_arrays(self, a):
+    def _check_arrays(self, a, name):
+        """Raise XmlkitError (naming file `name`) unless the arrays `a` read
+        from disk are complete and consistent with the model's shapes."""
         raise NotImplementedError

@@ -31,7 +31,10 @@ def is_cpp_model(folder):
 
 def read_param(folder):
     path = Path(folder) / "param"
-    lines = path.read_text().split()
+    try:
+        lines = path.read_text().split()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise XmlkitError(f"{path}: unreadable ({exc})") from None
     if len(lines) not in (len(PARAM_KEYS), len(PARAM_KEYS) + len(PFASTRE_KEYS)):
         raise XmlkitError(f"{path}: expected {len(PARAM_KEYS)} values (FastXML) or "
                           f"{len(PARAM_KEYS) + len(PFASTRE_KEYS)} (PfastreXML), found {len(lines)}")
@@ -39,7 +42,12 @@ def read_param(folder):
         values = [float(v) for v in lines]
     except ValueError:
         raise XmlkitError(f"{path}: malformed value") from None
-    return dict(zip(PARAM_KEYS + PFASTRE_KEYS, values))
+    param = dict(zip(PARAM_KEYS + PFASTRE_KEYS, values))
+    for key, lo in (("num_Xf", 1), ("num_Y", 1), ("start_tree", 0), ("num_tree", 0)):
+        v = param[key]
+        if not (v == int(v) and lo <= v < 2**31) if np.isfinite(v) else True:
+            raise XmlkitError(f"{path}: {key} must be a whole number in [{lo}, 2^31), got {v:g}")
+    return param
 
 
 def _pairs(path, lineno, line):
@@ -49,7 +57,7 @@ def _pairs(path, lineno, line):
         flat = " ".join(toks[1:]).replace(":", " ").split()
         idx = np.array(flat[0::2], dtype=np.int64)
         val = np.array(flat[1::2], dtype=np.float64)
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, OverflowError):
         raise XmlkitError(f"{path}:{lineno}: malformed 'k id:val ...' line") from None
     if len(idx) != k or len(val) != k:
         raise XmlkitError(f"{path}:{lineno}: says {k} pairs but holds {len(idx)}")
@@ -58,11 +66,16 @@ def _pairs(path, lineno, line):
 
 def read_tree(path, n_features, n_labels):
     path = Path(path)
-    lines = path.read_text().split("\n")
+    try:
+        lines = path.read_text().split("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise XmlkitError(f"{path}: unreadable ({exc})") from None
     try:
         n = int(lines[0])
     except (ValueError, IndexError):
         raise XmlkitError(f"{path}:1: expected the node count") from None
+    if n < 1:
+        raise XmlkitError(f"{path}:1: node count {n} is not positive")
     if len(lines) < 1 + 5 * n:
         raise XmlkitError(f"{path}: truncated ({n} nodes need {1 + 5 * n} lines)")
     child = np.full((n, 2), -1, dtype=np.int32)
@@ -75,13 +88,16 @@ def read_tree(path, n_features, n_labels):
             leaf = int(lines[b]) == 1
             pos, neg = (int(v) for v in lines[b + 1].split())
             depth[i] = int(lines[b + 2])
-        except ValueError:
+        except (ValueError, OverflowError):
             raise XmlkitError(f"{path}:{b + 1}: malformed node header") from None
         idx, val = _pairs(path, b + 5, lines[b + 4])
         if leaf:
             l_idx.append(idx)
             l_val.append(val)
         else:
+            if not (i < pos < n and i < neg < n):
+                raise XmlkitError(f"{path}:{b + 2}: children {pos} {neg} of node {i} are "
+                                  f"outside the tree's {n} nodes")
             child[i] = (pos, neg)
             w_idx.append(idx)
             w_val.append(val)

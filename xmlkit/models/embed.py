@@ -24,6 +24,7 @@ import numpy as np
 
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
+from xmlkit import checks
 from xmlkit.models.arrays import (ROW_BLOCK, ArrayModel, coo_rows, scored_blocks, selector,
                                   sigmoid)
 from xmlkit.models.base import SEED, integer, one_of, real
@@ -329,12 +330,18 @@ class Embed(ArrayModel):
             n, L, lambda r0, r1: self._link(self.features(R, r0, r1) @ V), select, progress))
 
     # -- storage
-    def _check_arrays(self, a):
+    def _check_arrays(self, a, name):
         d, L = self.n_features_in_, self.n_labels_
-        return ({"Wx", "Omega", "b", "V", "prior", "rank"} <= set(a)
-                and a["Wx"].shape[0] == d + 1 and a["V"].shape[1] == L
-                and a["Omega"].shape == (a["Wx"].shape[1] + 1, a["b"].shape[0])
-                and a["V"].shape[0] == a["b"].shape[0] + 1 and a["prior"].shape == (L,))
+        checks.need(a, ("Wx", "Omega", "b", "V", "prior", "rank"), name)
+        Wx = checks.floats(a["Wx"], name, "Wx")
+        b = checks.floats(a["b"], name, "b")
+        if Wx.ndim != 2 or b.ndim != 1:
+            raise checks.DamagedModel(name, "Wx or b has the wrong number of dimensions")
+        checks.floats(Wx, name, "Wx", (d + 1, Wx.shape[1]))
+        checks.floats(a["Omega"], name, "Omega", (Wx.shape[1] + 1, b.shape[0]))
+        checks.floats(a["V"], name, "V", (b.shape[0] + 1, L))
+        checks.floats(a["prior"], name, "prior", (L,))
+        checks.ints(a["rank"], name, "rank", (1,))
 
     def stats(self):
         return {"rank": int(self.arrays_["rank"][0]), "random_features": self.params.num_features}

@@ -26,9 +26,14 @@ def tree_name(t):
     return f"tree_{t:05d}"
 
 
-def stored_trees(folder):
-    """Indices of the trees saved in an xmlkit model folder, ascending."""
-    return sorted(int(n.split("_")[1]) for n in store.array_names(folder, "tree_"))
+def stored_trees(folder, manifest=None):
+    """Indices of the trees of an xmlkit model folder, ascending: those its
+    manifest records, or (a version 1 manifest, or none given) the tree
+    files in the folder."""
+    names = store.listed(manifest, "tree_") if manifest is not None else None
+    if names is None:
+        names = store.array_names(folder, "tree_")
+    return sorted(int(n.split("_")[1]) for n in names)
 
 
 class ModelBase(Estimator):

@@ -16,6 +16,7 @@ with liblinear (its solver shuffles with the C library's global rand(); see
 xmlkit._ext.fastxml_tree).
 """
 import multiprocessing
+import os
 import queue
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 
@@ -36,6 +37,24 @@ SOLVERS = ("newglmnet", "liblinear")
 # Worker state of liblinear runs: set in the parent before forking, inherited
 # by the worker processes.
 _GROWER = None
+
+
+def _die_with(parent):
+    """Initializer of forked workers: end when process `parent` ends, however
+    it ends (Linux: a parent-death signal; elsewhere the pool's own checks
+    apply). Ctrl-C is left to the parent, which stops the pool."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:          # the parent died before prctl took effect
+        os._exit(1)
 
 
 def _grow_one(seed, t, after, grower=None):
@@ -150,14 +169,14 @@ class FastXML(TreeEnsemble):
                 return _grow_one(seed, t, after, g)
             finally:
                 idle.put(g)
-        with ThreadPoolExecutor(workers) as pool:
+        pool = ThreadPoolExecutor(workers)
+        try:
             futures = [pool.submit(task, t) for t in todo]
-            try:
-                for f in as_completed(futures):
-                    yield f.result()
-            finally:
-                for f in futures:
-                    f.cancel()
+            for f in as_completed(futures):
+                yield f.result()
+        finally:
+            # (on an error or interrupt, trees still growing are not waited for)
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def _grow_forked(self, todo, after, grower):
         """liblinear: trees in forked worker processes (see the module doc)."""
@@ -171,10 +190,14 @@ class FastXML(TreeEnsemble):
                     yield _grow_one(seed, t, after)
                 return
             ctx = multiprocessing.get_context("fork")
-            with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_die_with,
+                                       initargs=(os.getpid(),))
+            try:
                 futures = [pool.submit(_grow_one, seed, t, after) for t in todo]
                 for f in as_completed(futures):
                     yield f.result()
+            finally:
+                pool.shutdown(wait=False, cancel_futures=True)
         finally:
             _GROWER = None
 

@@ -14,6 +14,8 @@ import numpy as np
 
 from xmlkit._ext.forest_predict import ForestKernel, scatter_rows
 from xmlkit.csr import Rows, as_rows
+from xmlkit import checks
+from xmlkit.checks import DamagedModel
 from xmlkit.errors import XmlkitError
 
 TREE_KEYS = ("child", "depth", "w_ptr", "w_idx", "w_val", "l_ptr", "l_idx", "l_val")
@@ -22,24 +24,23 @@ DENSE_FRACTION = 4
 
 
 def check_tree(tree, n_features, n_labels, name):
-    """Validate a tree's arrays (from disk) so prediction can trust them."""
+    """Validate a tree's arrays (from disk) completely, so that prediction
+    can trust them: shapes, children after their parent and in range, both
+    or neither child at a node, index pointers, indices in range (weights:
+    features and the bias n_features; leaves: labels), finite values."""
     missing = [k for k in TREE_KEYS if k not in tree]
     if missing:
-        raise XmlkitError(f"{name}: tree lacks arrays {missing}")
-    child = tree["child"]
+        raise DamagedModel(name, f"the tree lacks arrays {missing}")
+    child = checks.ints(tree["child"], name, "child")
+    if child.ndim != 2 or child.shape[1] != 2 or child.shape[0] == 0:
+        raise DamagedModel(name, f"child has shape {child.shape}, expected (nodes, 2)")
     n = child.shape[0]
-    ok = (child.ndim == 2 and child.shape[1] == 2 and n > 0
-          and tree["w_ptr"].shape == (n + 1,) and tree["l_ptr"].shape == (n + 1,)
-          and tree["w_ptr"][-1] == len(tree["w_idx"]) == len(tree["w_val"])
-          and tree["l_ptr"][-1] == len(tree["l_idx"]) == len(tree["l_val"])
-          and np.all((child == -1) | ((child > np.arange(n)[:, None]) & (child < n)))
-          and np.all((child[:, 0] == -1) == (child[:, 1] == -1))
-          and (len(tree["w_idx"]) == 0 or (tree["w_idx"].min() >= 0
-                                           and tree["w_idx"].max() <= n_features))
-          and (len(tree["l_idx"]) == 0 or (tree["l_idx"].min() >= 0
-                                           and tree["l_idx"].max() < n_labels)))
-    if not ok:
-        raise XmlkitError(f"{name}: tree arrays are inconsistent (corrupt model file?)")
+    checks.ints(tree["depth"], name, "depth", (n,))
+    if not (np.all((child == -1) | ((child > np.arange(n)[:, None]) & (child < n)))
+            and np.all((child[:, 0] == -1) == (child[:, 1] == -1))):
+        raise DamagedModel(name, "child links do not form a tree")
+    checks.csr(tree["w_ptr"], tree["w_idx"], tree["w_val"], n, n_features + 1, name, "weight")
+    checks.csr(tree["l_ptr"], tree["l_idx"], tree["l_val"], n, n_labels, name, "leaf label")
 
 
 def _planes(a):
@@ -88,17 +89,22 @@ def decode_tree(arrays, name):
     """A tree from the arrays of encode_tree; raises XmlkitError if they are
     malformed."""
     try:
-        tree = {"child": arrays["child"].astype(np.int32), "depth": arrays["depth"].astype(np.int32)}
+        tree = {"child": checks.ints(arrays["child"], name, "child").astype(np.int32),
+                "depth": checks.ints(arrays["depth"], name, "depth").astype(np.int32)}
         for part in ("w", "l"):
-            count = arrays[f"{part}_count"].astype(np.int64)
+            count = checks.ints(arrays[f"{part}_count"], name, f"{part}_count").astype(np.int64)
+            if count.ndim != 1 or (count.size and (count.min() < 0 or count.max() >= 2**31)):
+                raise DamagedModel(name, f"{part}_count holds impossible counts")
             ptr = np.zeros(len(count) + 1, np.int64)
             np.cumsum(count, out=ptr[1:])
             tree[f"{part}_ptr"] = ptr
             tree[f"{part}_idx"] = _undo_row_deltas(
                 ptr, _unplanes(arrays[f"{part}_idx_delta_planes"], np.int32))
             tree[f"{part}_val"] = _unplanes(arrays[f"{part}_val_planes"], np.float32)
-    except (KeyError, ValueError, TypeError) as exc:
-        raise XmlkitError(f"{name}: malformed tree arrays ({exc})") from None
+    except DamagedModel:
+        raise
+    except (KeyError, ValueError, TypeError, IndexError) as exc:
+        raise DamagedModel(name, f"malformed tree arrays ({exc})") from None
     return tree
 
 

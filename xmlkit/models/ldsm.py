@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from xmlkit import checks
 from xmlkit.csr import as_rows, like
 from xmlkit.errors import XmlkitError
 from xmlkit.models.base import SEED, integer, real
@@ -119,8 +120,12 @@ class LdSM(TreeEnsemble):
             if after is not None:
                 after(t, tree)
             return t, tree
-        with ThreadPoolExecutor(min(p.threads, len(todo))) as pool:
+        pool = ThreadPoolExecutor(min(p.threads, len(todo)))
+        try:
             yield from pool.map(grow, todo)
+        finally:
+            # (on an error or interrupt, trees still growing are not waited for)
+            pool.shutdown(wait=False, cancel_futures=True)
 
     # -- prediction
     def _pack(self):
@@ -202,24 +207,24 @@ class LdSM(TreeEnsemble):
 
 
 def check_tree(tree, M, n_features, n_labels, name):
-    """Validate a stored LdSM tree so that prediction can trust it."""
-    try:
-        fc, rr = tree["first_child"], tree["reg_row"]
-        n = len(fc)
-        rows = len(tree["reg_ptr"]) - 1
-        internal = fc >= 0
-        ok = (n > 0 and len(tree["depth"]) == n and len(rr) == n
-              and len(tree["l_ptr"]) == n + 1 and tree["l_ptr"][-1] == len(tree["l_idx"])
-              == len(tree["l_val"]) and tree["reg_ptr"][-1] == len(tree["reg_idx"])
-              == len(tree["reg_val"])
-              and np.all(fc[internal] > np.flatnonzero(internal))
-              and np.all(fc[internal] + M <= n)
-              and np.all(rr[internal] >= 0) and np.all(rr[internal] + M <= rows)
-              and (len(tree["reg_idx"]) == 0 or (tree["reg_idx"].min() >= 0
-                                                 and tree["reg_idx"].max() <= n_features))
-              and (len(tree["l_idx"]) == 0 or (tree["l_idx"].min() >= 0
-                                               and tree["l_idx"].max() < n_labels)))
-    except (KeyError, TypeError, ValueError, IndexError):
-        ok = False
-    if not ok:
-        raise XmlkitError(f"{name}: tree arrays are inconsistent (corrupt model file?)")
+    """Validate a stored LdSM tree completely, so that prediction can trust
+    it: shapes, children after their parent and in range, M regressor rows
+    per internal node, index pointers, indices in range, finite values."""
+    checks.need(tree, ("first_child", "depth", "reg_row", "reg_ptr", "reg_idx", "reg_val",
+                "l_ptr", "l_idx", "l_val"), name)
+    fc = checks.ints(tree["first_child"], name, "first_child").astype(np.int64)
+    n = len(fc)
+    if fc.ndim != 1 or n == 0:
+        raise checks.DamagedModel(name, "first_child is not a non-empty vector")
+    checks.ints(tree["depth"], name, "depth", (n,))
+    rr = checks.ints(tree["reg_row"], name, "reg_row", (n,)).astype(np.int64)
+    rows = len(tree["reg_ptr"]) - 1
+    internal = fc >= 0
+    if not (np.all(fc[internal] > np.flatnonzero(internal)) and np.all(fc[internal] + M <= n)
+            and np.all(fc[~internal] == -1) and np.all(rr[~internal] == -1)
+            and np.all(rr[internal] >= 0)
+            and np.all(rr[internal] + M <= rows)):
+        raise checks.DamagedModel(name, "child links or regressor rows do not form a tree")
+    checks.csr(tree["reg_ptr"], tree["reg_idx"], tree["reg_val"], rows, n_features + 1, name,
+               "regressor")
+    checks.csr(tree["l_ptr"], tree["l_idx"], tree["l_val"], n, n_labels, name, "leaf label")

@@ -14,6 +14,7 @@ import numpy as np
 
 from xmlkit.csr import as_rows, like, unit_rows
 from xmlkit.errors import XmlkitError
+from xmlkit import checks
 from xmlkit.models.arrays import ArrayModel, scored_blocks, selector, sigmoid
 from xmlkit.models.base import SEED, boolean, integer, one_of, real
 
@@ -177,13 +178,12 @@ class Linear(ArrayModel):
                                      selector(k, theta), progress))
 
     # -- storage
-    def _check_arrays(self, a):
+    def _check_arrays(self, a, name):
         D, L = self.n_features_in_, self.n_labels_
-        return (a["w_ptr"].shape == (D + 1,) and a["w_ptr"][-1] == len(a["w_idx"])
-                == len(a["w_val"]) and a["bias"].shape == (L,)
-                and a["thresholds"].shape == (L,)
-                and (len(a["w_idx"]) == 0 or (a["w_idx"].min() >= 0
-                                              and a["w_idx"].max() < L)))
+        checks.need(a, ("w_ptr", "w_idx", "w_val", "bias", "thresholds"), name)
+        checks.csr(a["w_ptr"], a["w_idx"], a["w_val"], D, L, name, "weight")
+        checks.floats(a["bias"], name, "bias", (L,))
+        checks.floats(a["thresholds"], name, "thresholds", (L,))
 
     def stats(self):
         nnz = len(self.arrays_["w_idx"])

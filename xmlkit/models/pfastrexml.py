@@ -12,6 +12,8 @@ import hashlib
 
 import numpy as np
 
+from xmlkit import checks
+
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import InvalidParameterError, XmlkitError
 from xmlkit.metrics import PROPENSITY_PRESETS, inverse_propensity, propensity_ab
@@ -189,10 +191,13 @@ class PfastreXML(FastXML):
         return out
 
     def _restore_extras(self, read, where):
+        name = f"{where}/{PROPENSITY}.npz"
         q = read(PROPENSITY).get("inv_propensity")
-        if q is None or q.shape != (self.n_labels_,):
-            raise XmlkitError(f"{where}/{PROPENSITY}.npz: expected {self.n_labels_} inverse "
-                              "propensities")
+        if q is None:
+            raise checks.DamagedModel(name, "lacks the inverse propensities")
+        q = checks.floats(q, name, "inverse propensities", (self.n_labels_,))
+        if q.size and q.min() <= 0:
+            raise checks.DamagedModel(name, "inverse propensities not positive")
         self.inv_propensity_ = q
         if not self.trees_only:
             a = read(TAIL)
@@ -209,17 +214,12 @@ class PfastreXML(FastXML):
 
 
 def check_tail(ptr, labels, values, n_features, n_labels, name):
-    """Validated centroid arrays (by feature) from disk."""
-    try:
-        ptr = np.asarray(ptr, dtype=np.int64)
-        labels = np.asarray(labels, dtype=np.int32)
-        values = np.asarray(values, dtype=np.float32)
-        ok = (ptr.shape == (n_features + 2,) and ptr[0] == 0 and np.all(np.diff(ptr) >= 0)
-              and ptr[-1] == len(labels) == len(values)
-              and (len(labels) == 0 or (labels.min() >= 0 and labels.max() < n_labels))
-              and np.all(np.isfinite(values)))
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise XmlkitError(f"{name}: tail-classifier arrays are inconsistent (corrupt file?)")
+    """Validated centroid arrays (by feature, the bias feature last) from disk."""
+    if ptr is None or labels is None or values is None:
+        raise checks.DamagedModel(name, "lacks the tail-classifier arrays")
+    ptr, labels, values = checks.csr(ptr, labels, values, n_features + 1, n_labels, name,
+                                     "centroid")
+    ptr = ptr.astype(np.int64)
+    labels = labels.astype(np.int32)
+    values = values.astype(np.float32)
     return ptr, labels, values
