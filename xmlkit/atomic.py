@@ -1,12 +1,18 @@
 """Atomic outputs: write under a temporary name in the target folder, then rename.
 
 A reader (or `make`) therefore never sees a half-written file: either the old
-file, no file, or the complete new one.
+file, no file, or the complete new one. A symbolic link as the target is
+followed (the file it names is replaced, beside it); a target that exists and
+is not a regular file (a folder, a FIFO, a device) is refused. Errors of the
+file system (no space, no permission, read-only) are reported as XmlkitError
+naming the target, never the temporary file.
 """
 import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+
+from xmlkit.errors import XmlkitError
 
 
 def _umask():
@@ -23,24 +29,68 @@ def _fsync(path):
         os.close(fd)
 
 
+def output_target(path):
+    """The file an output named `path` replaces: a symbolic link's target;
+    refused when it exists and is not a regular file, or when its folder is
+    missing or not writable (checked before any work is done)."""
+    path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    if path.exists() and not path.is_file():
+        what = "a folder" if path.is_dir() else "not a regular file"
+        raise XmlkitError(f"{path}: is {what}; give a file name to write")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise XmlkitError(f"{path}: cannot write: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise XmlkitError(f"{path}: cannot write: no permission to write in {folder}")
+    return path
+
+
+def writable_folder(path):
+    """Check that model folder `path` exists as a writable folder or can be
+    created (its nearest existing ancestor is a writable folder)."""
+    path = Path(path)
+    if path.exists():
+        if not path.is_dir():
+            raise XmlkitError(f"{path}: exists and is not a folder")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise XmlkitError(f"{path}: cannot write: no permission to write in it")
+        return path
+    ancestor = path.absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        raise XmlkitError(f"{path}: cannot create the folder: no permission to write in "
+                          f"{ancestor}")
+    return path
+
+
 @contextmanager
 def atomic_path(path):
-    """Yield a temporary path next to `path`; on success it replaces `path`.
+    """Yield a temporary path next to `path` (see output_target); on success
+    it replaces `path`.
 
     On any exception the temporary file is removed and `path` is untouched.
     """
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    os.close(fd)
+    target = output_target(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                   dir=target.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise XmlkitError(f"{path}: cannot write ({exc.strerror})") from None
     try:
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_umask())
         _fsync(tmp)
-        os.replace(tmp, path)
-    except BaseException:
+        os.replace(tmp, target)
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and exc.errno is not None and \
+                exc.filename in (tmp, str(tmp), None):
+            raise XmlkitError(f"{path}: cannot write ({exc.strerror})") from None
         raise

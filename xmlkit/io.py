@@ -18,8 +18,11 @@ int32 indices, sorted indices, int32 or int64 index pointers; an
 what the commands use (no scipy import on their path).
 """
 import bz2
+import contextlib
 import gzip
 import lzma
+import re
+import sys
 import zlib
 from pathlib import Path
 
@@ -32,6 +35,8 @@ from xmlkit.errors import InputFormatError, XmlkitError
 
 __all__ = [
     "read_xc",
+    "iter_xc",
+    "matrix_writer",
     "read_dataset",
     "read_matrix",
     "write_matrix",
@@ -98,13 +103,16 @@ def _open_for_reading(path):
 
 
 def _parse_header(path, line):
-    text = line.decode("utf-8", "replace").strip()
-    fields = text.split()
-    try:
+    """The header's integers: ASCII digits only (no sign, no '_', no other
+    script's digits), separated by spaces or tabs, each below 2^63."""
+    text = line.decode("utf-8", "replace").rstrip("\r").strip(" \t")
+    fields = re.split(r"[ \t]+", text) if text else []
+    dims = None
+    if 2 <= len(fields) <= 3 and all(re.fullmatch(r"[0-9]{1,19}", f) for f in fields):
         dims = [int(f) for f in fields]
-    except ValueError:
-        dims = None
-    if not dims or len(dims) not in (2, 3) or min(dims) < 0:
+        if max(dims) >= 2**63:
+            dims = None
+    if dims is None:
         raise InputFormatError(
             path, 1, f"malformed header '{text[:60]}': expected 'N D L' (data set) "
             "or 'N C' (sparse matrix) as non-negative integers")
@@ -145,12 +153,39 @@ def read_xc(path, index_base=0, layout=None, progress=None):
     the header decides. ``progress`` is an optional callable receiving
     ``(rows parsed so far, rows in the file)`` after every chunk.
     """
+    parts = _xc_parts(path, index_base, layout, progress, None)
+    next(parts)
+    return next(parts)
+
+
+def iter_xc(path, chunk_rows, index_base=0, layout=None, progress=None):
+    """Read an XC file as it is read in read_xc, in pieces of about
+    `chunk_rows` rows, so that memory does not grow with the file: returns
+    (header, pieces), header = (N, C) or (N, D, L) read from the file, then
+    each piece an XCFile of the next rows (labels of a data set are parsed
+    and checked, then dropped: pieces hold features only). `path` "-" reads
+    standard input. Errors are raised as the rows are read (no piece after
+    a bad row)."""
+    parts = _xc_parts(path, index_base, layout, progress, max(1, int(chunk_rows)))
+    return next(parts), parts
+
+
+def _open_input(path):
+    if str(path) == "-":
+        return sys.stdin.buffer, "standard input"
+    return _open_for_reading(path), str(path)
+
+
+def _xc_parts(path, index_base, layout, progress, chunk_rows):
+    """Generator: the header's dimensions first, then the file's rows as
+    one XCFile (chunk_rows None) or as pieces of chunk_rows rows."""
     if index_base not in (0, 1):
         raise XmlkitError(f"index base must be 0 or 1, not {index_base}")
-    path = str(path)
-    with _open_for_reading(path) as stream:
+    raw, path = _open_input(path)
+    with contextlib.nullcontext(raw) if raw is sys.stdin.buffer else raw as stream:
         parser = None
         buf = b""
+        taken = 0
         try:
             first = stream.read(CHUNK_BYTES)
             if not first:
@@ -176,6 +211,7 @@ def read_xc(path, index_base=0, layout=None, progress=None):
                 parser = RowParser(n_rows, n_cols, n_labels, index_base)
             except ValueError as exc:
                 raise InputFormatError(path, 1, str(exc)) from None
+            yield tuple(dims)
             while True:
                 more = stream.read(CHUNK_BYTES)
                 final = not more
@@ -187,6 +223,11 @@ def read_xc(path, index_base=0, layout=None, progress=None):
                 buf = buf[used:]
                 if progress is not None:
                     progress(parser.rows_done, n_rows)
+                if chunk_rows is not None and parser.rows_done - taken >= chunk_rows:
+                    n_new = parser.rows_done - taken
+                    taken = parser.rows_done
+                    yield _piece(parser.arrays(), n_new, n_cols, found)
+                    parser.restart()
                 if final:
                     break
         except _DECOMPRESS_ERRORS as exc:
@@ -199,13 +240,21 @@ def read_xc(path, index_base=0, layout=None, progress=None):
         raise InputFormatError(path, parser.line_no,
                                f"file ends after {parser.rows_done} rows but the header says "
                                f"N={n_rows}")
-    (xp, xi, xv), y = parser.arrays()
-    X = Rows(xp, xi, xv, (n_rows, n_cols))
-    Y = None
-    if y is not None:
-        yp, yi = y
-        Y = Rows(yp, yi, np.ones(len(yi), dtype=np.float32), (n_rows, n_labels))
-    return XCFile(X, Y, found)
+    if chunk_rows is None:
+        (xp, xi, xv), y = parser.arrays()
+        X = Rows(xp, xi, xv, (n_rows, n_cols))
+        Y = None
+        if y is not None:
+            yp, yi = y
+            Y = Rows(yp, yi, np.ones(len(yi), dtype=np.float32), (n_rows, n_labels))
+        yield XCFile(X, Y, found)
+    elif parser.rows_done > taken:
+        yield _piece(parser.arrays(), parser.rows_done - taken, n_cols, found)
+
+
+def _piece(arrays, n, n_cols, layout):
+    (xp, xi, xv), _ = arrays
+    return XCFile(Rows(xp, xi, xv, (n, n_cols)), None, layout)
 
 
 def read_dataset(path, index_base=0, progress=None):
@@ -242,12 +291,46 @@ def _write_rows(path, header, x, y, fixed, precision, index_base):
             out.write(format_rows(xp, xi, xv, yp, yi, r0, r1, fixed, precision))
 
 
+@contextlib.contextmanager
+def matrix_writer(path, n_rows, n_cols, precision=6, fixed=True, index_base=0):
+    """Write a sparse matrix file ``N C`` piece by piece (as write_matrix):
+    yields write(M), called with the next rows until n_rows are written.
+    The file is replaced atomically when all rows are there; `path` "-"
+    writes to standard output as the rows come."""
+    with contextlib.ExitStack() as stack:
+        if str(path) == "-":
+            out = sys.stdout.buffer
+        else:
+            tmp = stack.enter_context(atomic_path(path))
+            out = stack.enter_context(_open_output(tmp, path))
+        out.write(f"{n_rows} {n_cols}\n".encode())
+        done = 0
+
+        def write(M):
+            nonlocal done
+            xp, xi, xv, shape = _as_csr32(M, str(path))
+            if shape[1] != n_cols or done + shape[0] > n_rows:
+                raise XmlkitError(f"{path}: rows of {shape[1]} columns beyond the {n_rows} x "
+                                  f"{n_cols} matrix being written")
+            if index_base:
+                xi = xi + np.int32(index_base)
+            for r0 in range(0, shape[0], WRITE_ROWS):
+                r1 = min(shape[0], r0 + WRITE_ROWS)
+                out.write(format_rows(xp, xi, xv, None, None, r0, r1, fixed, precision))
+            done += shape[0]
+        yield write
+        if done != n_rows:
+            raise XmlkitError(f"{path}: {done} rows written of {n_rows}")
+        out.flush()
+
+
 def write_matrix(path, M, precision=6, fixed=True, index_base=0):
     """Write a sparse matrix (e.g. a score matrix) as the C++ tools do:
     header ``N C``, ascending ``idx:val`` pairs joined by single spaces,
     values with ``precision`` decimals (fixed) or significant digits."""
-    x = _as_csr32(M, str(path))
-    _write_rows(path, f"{x[3][0]} {x[3][1]}\n", x, None, fixed, precision, index_base)
+    n_rows, n_cols = as_rows(M, str(path)).shape
+    with matrix_writer(path, n_rows, n_cols, precision, fixed, index_base) as write:
+        write(M)
 
 
 def write_dataset(path, X, Y, precision=7, index_base=0):

@@ -1,5 +1,6 @@
 """What every xmlkit command shares: error handling, logging, common options."""
 import os
+import signal
 import sys
 
 import click
@@ -16,12 +17,32 @@ def fail(message):
     raise XmlkitError(message)
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like KeyboardInterrupt for Ctrl-C."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+def _leave(code):
+    """Exit at once with `code` (after a failure or an interrupt): worker
+    threads still inside a kernel are not waited for (the temporary files
+    they write are removed by the next run into the same folder)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def run(command, prog):
     """Run a click command; every failure is one line on stderr.
 
-    Bad input or options exit 2. An unexpected internal error exits 1 with a
-    one-line summary (XMLKIT_DEBUG=1 shows the traceback).
+    Exit codes: 0 success; 2 bad input or options, a damaged model, an
+    unusable output location, out of memory; 130 interrupted (Ctrl-C), 143
+    terminated (SIGTERM); 1 an unexpected internal error, with a one-line
+    summary (XMLKIT_DEBUG=1 shows the traceback).
     """
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         command.main(prog_name=prog, standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -31,25 +52,30 @@ def run(command, prog):
         sys.exit(EXIT_INPUT)
     except click.ClickException as exc:
         click.echo(f"{prog}: error: {exc.format_message()} (see {prog} --help)", err=True)
-        sys.exit(EXIT_INPUT)
+        _leave(EXIT_INPUT)
     except XmlkitError as exc:
         click.echo(f"{prog}: error: {exc}", err=True)
-        sys.exit(EXIT_INPUT)
-    except click.Abort:
+        _leave(EXIT_INPUT)
+    except (click.Abort, KeyboardInterrupt):
         click.echo(f"{prog}: interrupted", err=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        click.echo(f"{prog}: interrupted", err=True)
-        sys.exit(130)
+        _leave(130)
+    except Terminated:
+        click.echo(f"{prog}: terminated", err=True)
+        _leave(143)
     except MemoryError:
-        click.echo(f"{prog}: error: out of memory", err=True)
-        sys.exit(1)
+        click.echo(f"{prog}: error: out of memory (the data or model need more memory than "
+                   "this machine has; fewer threads -T may help)", err=True)
+        _leave(EXIT_INPUT)
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"{prog}: error: {where}{exc.strerror or exc}", err=True)
+        _leave(EXIT_INPUT)
     except Exception as exc:  # noqa: BLE001 - last resort, still one line
         if os.environ.get("XMLKIT_DEBUG"):
             raise
         click.echo(f"{prog}: internal error: {type(exc).__name__}: {exc} "
                    "(set XMLKIT_DEBUG=1 for a traceback)", err=True)
-        sys.exit(1)
+        _leave(1)
     sys.exit(0)
 
 

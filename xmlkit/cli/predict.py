@@ -4,11 +4,14 @@ import time
 
 import click
 
-from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, quiet_option,
-                               read_input, run, version_option)
-from xmlkit.io import write_matrix
+from xmlkit.atomic import output_target
+from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, quiet_option, run,
+                               version_option)
+from xmlkit.io import iter_xc, matrix_writer
 from xmlkit.models import load_model
 from xmlkit.models.pfastrexml import RERANK
+
+PIECE_ROWS = 20000      # rows read, scored and written at a time
 
 
 @click.command(context_settings=CONTEXT)
@@ -49,27 +52,38 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
     MODEL_DIR is an xmlkit model folder or a model folder of the original C++
     FastXML or PfastreXML tools (param + <t>.tree [+ w]; its param file names
     the default trees).
-    The SCORES file is written atomically and compressed by its suffix
-    (.gz, .bz2, .xz).
+    Rows are read, scored and written in pieces, so memory does not grow with
+    the number of points. The SCORES file is written atomically and compressed
+    by its suffix (.gz, .bz2, .xz); '-' as FEATURES reads standard input, as
+    SCORES writes standard output.
     """
     log = Log(quiet)
+    if scores != "-":
+        output_target(scores)               # before any work: a usable output location
     trees = _tree_range(model_dir, start_tree, n_trees)
     model = load_model(model_dir, trees, threads=threads)
-    X = read_input(log, features, index_base).feature_rows
-    if X.shape[1] > model.n_features_in_:
-        fail(f"{features} has {X.shape[1]} features but the model in {model_dir} was "
-             f"trained on {model.n_features_in_}")
     extra = predict_options(model, rerank=rerank, trees_only=trees_only, decision=decision,
                             threshold=threshold)
+    # rows are read, scored and written in pieces (memory does not grow with
+    # the file), except for embed's F1 inference, which needs every row at once
+    piece = None if extra.get("decision") == "f1" else PIECE_ROWS
+    header, pieces = iter_xc(features, piece or 2**62, index_base)
+    n_rows, n_cols = header[0], header[1]
+    if n_cols > model.n_features_in_:
+        fail(f"{features} has {n_cols} features but the model in {model_dir} was "
+             f"trained on {model.n_features_in_}")
     start = time.perf_counter()
-    with log.progress(X.shape[0], "predicting", "points") as bar:
-        S = model.predict(X, k=top_k, threads=threads, progress=bar.update, **extra)
+    with log.progress(n_rows, "predicting", "points") as bar, \
+            matrix_writer(scores, n_rows, model.n_labels_) as write:
+        for part in pieces:
+            S = model.predict(part.feature_rows, k=top_k, threads=threads,
+                              progress=bar.update, **extra)
+            write(S)
     seconds = time.perf_counter() - start
-    write_matrix(scores, S)
     trees = getattr(model, "trees_", None)
     what = f"{len(trees)} trees" if trees else model.algorithm
-    log(f"scored {X.shape[0]} points with {what} in {seconds:.2f} s "
-        f"({1000 * seconds / max(1, X.shape[0]):.3f} ms/point) -> {scores}")
+    log(f"read and scored {n_rows} points with {what} in {seconds:.2f} s "
+        f"({1000 * seconds / max(1, n_rows):.3f} ms/point) -> {scores}")
 
 
 #: the family-specific options of xml-predict each family takes

@@ -12,6 +12,8 @@ import click
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_option,
                                quiet_option, read_input, run, version_option)
 from xmlkit.cli.options import TRAIN_OPTIONS, click_options, families_with, flag_of
+from xmlkit import store
+from xmlkit.atomic import writable_folder
 from xmlkit.driver import fit_folder
 from xmlkit.errors import InvalidParameterError
 from xmlkit.models import REGISTRY, get_class
@@ -38,6 +40,14 @@ class FamilyCommand(click.Command):
 
 
 def _train(ctx, algorithm, paths, index_base, as_json, quiet, params):
+    if len(paths) not in (2, 3):
+        fail(f"expected DATA MODEL_DIR or FEATURES LABELS MODEL_DIR, got {len(paths)} paths")
+    writable_folder(paths[-1])
+    with store.folder_lock(paths[-1]):
+        _train_locked(algorithm, paths, index_base, as_json, quiet, params)
+
+
+def _train_locked(algorithm, paths, index_base, as_json, quiet, params):
     log = Log(quiet)
     if len(paths) == 2:
         data_path, model_dir = paths
@@ -49,8 +59,6 @@ def _train(ctx, algorithm, paths, index_base, as_json, quiet, params):
         Y = read_input(log, label_path, index_base, layout="matrix").feature_rows
         if X.shape[0] != Y.shape[0]:
             fail(f"{feat_path} has {X.shape[0]} points but {label_path} has {Y.shape[0]}")
-    else:
-        fail(f"expected DATA MODEL_DIR or FEATURES LABELS MODEL_DIR, got {len(paths)} paths")
 
     cls = get_class(algorithm)
     if params.get("trees_only") is not None:
@@ -66,6 +74,10 @@ def _train(ctx, algorithm, paths, index_base, as_json, quiet, params):
     except InvalidParameterError as exc:
         flag = flag_of(algorithm, exc.param)
         fail(str(exc).replace(f"{cls.__name__}: {exc.param}", flag, 1))
+    except MemoryError:
+        fail(f"out of memory: {algorithm} on {X.shape[0]} points with D = {X.shape[1]} "
+             f"features and L = {Y.shape[1]} labels needs more memory than is available "
+             "(each worker holds O(D + L) of its own; fewer threads -T may help)")
     seconds = time.perf_counter() - start
     summary = {"algorithm": algorithm, "model_dir": str(model_dir),
                "train_seconds": round(seconds, 3), **model.stats()}
@@ -88,7 +100,10 @@ def make_command(algorithm):
         Each tree is written to MODEL_DIR as soon as it is grown. Training into a
         folder that holds a model with the same settings adds the trees that are
         not there yet: a rerun after a crash resumes, and shards trained with
-        different -s merge by copying their tree files into one folder.
+        different -s merge by copying their tree files into one folder and
+        training there with the whole range (the copied trees are checked and
+        recorded, none is grown). MODEL_DIR is locked while training: a second
+        run into it fails at once.
 
         The options below are those of --algorithm ALGORITHM; each family lists
         its own with `xml-train --algorithm NAME --help`.

@@ -1,0 +1,330 @@
+"""A tool you can leave running: damaged and crafted model folders, memory
+failures, killed and concurrent runs, unusable outputs, streams, the exit
+code contract (0 / 2 / 130 / 143; 1 only for a bug)."""
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xmlkit import store
+from xmlkit.io import read_dataset, read_matrix, write_dataset
+
+from conftest import BIN, ROOT, TEST, TRAIN, run_cli
+
+FAMILIES = {
+    "fastxml": ["-t", "2"],
+    "pfastrexml": ["--algorithm", "pfastrexml", "-t", "2"],
+    "ldsm": ["--algorithm", "ldsm", "-t", "2", "--max-nodes", "40", "--epochs", "2"],
+    "embed": ["--algorithm", "embed"],
+    "linear": ["--algorithm", "linear", "--epochs", "1"],
+}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """300 training and 50 test points of the sample Bibtex split, and a
+    model of each family trained on them."""
+    root = tmp_path_factory.mktemp("tiny")
+    X, Y = read_dataset(TRAIN)
+    write_dataset(root / "train.txt", X[:300], Y[:300])
+    Xt, Yt = read_dataset(TEST)
+    write_dataset(root / "test.txt", Xt[:50], Yt[:50])
+    for family, args in FAMILIES.items():
+        r = run_cli("xml-train", root / "train.txt", root / family, *args, "-q")
+        assert r.returncode == 0, r.stderr
+    return root
+
+
+def one_line_error(r, code=2):
+    lines = r.stderr.strip().splitlines()
+    return r.returncode == code and len(lines) == 1 and "internal error" not in lines[0]
+
+
+# ---------------------------------------------------------------- 1-2: damaged models
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("resign", [False, True], ids=["damaged", "crafted"])
+def test_model_fuzzer(family, resign, tiny):
+    """Every array of every file mutated (entries, length, dtype, removal; the
+    file truncated or deleted): a damaged folder is refused or gives the same
+    scores; a crafted one (records rewritten to match) never crashes."""
+    args = [sys.executable, str(ROOT / "tests" / "model_fuzz.py"), str(tiny / family),
+            str(tiny / "test.txt"), "0"] + (["--resign"] if resign else [])
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]          # a signal would be negative
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert len(rows) > 20
+    allowed = {"refused", "same"} | ({"different"} if resign else set())
+    bad = [row for row in rows if row["outcome"] not in allowed]
+    assert not bad, bad[:5]
+    assert sum(row["outcome"] == "refused" for row in rows) > len(rows) // 2
+
+
+def test_deleted_tree_and_nan_weights_are_refused_by_the_cli(tiny, tmp_path):
+    m = tmp_path / "m"
+    shutil.copytree(tiny / "fastxml", m)
+    (m / "tree_00001.npz").unlink()
+    r = run_cli("xml-predict", tiny / "test.txt", tmp_path / "s.txt", m)
+    assert one_line_error(r) and "tree_00001.npz: missing" in r.stderr
+    assert not (tmp_path / "s.txt").exists()
+    shutil.rmtree(m)
+    shutil.copytree(tiny / "linear", m)
+    a = store.load_arrays(m, "linear")
+    a["w_val"][len(a["w_val"]) // 2] = np.nan
+    store.save_arrays(m, "linear", a)
+    r = run_cli("xml-predict", tiny / "test.txt", tmp_path / "s.txt", m)
+    assert one_line_error(r) and "damaged model file" in r.stderr
+    store.record_files(m, ["linear"])                   # a crafted folder: still refused
+    r = run_cli("xml-predict", tiny / "test.txt", tmp_path / "s.txt", m)
+    assert one_line_error(r) and "NaN" in r.stderr
+
+
+def test_pointer_entry_changed_is_refused_not_a_crash(tiny, tmp_path):
+    """The issue's example: w_ptr[len//2] = -5 in linear.npz (records rewritten)."""
+    m = tmp_path / "m"
+    shutil.copytree(tiny / "linear", m)
+    a = store.load_arrays(m, "linear")
+    a["w_ptr"][len(a["w_ptr"]) // 2] = -5
+    store.save_arrays(m, "linear", a)
+    store.record_files(m, ["linear"])
+    r = run_cli("xml-predict", tiny / "test.txt", tmp_path / "s.txt", m)
+    assert one_line_error(r) and "index pointers" in r.stderr
+
+
+def test_copied_tree_files_join_the_model_only_through_xml_train(tiny, tmp_path):
+    """A tree file the manifest does not record is not used by xml-predict;
+    xml-train over the whole range checks and records it (shard merging)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert run_cli("xml-train", tiny / "train.txt", a, "-t", "1", "-q").returncode == 0
+    assert run_cli("xml-train", tiny / "train.txt", b, "-s", "1", "-t", "1",
+                   "-q").returncode == 0
+    shutil.copy(b / "tree_00001.npz", a / "tree_00001.npz")
+    assert xmlkit_trees(a) == [0]
+    assert run_cli("xml-train", tiny / "train.txt", a, "-t", "2", "-q").returncode == 0
+    assert xmlkit_trees(a) == [0, 1]
+    same = tiny / "fastxml"
+    assert (a / "tree_00001.npz").read_bytes() == (same / "tree_00001.npz").read_bytes()
+
+
+def xmlkit_trees(folder):
+    import xmlkit
+    return sorted(xmlkit.load_model(folder).trees_)
+
+
+def test_manifest_fields_of_the_wrong_type_are_refused(tiny, tmp_path):
+    m = tmp_path / "m"
+    shutil.copytree(tiny / "fastxml", m)
+    manifest = json.loads((m / "manifest.json").read_text())
+    for key, value in (("n_labels", "159"), ("n_features", -1), ("params", [1]),
+                       ("files", {"../x.npz": {"size": 1, "sha256": "0"}})):
+        (m / "manifest.json").write_text(json.dumps({**manifest, key: value}))
+        r = run_cli("xml-predict", tiny / "test.txt", tmp_path / "s.txt", m)
+        assert one_line_error(r), (key, r.stderr)
+
+
+# ---------------------------------------------------------------- 3: memory
+
+def _limit_memory():
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
+@pytest.mark.parametrize("family", ["fastxml", "ldsm", "pfastrexml"])
+def test_out_of_memory_is_one_line_and_leaves_no_blocking_folder(family, tmp_path):
+    data = tmp_path / "d.txt"
+    data.write_text("1 2000000000 2\n0 5:1\n")
+    m = tmp_path / "m"
+    r = run_cli("xml-train", data, m, "-t", "1", "--algorithm", family, "-q",
+                preexec_fn=_limit_memory)
+    assert one_line_error(r) and "out of memory" in r.stderr and "2000000000" in r.stderr
+    good = tmp_path / "ok.txt"
+    good.write_text("2 20 2\n0 5:1\n1 3:1\n")
+    r = run_cli("xml-train", good, m, "-t", "1", "--algorithm", "ldsm", "-q")
+    assert r.returncode == 0, r.stderr
+
+
+# ---------------------------------------------------------------- 4, 7: killed runs
+
+def _children(pid):
+    out = subprocess.run(["ps", "-eo", "pid,ppid"], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) for line in out.splitlines()[1:]
+            if int(line.split()[1]) == pid]
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split()[2] == "Z")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal: Linux")
+@pytest.mark.parametrize("solver", ["newglmnet", "liblinear"])
+def test_killing_the_parent_leaves_no_worker(solver, tmp_path):
+    p = subprocess.Popen([str(BIN / "xml-train"), str(TRAIN), str(tmp_path / "m"), "-T", "2",
+                          "-t", "200", "--solver", solver, "-q"])
+    deadline = time.time() + 20
+    kids = []
+    while time.time() < deadline and not (tmp_path / "m" / "tree_00000.npz").exists():
+        kids = _children(p.pid) or kids
+        time.sleep(0.1)
+    kids = _children(p.pid) or kids
+    p.kill()
+    p.wait()
+    time.sleep(3)
+    assert not [k for k in kids if _alive(k)]
+
+
+def test_sigterm_exits_143_and_leaves_no_temp_file(tmp_path):
+    m = tmp_path / "m"
+    p = subprocess.Popen([str(BIN / "xml-train"), str(TRAIN), str(m), "-T", "2", "-t", "200",
+                          "-q"], stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 20
+    while time.time() < deadline and not (m / "tree_00001.npz").exists():
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 143 and err.strip() == "xml-train: terminated"
+    # a temp file a worker was writing may stay; the next run removes it
+    r = run_cli("xml-train", TRAIN, m, "-t", "3", "-q")
+    assert r.returncode == 0 and not list(m.glob(".*.tmp"))
+
+
+def test_stale_temp_files_are_removed_by_the_next_run(tiny, tmp_path):
+    m = tmp_path / "m"
+    shutil.copytree(tiny / "fastxml", m)
+    (m / ".tree_00005.npz.abc123.tmp").write_bytes(b"x" * 1000)
+    r = run_cli("xml-train", tiny / "train.txt", m, "-t", "2", "-q")
+    assert r.returncode == 0 and not list(m.glob(".*.tmp"))
+
+
+# ---------------------------------------------------------------- 5: concurrent runs
+
+def test_a_second_run_into_a_locked_folder_fails_at_once(tmp_path):
+    m = tmp_path / "m"
+    p = subprocess.Popen([str(BIN / "xml-train"), str(TRAIN), str(m), "-t", "200", "-q"])
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline and not (m / "manifest.json").exists():
+            time.sleep(0.05)
+        start = time.time()
+        r = run_cli("xml-train", TRAIN, m, "-s", "4", "-t", "5", "-l", "20")
+        assert one_line_error(r) and f"pid {p.pid}" in r.stderr
+        assert time.time() - start < 10
+    finally:
+        p.kill()
+        p.wait()
+
+
+# ---------------------------------------------------------------- 6-7: outputs
+
+def test_unusable_outputs_fail_before_the_work_naming_the_users_path(tiny, tmp_path):
+    model, test = tiny / "fastxml", tiny / "test.txt"
+    r = run_cli("xml-predict", test, tmp_path / "no" / "s.txt", model)
+    assert one_line_error(r) and str(tmp_path / "no" / "s.txt") in r.stderr
+    os.mkfifo(tmp_path / "fifo")
+    r = run_cli("xml-predict", test, tmp_path / "fifo", model)
+    assert one_line_error(r) and "not a regular file" in r.stderr
+    r = run_cli("xml-train", tiny / "train.txt", test / "m")
+    assert one_line_error(r) and str(test) in r.stderr
+
+
+def test_a_full_disk_names_the_users_file(tiny, tmp_path):
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+    out = tmp_path / "s.txt"
+    r = run_cli("xml-predict", tiny / "test.txt", out, tiny / "fastxml", preexec_fn=small_files)
+    assert one_line_error(r) and f"{out}: cannot write" in r.stderr
+    assert not list(tmp_path.glob(".*"))
+    r = run_cli("xml-train", tiny / "train.txt", tmp_path / "m", "-q", preexec_fn=small_files)
+    assert one_line_error(r) and str(tmp_path / "m") in r.stderr and ".tmp" not in r.stderr
+
+
+def test_symlink_output_and_streams(tiny, tmp_path):
+    model, test = tiny / "fastxml", tiny / "test.txt"
+    ref = tmp_path / "ref.txt"
+    assert run_cli("xml-predict", test, ref, model, "-q").returncode == 0
+    (tmp_path / "link.txt").symlink_to("target.txt")
+    assert run_cli("xml-predict", test, tmp_path / "link.txt", model, "-q").returncode == 0
+    assert (tmp_path / "link.txt").is_symlink()
+    assert (tmp_path / "target.txt").read_bytes() == ref.read_bytes()
+    r = subprocess.run([str(BIN / "xml-predict"), "-", "-", str(model), "-q"],
+                       input=test.read_bytes(), capture_output=True)
+    assert r.returncode == 0 and r.stdout == ref.read_bytes()
+
+
+# ---------------------------------------------------------------- 8-9: options, headers
+
+def test_eval_checks_the_propensity_model(tiny, tmp_path):
+    scores = tmp_path / "s.txt"
+    assert run_cli("xml-predict", tiny / "test.txt", scores, tiny / "fastxml").returncode == 0
+    for args in (["-B", "-5"], ["-A", "nan"], ["-A", "0"]):
+        r = run_cli("xml-eval", scores, tiny / "test.txt", "--train-labels",
+                    tiny / "train.txt", *args)
+        assert one_line_error(r) and "Warning" not in r.stderr, args
+
+
+@pytest.mark.parametrize("header", ["+2 3 2", "2_0 3 2", "\uff12 3 2", "2\u00a03 2",
+                                    "99999999999999999999 3 2", "2 3 2 1", "-2 3 2"])
+def test_headers_are_ascii_integers(header, tiny, tmp_path):
+    f = tmp_path / "h.txt"
+    f.write_text(f"{header}\n0 1:1\n1 2:1\n", encoding="utf-8")
+    r = run_cli("xml-predict", f, tmp_path / "s.txt", tiny / "fastxml")
+    assert one_line_error(r) and f"{f}:1: malformed header" in r.stderr
+
+
+def test_blank_lines_after_the_rows_are_accepted(tiny, tmp_path):
+    f = tmp_path / "h.txt"
+    f.write_text("2 3 2\n0 1:1\n1 2:1\n\n  \n")
+    assert run_cli("xml-predict", f, tmp_path / "s.txt", tiny / "fastxml").returncode == 0
+    f.write_text("2 3 2\n0 1:1\n1 2:1\n\n1 2:1\n")
+    r = run_cli("xml-predict", f, tmp_path / "s.txt", tiny / "fastxml")
+    assert one_line_error(r) and f"{f}:5: more rows" in r.stderr
+
+
+# ---------------------------------------------------------------- 10: streaming
+
+def test_prediction_in_pieces_equals_one_piece(tiny, tmp_path):
+    """What xml-predict does: rows read, scored and written in pieces (here
+    of 7 rows) give the same file as the whole set at once; the CLI's file
+    equals both."""
+    import xmlkit
+    from xmlkit.io import iter_xc, matrix_writer, write_matrix
+    X, _ = read_dataset(tiny / "test.txt")
+    for family in ("fastxml", "pfastrexml", "ldsm", "linear"):
+        model = xmlkit.load_model(tiny / family)
+        whole = tmp_path / f"{family}_whole.txt"
+        write_matrix(whole, model.predict(X, k=5))
+        header, pieces = iter_xc(tiny / "test.txt", 7)
+        out = tmp_path / f"{family}_pieces.txt"
+        sizes = []
+        with matrix_writer(out, header[0], model.n_labels_) as write:
+            for piece in pieces:
+                sizes.append(piece.feature_rows.shape[0])
+                write(model.predict(piece.feature_rows, k=5))
+        assert sizes[:-1] == [7] * (len(sizes) - 1) and sum(sizes) == 50
+        assert out.read_bytes() == whole.read_bytes(), family
+        cli = tmp_path / f"{family}_cli.txt"
+        assert run_cli("xml-predict", tiny / "test.txt", cli, tiny / family, "-k", "5",
+                       "-q").returncode == 0
+        assert cli.read_bytes() == whole.read_bytes(), family
+
+
+def test_a_bad_row_in_a_later_piece_leaves_no_output(tiny, tmp_path):
+    text = (tiny / "test.txt").read_text().splitlines()
+    text[40] = "0 1:x"
+    bad = tmp_path / "bad.txt"
+    bad.write_text("\n".join(text) + "\n")
+    out = tmp_path / "s.txt"
+    r = run_cli("xml-predict", bad, out, tiny / "fastxml")
+    assert one_line_error(r) and f"{bad}:41:" in r.stderr and not out.exists()
+    assert not list(tmp_path.glob(".*"))
