@@ -51,6 +51,7 @@ __all__ = [
 ]
 
 CHUNK_BYTES = 8 << 20
+PIECE_BYTES = 1 << 20      # reads when a file is read in pieces (iter_xc)
 WRITE_ROWS = 20000
 _COMPRESSED = {".gz": gzip, ".bz2": bz2, ".xz": lzma, ".lzma": lzma}
 _DECOMPRESS_ERRORS = (EOFError, lzma.LZMAError, zlib.error, gzip.BadGzipFile)
@@ -212,8 +213,10 @@ def _xc_parts(path, index_base, layout, progress, chunk_rows):
             except ValueError as exc:
                 raise InputFormatError(path, 1, str(exc)) from None
             yield tuple(dims)
+            # (in pieces: smaller reads, so that a piece is not much above chunk_rows)
+            step = CHUNK_BYTES if chunk_rows is None else PIECE_BYTES
             while True:
-                more = stream.read(CHUNK_BYTES)
+                more = stream.read(step)
                 final = not more
                 if more:
                     buf = buf + more if buf else more
