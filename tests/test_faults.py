@@ -260,6 +260,14 @@ def test_symlink_output_and_streams(tiny, tmp_path):
     r = subprocess.run([str(BIN / "xml-predict"), "-", "-", str(model), "-q"],
                        input=test.read_bytes(), capture_output=True)
     assert r.returncode == 0 and r.stdout == ref.read_bytes()
+    r = subprocess.run([str(BIN / "xml-eval"), "-", str(test), "--json"], input=r.stdout,
+                       capture_output=True)
+    assert r.returncode == 0 and json.loads(r.stdout)["metrics"]["P@1"] > 0
+    pruned = tmp_path / "pruned.txt"
+    assert run_cli("xml-prune", test, pruned).returncode == 0
+    r = subprocess.run([str(BIN / "xml-prune"), "-", "-"], input=test.read_bytes(),
+                       capture_output=True)
+    assert r.returncode == 0 and r.stdout == pruned.read_bytes() and b"nnz" in r.stderr
 
 
 # ---------------------------------------------------------------- 8-9: options, headers

@@ -287,11 +287,23 @@ def _write_rows(path, header, x, y, fixed, precision, index_base):
         yp, yi = y
         if index_base:
             yi = yi + np.int32(index_base)
-    with atomic_path(path) as tmp, _open_output(tmp, path) as out:
+    with _output(path) as out:
         out.write(header.encode())
         for r0 in range(0, shape[0], WRITE_ROWS):
             r1 = min(shape[0], r0 + WRITE_ROWS)
             out.write(format_rows(xp, xi, xv, yp, yi, r0, r1, fixed, precision))
+
+
+@contextlib.contextmanager
+def _output(path):
+    """A binary stream replacing `path` atomically when the block succeeds
+    (compressed by its suffix), or standard output for "-"."""
+    if str(path) == "-":
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    with atomic_path(path) as tmp, _open_output(tmp, path) as out:
+        yield out
 
 
 @contextlib.contextmanager
@@ -300,12 +312,7 @@ def matrix_writer(path, n_rows, n_cols, precision=6, fixed=True, index_base=0):
     yields write(M), called with the next rows until n_rows are written.
     The file is replaced atomically when all rows are there; `path` "-"
     writes to standard output as the rows come."""
-    with contextlib.ExitStack() as stack:
-        if str(path) == "-":
-            out = sys.stdout.buffer
-        else:
-            tmp = stack.enter_context(atomic_path(path))
-            out = stack.enter_context(_open_output(tmp, path))
+    with _output(path) as out:
         out.write(f"{n_rows} {n_cols}\n".encode())
         done = 0
 

@@ -5,6 +5,7 @@ import os
 import click
 import numpy as np
 
+from xmlkit.atomic import output_target
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_option,
                                quiet_option, read_input, run, version_option)
 from xmlkit.io import read_idf, write_dataset, write_idf, write_matrix
@@ -37,7 +38,9 @@ def command(input_path, output_path, threshold, tfidf, idf_out, idf_in, min_keep
     """Prune IN (a single-file data set 'N D L' or a feature file 'N D') into OUT,
     of the same layout: labels and point order unchanged, every row scaled to
     unit length (after tf-idf weighting unless --no-tfidf), entries <= the
-    threshold removed. OUT is written atomically (compressed by its suffix).
+    threshold removed. OUT is written atomically (compressed by its suffix); IN
+    '-' reads standard input, OUT '-' writes standard output (the summary then
+    goes to stderr).
 
     Prints nnz before and after, the share removed and the rows the threshold
     emptied (and how many of them --min-keep saved), or JSON with --json.
@@ -48,9 +51,12 @@ def command(input_path, output_path, threshold, tfidf, idf_out, idf_in, min_keep
              "idf), not both")
     if not tfidf and (idf_in or idf_out):
         fail("--idf-in/--idf-out need --tfidf")
-    if os.path.abspath(output_path) in {os.path.abspath(p) for p in (input_path, idf_out,
-                                                                       idf_in) if p}:
+    if output_path != "-" and os.path.abspath(output_path) in {
+            os.path.abspath(p) for p in (input_path, idf_out, idf_in) if p and p != "-"}:
         fail(f"{output_path}: the output would overwrite an input; choose another name")
+    to_stdout = output_path == "-"
+    for path in ([] if to_stdout else [output_path]) + ([idf_out] if idf_out else []):
+        output_target(path)                 # before any work: a usable output location
     data = read_input(log, input_path, index_base)
     X = data.feature_rows
     idf = read_idf(idf_in, X.shape[1]) if idf_in else None
@@ -67,10 +73,9 @@ def command(input_path, output_path, threshold, tfidf, idf_out, idf_in, min_keep
     stats.update(input=str(input_path), output=str(output_path), threshold=threshold,
                  tfidf=tfidf, idf="in: " + str(idf_in) if idf_in else
                  ("computed" if tfidf else None), min_keep=min_keep)
-    if as_json:
-        click.echo(json.dumps(stats, indent=2))
-    else:
-        click.echo(format_summary(stats))
+    # (with OUT "-" the data go to stdout, so the summary goes to stderr)
+    text = json.dumps(stats, indent=2) if as_json else format_summary(stats)
+    click.echo(text, err=to_stdout)
 
 
 def format_summary(s):
