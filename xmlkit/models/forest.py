@@ -93,14 +93,20 @@ def decode_tree(arrays, name):
                 "depth": checks.ints(arrays["depth"], name, "depth").astype(np.int32)}
         for part in ("w", "l"):
             count = checks.ints(arrays[f"{part}_count"], name, f"{part}_count").astype(np.int64)
-            if count.ndim != 1 or (count.size and (count.min() < 0 or count.max() >= 2**31)):
-                raise DamagedModel(name, f"{part}_count holds impossible counts")
+            planes = [checks.ints(arrays[f"{part}_idx_delta_planes"], name, "index planes"),
+                      arrays[f"{part}_val_planes"]]
+            # every size from the file is checked before anything is allocated by it
+            n_entries = planes[0].size // 4
+            if (count.shape != (len(tree["child"]),) or planes[0].shape != (4, n_entries)
+                    or planes[1].shape != (4, n_entries) or planes[1].dtype != np.uint8
+                    or planes[0].dtype != np.uint8 or (count.size and count.min() < 0)
+                    or count.sum() != n_entries):
+                raise DamagedModel(name, f"{part}_count and the {part} planes disagree")
             ptr = np.zeros(len(count) + 1, np.int64)
             np.cumsum(count, out=ptr[1:])
             tree[f"{part}_ptr"] = ptr
-            tree[f"{part}_idx"] = _undo_row_deltas(
-                ptr, _unplanes(arrays[f"{part}_idx_delta_planes"], np.int32))
-            tree[f"{part}_val"] = _unplanes(arrays[f"{part}_val_planes"], np.float32)
+            tree[f"{part}_idx"] = _undo_row_deltas(ptr, _unplanes(planes[0], np.int32))
+            tree[f"{part}_val"] = _unplanes(planes[1], np.float32)
     except DamagedModel:
         raise
     except (KeyError, ValueError, TypeError, IndexError) as exc:
