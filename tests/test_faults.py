@@ -153,9 +153,15 @@ def test_out_of_memory_is_one_line_and_leaves_no_blocking_folder(family, tmp_pat
 # ---------------------------------------------------------------- 4, 7: killed runs
 
 def _children(pid):
-    out = subprocess.run(["ps", "-eo", "pid,ppid"], capture_output=True, text=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines()[1:]
-            if int(line.split()[1]) == pid]
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
 
 
 def _alive(pid):
