@@ -342,3 +342,32 @@ def test_a_bad_row_in_a_later_piece_leaves_no_output(tiny, tmp_path):
     r = run_cli("xml-predict", bad, out, tiny / "fastxml")
     assert one_line_error(r) and f"{bad}:41:" in r.stderr and not out.exists()
     assert not list(tmp_path.glob(".*"))
+
+
+# ---------------------------------------------------------------- the exit-code contract
+
+def test_ctrl_c_exits_130(tmp_path):
+    m = tmp_path / "m"
+    p = subprocess.Popen([str(BIN / "xml-train"), str(TRAIN), str(m), "-T", "2", "-t", "200",
+                          "-q"], stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 20
+    while time.time() < deadline and not (m / "tree_00000.npz").exists():
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 130 and err.strip() == "xml-train: interrupted"
+
+
+def test_a_bug_exits_1_with_one_line_and_a_traceback_on_request(tiny, tmp_path):
+    code = ("import sys; from xmlkit.cli import predict\n"
+            "def broken(*a, **k): raise ZeroDivisionError('a bug')\n"
+            "predict.load_model = broken\n"
+            f"sys.argv = ['xml-predict', {str(tiny / 'test.txt')!r}, "
+            f"{str(tmp_path / 's.txt')!r}, {str(tiny / 'fastxml')!r}]\n"
+            "predict.main()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1
+    assert "internal error: ZeroDivisionError: a bug" in r.stderr and "XMLKIT_DEBUG" in r.stderr
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "XMLKIT_DEBUG": "1"})
+    assert r.returncode == 1 and "Traceback" in r.stderr and "a bug" in r.stderr
