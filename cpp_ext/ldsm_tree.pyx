@@ -22,6 +22,13 @@ from sparse_rows cimport array_copy, mt19937, sigmoid, tree_seed
 
 cnp.import_array()
 
+# A node whose trained regressors send every point to one child is trained
+# again with the class-integrity weight lambda2 halved, then quartered, then
+# 0 (balance alone): with many labels per point (every point carries the
+# frequent labels) integrity is largest when all points stay together, and
+# the objective then prefers no split at all.
+cdef int RETRIES = 3
+
 
 ctypedef pair[pair[double, int64_t], int32_t] QItem   # ((priority, insertion), node)
 
@@ -209,14 +216,28 @@ cdef class LdsmBuild:
             node = top.second
             if (<int64_t> self.first_child.size() < self.max_nodes - M + 1
                     and self.members[node].size() >= 2 and self._impurity(node) > 0):
-                self._train(node)
-                if self._split(node):
+                if self._train_split(node):
                     for c in range(M):
                         queue.push(QItem(pair[double, int64_t](
                             self._impurity(self.first_child[node] + c), pushed),
                             self.first_child[node] + c))
                         pushed += 1
             vector[int32_t]().swap(self.members[node])
+
+    cdef bint _train_split(self, int32_t node) noexcept nogil:
+        """Train the node's regressors and split it; on a rejected split
+        retry with a smaller lambda2 (see RETRIES). True when it split."""
+        cdef double l2 = self.l2
+        cdef int attempt
+        cdef bint ok = False
+        for attempt in range(RETRIES + 1):
+            self._train(node)
+            if self._split(node):
+                ok = True
+                break
+            self.l2 = 0.0 if attempt + 1 == RETRIES else self.l2 * 0.5
+        self.l2 = l2
+        return ok
 
     cdef int32_t _add_node(self, int32_t depth) noexcept nogil:
         self.first_child.push_back(-1)

@@ -7,6 +7,7 @@ import pytest
 
 import xmlkit
 from xmlkit._ext.ldsm_tree import choose_subset, node_objective
+from xmlkit.errors import XmlkitWarning
 from xmlkit.io import read_matrix
 from xmlkit.metrics import ranking_metrics
 
@@ -96,3 +97,70 @@ def test_bad_options(tmp_path):
     for args in (["--arity", "1"], ["--epochs", "0"], ["--lr", "-1"], ["-s", "2"]):
         r = run_cli("xml-train", TRAIN, tmp_path / "m", "--algorithm", "ldsm", *args)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, args
+
+
+def _dense_data(n, d, L, scale, seed):
+    """Dense, non-negative, unnormalised features (audio/image-descriptor
+    like): each label adds its own gamma-distributed profile."""
+    import scipy.sparse as sp
+    rng = np.random.default_rng(seed)
+    mu, base = rng.gamma(2.0, 1.0, (L, d)), rng.gamma(2.0, 1.0, d)
+    Y = (rng.random((n, L)) < 0.3).astype(np.float32)
+    Y[Y.sum(1) == 0, 0] = 1
+    X = np.abs(base + Y @ mu + rng.normal(0, 1.5, (n, d))) * scale
+    return sp.csr_matrix(X.astype(np.float32)), sp.csr_matrix(Y)
+
+
+def test_dense_unnormalised_data_grow_real_trees():
+    """Once every tree stayed a single root on such data (the label prior for
+    every point); standardised, the trees split and rank like FastXML."""
+    X, Y = _dense_data(600, 40, 6, 10.0, 0)
+    X, Y, Xt, Yt = X[:400], Y[:400], X[400:], Y[400:]
+    m = xmlkit.LdSM(n_trees=3, max_nodes=200, epochs=5).fit(X, Y)
+    assert m.stats()["nodes"] > 20 and m.feature_scaling_ is not None
+    f = xmlkit.FastXML(n_trees=3).fit(X, Y)
+    p_ldsm = ranking_metrics(Yt, m.predict(Xt), (1,))["P@1"]
+    p_fast = ranking_metrics(Yt, f.predict(Xt), (1,))["P@1"]
+    prior = ranking_metrics(Yt, xmlkit.LdSM(n_trees=1, max_nodes=1).fit(X, Y).predict(Xt),
+                            (1,))["P@1"]
+    assert p_ldsm > prior + 0.2 and p_ldsm > p_fast - 0.1
+    with pytest.warns(XmlkitWarning, match="could not split their root"):
+        raw = xmlkit.LdSM(n_trees=1, max_nodes=200, epochs=5, scale_dense=False).fit(X, Y)
+    assert raw.feature_scaling_ is None and raw.stats()["nodes"] == 1
+
+
+def test_standardisation_by_hand_and_sparse_data_are_left_alone(bibtex):
+    import scipy.sparse as sp
+    from xmlkit.csr import as_rows
+    from xmlkit.models.ldsm import dense_scaling, standardised
+    X = sp.csr_matrix(np.array([[1.0, 2.0, 5.0], [3.0, 2.0, 0.0]], np.float32))
+    mean, scale = dense_scaling(as_rows(X))
+    # column 0: mean 2, std 1; column 1: constant (scale 1); column 2: mean 2.5, std 2.5
+    assert mean == pytest.approx([2, 2, 2.5]) and scale == pytest.approx([1, 1, 0.4])
+    S = standardised(as_rows(X), mean, scale).to_scipy().toarray()
+    assert S == pytest.approx(np.array([[-1, 0, 1], [1, 0, -1]]))
+    assert dense_scaling(as_rows(bibtex[0])) is None
+
+
+def test_a_tree_that_cannot_split_is_reported(tmp_path):
+    """Identical points with different labels: no split can separate them;
+    xml-train says so on stderr (one line) and still writes the model."""
+    data = tmp_path / "same.txt"
+    data.write_text("40 3 2\n" + "".join(f"{i % 2} 0:1 1:2 2:3\n" for i in range(40)))
+    r = run_cli("xml-train", data, tmp_path / "m", "--algorithm", "ldsm", "-t", "2", "-q")
+    assert r.returncode == 0
+    assert r.stderr.strip().splitlines() == [
+        "xml-train: warning: LdSM: 2 of 2 trees could not split their root (every trained "
+        "split sent all points to one child); their scores are the label prior"]
+
+
+def test_scaled_model_round_trip_and_old_folders(tmp_path):
+    X, Y = _dense_data(200, 10, 4, 5.0, 2)
+    m = xmlkit.LdSM(n_trees=2, max_nodes=50, epochs=3).fit(X, Y)
+    m.save(tmp_path / "m")
+    loaded = xmlkit.load_model(tmp_path / "m")
+    assert (loaded.predict(X) != m.predict(X)).nnz == 0
+    # a folder from before scale_dense (no such parameter): read as unscaled
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    del manifest["params"]["scale_dense"]
+    assert xmlkit.LdSM.from_manifest(manifest).scale_dense is False

@@ -23,3 +23,8 @@ class InvalidParameterError(XmlkitError, ValueError):
     def __init__(self, param, message):
         self.param = param
         super().__init__(message)
+
+
+class XmlkitWarning(UserWarning):
+    """Something the user should know about a result (the commands print it as
+    one line on stderr)."""

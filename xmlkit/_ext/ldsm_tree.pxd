@@ -64,5 +64,6 @@ cdef class LdsmBuild:
     cdef int32_t _add_node(self, int32_t depth) noexcept nogil
     cdef double _impurity(self, int32_t node) noexcept nogil
     cdef vector[pair[int32_t, float]] _histogram(self, vector[int32_t]& pts) noexcept nogil
+    cdef bint _train_split(self, int32_t node) noexcept nogil
     cdef void _train(self, int32_t node) noexcept nogil
     cdef bint _split(self, int32_t node) noexcept nogil

@@ -2,6 +2,7 @@
 import os
 import signal
 import sys
+import warnings
 
 import click
 
@@ -43,6 +44,10 @@ def run(command, prog):
     summary (XMLKIT_DEBUG=1 shows the traceback).
     """
     signal.signal(signal.SIGTERM, _on_sigterm)
+
+    def show_warning(message, category, filename, lineno, file=None, line=None):
+        click.echo(f"{prog}: warning: {message}", err=True)
+    warnings.showwarning = show_warning
     try:
         command.main(prog_name=prog, standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -84,6 +84,9 @@ LDSM = (
         "A point goes to every child whose regressor margin is at least this (else to "
         "the best child)."),
     BIAS,
+    Opt("scale_dense", ("--scale-dense",), "Standardise the features of dense data (at "
+        "least half of the entries non-zero) before growing and routing; sparse data are "
+        "used as given.", off="--no-scale-dense"),
     SEED_TREES,
 )
 

@@ -8,21 +8,30 @@ class integrity, on running estimates) is the target of one normalized
 adaptive gradient step of every regressor (logistic loss). The node then
 routes its points to every child whose margin is >= route_threshold (else to
 the best child); a split where a child gets no point or all of them is
-rejected. Nodes are grown best-first (priority = label-histogram sum minus its
-maximum) until `max_nodes`. Leaves keep label histograms; prediction averages
+rejected and the node trained again with lambda2 halved, quartered, then 0
+(on data where every point carries the frequent labels the objective
+otherwise prefers no split at all). Nodes are grown best-first (priority =
+label-histogram sum minus its maximum) until `max_nodes`.
+
+Dense data (at least half of the feature entries non-zero, e.g. audio or
+image descriptors) are standardised feature by feature (zero mean, unit
+variance on the training points) before growing and routing: on
+non-negative, unnormalised features every regressor otherwise sends all
+points the same way. Sparse data (bag-of-words, tf-idf) are used as given. Leaves keep label histograms; prediction averages
 the normalized histograms of the reached leaves, then over the trees.
 
 Trees are seeded by (seed, tree index) and grown without the GIL by
 `threads` threads, so the model does not depend on the thread count.
 """
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from xmlkit import checks
 from xmlkit.csr import as_rows, like
-from xmlkit.errors import XmlkitError
-from xmlkit.models.base import SEED, integer, real
+from xmlkit.errors import XmlkitError, XmlkitWarning
+from xmlkit.models.base import SEED, boolean, integer, real
 from xmlkit.models.ensemble import TreeEnsemble
 from xmlkit.models.forest import dense_rows, score_rows
 
@@ -33,6 +42,9 @@ from xmlkit.models.forest import dense_rows, score_rows
 # levels, which all points cross (a node at depth k sees ~1/2^k of them).
 DENSE_FRACTION = 4
 DENSE_DEPTH = 6
+
+DENSE_DATA = 0.5      # share of non-zero feature entries above which data are dense
+SCALING = "feature_scaling"
 
 TREE_KEYS = ("first_child", "depth", "reg_row", "reg_ptr", "reg_idx", "reg_val", "l_ptr",
              "l_idx", "l_val")
@@ -54,6 +66,46 @@ def with_bias(R, bias):
     return ptr, idx, val
 
 
+def dense_scaling(X):
+    """(mean, scale) standardising every feature of dense data X (at least
+    DENSE_DATA of its entries non-zero; scale 1 for a constant feature), or
+    None for sparse data."""
+    n, d = X.shape
+    if n == 0 or d == 0 or X.nnz < DENSE_DATA * n * d:
+        return None
+    sums = np.bincount(X.indices, weights=X.data, minlength=d)
+    squares = np.bincount(X.indices, weights=np.square(X.data, dtype=np.float64), minlength=d)
+    mean = sums / n
+    std = np.sqrt(np.maximum(squares / n - mean ** 2, 0.0))
+    scale = np.ones(d)
+    varies = std > 1e-12 * np.maximum(1.0, np.abs(mean))
+    scale[varies] = 1.0 / std[varies]
+    return mean, scale
+
+
+def standardised(R, mean, scale):
+    """Rows R with every feature standardised: (x - mean) * scale, dense
+    (zeros dropped), in blocks of rows."""
+    from xmlkit.csr import Rows
+    n, d = R.shape
+    parts, offset = [np.zeros(1, np.int64)], 0
+    idx, val = [], []
+    for r0 in range(0, n, 4096):
+        r1 = min(n, r0 + 4096)
+        block = np.zeros((r1 - r0, d))
+        rows = np.repeat(np.arange(r1 - r0), np.diff(R.indptr[r0:r1 + 1]))
+        lo, hi = R.indptr[r0], R.indptr[r1]
+        block[rows, R.indices[lo:hi]] = R.data[lo:hi]
+        block = ((block - mean) * scale).astype(np.float32)
+        r, c = np.nonzero(block)
+        parts.append(np.cumsum(np.bincount(r, minlength=r1 - r0)) + offset)
+        offset += len(r)
+        idx.append(c.astype(np.int32))
+        val.append(block[r, c])
+    return Rows(np.concatenate(parts), np.concatenate(idx) if idx else np.zeros(0, np.int32),
+                np.concatenate(val) if val else np.zeros(0, np.float32), (n, d))
+
+
 class LdSM(TreeEnsemble):
     """LdSM tree ensemble: ``LdSM(n_trees=5, ...).fit(X, Y)``, then
     ``predict(X, k)``. X: sparse N×D features, Y: sparse N×L labels."""
@@ -63,13 +115,14 @@ class LdSM(TreeEnsemble):
         "n_trees": integer(1), "threads": integer(1), "arity": integer(2, 8),
         "max_nodes": integer(1), "epochs": integer(1), "lr": real(0, lo_open=True),
         "lambda1": real(), "lambda2": real(), "route_threshold": real(), "bias": real(),
-        "seed": SEED,
+        "scale_dense": boolean(), "seed": SEED,
     }
     MODEL_KEYS = ("arity", "max_nodes", "epochs", "lr", "lambda1", "lambda2",
-                  "route_threshold", "bias")
+                  "route_threshold", "bias", "scale_dense")
 
     def __init__(self, *, n_trees=6, threads=1, arity=2, max_nodes=2000, epochs=20, lr=0.1,
-                 lambda1=1.0, lambda2=2.0, route_threshold=0.5, bias=1.0, seed=0):
+                 lambda1=1.0, lambda2=2.0, route_threshold=0.5, bias=1.0, scale_dense=True,
+                 seed=0):
         """
         Parameters
         ----------
@@ -84,6 +137,8 @@ class LdSM(TreeEnsemble):
         route_threshold : a point goes to every child whose regressor margin
             is at least this (else to the best child).
         bias : value of the bias feature added to every point.
+        scale_dense : standardise the features of dense training data (at
+            least half of the entries non-zero) before growing and routing.
         seed : random seed; tree t draws from a stream derived from (seed, t).
         """
         self.n_trees = n_trees
@@ -96,11 +151,69 @@ class LdSM(TreeEnsemble):
         self.lambda2 = lambda2
         self.route_threshold = route_threshold
         self.bias = bias
+        self.scale_dense = scale_dense
         self.seed = seed
 
     # -- training
     def _wanted_trees(self):
         return list(range(self.n_trees))
+
+    def _start_fit(self, X, Y):
+        X, Y = super()._start_fit(X, Y)
+        self.feature_scaling_ = dense_scaling(X) if self.scale_dense else None
+        return X, Y
+
+    def _features(self, R):
+        """The features the trees see: R standardised when the model scales."""
+        scaling = getattr(self, "feature_scaling_", None)
+        if scaling is None:
+            return R
+        from xmlkit.csr import Rows
+        R = Rows(R.indptr, R.indices, R.data, (R.shape[0], self.n_features_in_))
+        return standardised(R, *scaling)
+
+    def _finish_fit(self, X, Y):
+        if self.max_nodes < self.arity + 1 or X.shape[0] < 2:
+            return                          # the budget allows no split
+        flat = sum(len(t["first_child"]) == 1 and t["l_ptr"][1] >= 2
+                   for t in self.trees_.values())
+        if flat:
+            warnings.warn(f"LdSM: {flat} of {len(self.trees_)} trees could not split their "
+                          "root (every trained split sent all points to one child); their "
+                          "scores are the label prior", XmlkitWarning, stacklevel=3)
+
+    def _extra_arrays(self):
+        """With scale_dense: the standardisation (empty arrays for sparse
+        training data, which are not scaled)."""
+        if not self.scale_dense:
+            return {}
+        mean, scale = self.feature_scaling_ or (np.zeros(0), np.zeros(0))
+        return {SCALING: {"mean": mean, "scale": scale}}
+
+    def _restore_extras(self, read, where):
+        self.feature_scaling_ = None
+        if not self.scale_dense:
+            return
+        name = f"{where}/{SCALING}.npz"
+        a = read(SCALING)
+        checks.need(a, ("mean", "scale"), name)
+        n = len(a["mean"])
+        if n:
+            D = self.n_features_in_
+            scale = checks.floats(a["scale"], name, "scale", (D,))
+            if np.any(scale <= 0):
+                raise checks.DamagedModel(name, "scale holds values <= 0")
+            self.feature_scaling_ = (checks.floats(a["mean"], name, "mean", (D,)), scale)
+        else:
+            checks.floats(a["scale"], name, "scale", (0,))
+
+    @classmethod
+    def from_manifest(cls, manifest, folder="the model"):
+        # folders written before scale_dense existed were not scaled
+        params = manifest["params"]
+        if "scale_dense" not in params:
+            manifest = {**manifest, "params": {**params, "scale_dense": False}}
+        return super().from_manifest(manifest, folder)
 
     def _grow_trees(self, X, Y, todo, after=None):
         """Grow the trees `todo` (threads grow different trees), yielding
@@ -109,7 +222,7 @@ class LdSM(TreeEnsemble):
         if not todo:
             return
         p = self.params
-        xp, xi, xv = with_bias(X, p.bias)
+        xp, xi, xv = with_bias(self._features(X), p.bias)
         data = LdsmData(xp, xi, xv, Y.indptr.astype(np.int64), Y.indices,
                         self.n_features_in_ + 1, self.n_labels_)
 
@@ -185,8 +298,10 @@ class LdSM(TreeEnsemble):
         n = R.shape[0]
         topk = 0 if k is None else int(k)
 
+        F = self._features(R)
+
         def run(r0, r1):
-            return kernel.predict_rows(R, r0, r1, topk)
+            return kernel.predict_rows(F, r0, r1, topk)
         return like(X, score_rows(run, n, self.n_labels_, threads, progress))
 
     # -- the tree files (read and written by xmlkit.driver)
