@@ -74,3 +74,23 @@ def test_cli_and_api_agree(tmp_path, bibtex):
     assert r.returncode == 2
     r = run_cli("xml-train", TRAIN, tmp_path / "x", "--algorithm", "embed", "--shrink", "2")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_automatic_rank_above_4000_labels_is_estimated():
+    """Above 4000 labels rank=0 estimates the spectrum of YᵀY by a randomized
+    range finder: on a block-structured Y (groups of identical columns) the
+    top singular values are exact, so the rank is the exact rule's."""
+    import scipy.sparse as sp
+    from xmlkit.models.embed import auto_rank
+    rng = np.random.default_rng(0)
+    groups = 30
+    n, c = 3000, 4500
+    member = rng.integers(groups, size=c)             # label -> group
+    point_group = rng.integers(groups, size=n)        # a point carries its group's labels
+    rows, cols = np.nonzero(point_group[:, None] == member[None, :])
+    Y = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, c))
+    k = auto_rank(Y)
+    # exact: eigenvalues of YᵀY are (points of group g) x (labels of group g)
+    lam = np.sort([np.sum(point_group == g) * np.sum(member == g) for g in range(groups)])[::-1]
+    cum = np.cumsum(lam)
+    assert k == int(np.searchsorted(cum, 0.9 * cum[-1]) + 1)

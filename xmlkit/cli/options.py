@@ -92,7 +92,8 @@ LDSM = (
 
 EMBED = (
     Opt("rank", ("--rank",), "Embedding dimension k; 0: the smallest k whose top "
-                             "eigenvalues of YᵀY hold 90% of their sum."),
+                             "eigenvalues of YᵀY hold 90% of their sum (above 4000 labels "
+                             "estimated by a randomized range finder, at most 500)."),
     Opt("oversample", ("--oversample",), "Extra columns p of the Gaussian test matrix."),
     Opt("passes", ("--passes",), "Range-finder passes q."),
     Opt("embed_lambda", ("--embed-lambda",), "Ridge of the embedding solves, times tr(XᵀX)/d."),

@@ -81,15 +81,32 @@ def orthonormal(T):
     return T @ (V * inv)
 
 
-def auto_rank(Y, mass=0.9):
-    """Smallest k whose top eigenvalues of YᵀY hold `mass` of their sum."""
+EXACT_RANK_LABELS = 4000   # up to this many labels the eigenvalues of YᵀY are exact
+MAX_AUTO_RANK = 500        # above it, the automatic rank is at most this
+
+
+def auto_rank(Y, mass=0.9, rng=None):
+    """Smallest k whose top eigenvalues of YᵀY hold `mass` of their sum
+    (trace(YᵀY) = ‖Y‖²_F). Up to EXACT_RANK_LABELS labels from the
+    eigenvalues of YᵀY; above, from the top singular values of Y by a
+    randomized range finder (two power iterations), at most MAX_AUTO_RANK."""
     c = Y.shape[1]
-    if c > 4000:
-        raise XmlkitError(f"rank=0 (automatic) needs the {c}×{c} matrix YᵀY; set the rank")
-    G = (Y.T @ Y).toarray()
-    lam = np.sort(np.linalg.eigvalsh(G))[::-1]
-    cum = np.cumsum(np.maximum(lam, 0))
-    return int(np.searchsorted(cum, mass * cum[-1]) + 1) if cum[-1] > 0 else 1
+    total = float(Y.multiply(Y).sum())
+    if total <= 0:
+        return 1
+    if c <= EXACT_RANK_LABELS:
+        lam = np.sort(np.linalg.eigvalsh((Y.T @ Y).toarray()))[::-1]
+        cum = np.cumsum(np.maximum(lam, 0))
+        return int(np.searchsorted(cum, mass * cum[-1]) + 1)
+    rng = rng or np.random.default_rng(0)
+    K = min(c, Y.shape[0], MAX_AUTO_RANK + 20)
+    Q = np.linalg.qr(Y @ rng.standard_normal((c, K)))[0]
+    for _ in range(2):
+        Q = np.linalg.qr(Y @ np.linalg.qr(Y.T @ Q)[0])[0]
+    sigma = np.linalg.svd(np.asarray((Y.T @ Q).T), compute_uv=False)
+    cum = np.cumsum(sigma ** 2)
+    k = int(np.searchsorted(cum, mass * total) + 1)
+    return min(k, MAX_AUTO_RANK, c)
 
 
 def label_embedding(X1, Y, k, oversample, passes, lam, iters, rng):
@@ -163,13 +180,14 @@ class Embed(ArrayModel):
                   "shrink")
 
     def __init__(self, *, rank=0, oversample=20, passes=1, embed_lambda=1.0, cg_iters=20,
-                 num_features=1000, kernel="gaussian", bandwidth=1.0, ridge=1e-2,
+                 num_features=1000, kernel="gaussian", bandwidth=0.3, ridge=1e-2,
                  loss="ridge", epochs=5, eta=1.0, momentum=0.5, decay=1.0, shrink=1.0, seed=0):
         """
         Parameters
         ----------
         rank : embedding dimension k; 0: the smallest k whose top eigenvalues
-            of YᵀY hold 90% of their sum.
+            of YᵀY hold 90% of their sum (above 4000 labels estimated by a
+            randomized range finder, at most 500).
         oversample : extra columns p of the Gaussian test matrix.
         passes : range-finder passes q.
         embed_lambda : ridge of the embedding solves, times tr(XᵀX)/d.
@@ -221,7 +239,7 @@ class Embed(ArrayModel):
         n = X.shape[0]
         rng = np.random.default_rng(p.seed)
         tick = progress or (lambda _: None)
-        k = p.rank or auto_rank(Y)
+        k = p.rank or auto_rank(Y, rng=np.random.default_rng(p.seed))
         X1 = with_ones(X)
         VE, cx, M = label_embedding(X1, Y, k, p.oversample, p.passes, p.embed_lambda,
                                     p.cg_iters, rng)
