@@ -32,6 +32,13 @@ from sparse_rows cimport array_copy, sigmoid
 
 cnp.import_array()
 
+cdef enum:
+    LOSS_SQUARED = 0
+    LOSS_LOGISTIC = 1
+    LOSS_HINGE = 2
+
+LOSSES = {"squared": LOSS_SQUARED, "logistic": LOSS_LOGISTIC, "squared_hinge": LOSS_HINGE}
+
 
 cdef inline double shrink(double w, double scale, double sub) noexcept nogil:
     """sign(w) * max(0, scale * (|w| - sub)), without branches (the signs of
@@ -45,12 +52,15 @@ cdef class ElasticOVA:
     above). Members: see xmlkit/_ext/elastic_ova.pxd."""
 
     def __init__(self, int64_t n_features, int64_t n_labels, double lambda1, double lambda2,
-                 double eta0, double decay, bint logistic, bint lazy, bint adagrad=False):
+                 double eta0, double decay, loss, bint lazy, bint adagrad=False):
         if lambda1 < 0 or lambda2 < 0 or eta0 <= 0 or decay < 0:
             raise ValueError("lambda1, lambda2, decay >= 0 and eta0 > 0 needed")
         self.D, self.L = n_features, n_labels
         self.l1, self.l2, self.eta0, self.decay = lambda1, lambda2, eta0, decay
-        self.logistic, self.lazy, self.adagrad = logistic, lazy, adagrad
+        if loss not in LOSSES:
+            raise ValueError(f"unknown loss {loss!r}")
+        self.loss = LOSSES[loss]
+        self.lazy, self.adagrad = lazy, adagrad
         self.G.resize(n_features, 0.0)
         self.Gb.resize(n_labels, 0.0)
         self.rate.resize(n_features, eta0)
@@ -61,7 +71,10 @@ cdef class ElasticOVA:
             self.dense.resize(n_features * n_labels, 0.0)
         self.snap_phi.resize(n_features, 1.0)
         self.snap_beta.resize(n_features, 0.0)
-        self.bias.resize(n_labels, 0.0)
+        # (squared hinge: biases start at -1, where every negative label has
+        # no residual, so that only the labels a point makes look positive
+        # are ever touched and weight rows stay sparse)
+        self.bias.resize(n_labels, -1.0 if self.loss == LOSS_HINGE else 0.0)
         self.s.resize(n_labels, 0.0)
         self.r.resize(n_labels, 0.0)
         self.phi, self.beta, self.t = 1.0, 0.0, 0
@@ -119,7 +132,7 @@ cdef class ElasticOVA:
     cdef void _step(self, const int64_t* xp, const int32_t* xi, const float* xv,
                     const int64_t* yp, const int32_t* yi, int64_t e) except + nogil:
         cdef int64_t L = self.L, j, l, i
-        cdef size_t a
+        cdef size_t a, b
         cdef double eta = self.eta0 / (1.0 + self.decay * self.t)
         cdef double c = 1.0 / (1.0 + eta * self.l2)
         cdef double x, w, rsq
@@ -134,18 +147,32 @@ cdef class ElasticOVA:
             else:
                 for l in range(L):
                     self.s[l] += x * self.dense[i * L + l]
-        # residuals of the loss: sigma(s) - y or s - y
+        # residuals of the loss (dLoss/ds per label): sigma(s) - y, s - y, or
+        # for the squared hinge 1/2 max(0, 1 - y's)^2 (y' = +-1) min(0, s - 1)
+        # for a positive and max(0, s + 1) for a negative: zero for every
+        # label the model already ranks well enough, so the updates below
+        # touch only the labels in nz (those with a residual)
         for l in range(L):
-            if self.logistic:
+            if self.loss == LOSS_LOGISTIC:
                 self.r[l] = sigmoid(self.s[l])
-            else:
+            elif self.loss == LOSS_SQUARED:
                 self.r[l] = self.s[l]
+            else:
+                self.r[l] = self.s[l] + 1.0 if self.s[l] > -1.0 else 0.0
         for j in range(yp[e], yp[e + 1]):
-            self.r[yi[j]] -= 1.0
+            l = yi[j]
+            if self.loss == LOSS_HINGE:
+                self.r[l] = self.s[l] - 1.0 if self.s[l] < 1.0 else 0.0
+            else:
+                self.r[l] -= 1.0
+        self.nz.clear()
+        for l in range(L):
+            if self.r[l] != 0:
+                self.nz.push_back(<int32_t> l)
         rsq = 0
         if self.adagrad:
-            for l in range(L):
-                rsq += self.r[l] * self.r[l]
+            for a in range(self.nz.size()):
+                rsq += self.r[self.nz[a]] * self.r[self.nz[a]]
         # gradient step on the active rows, then their proximal step for this example
         for j in range(xp[e], xp[e + 1]):
             i, x = xi[j], xv[j]
@@ -157,19 +184,33 @@ cdef class ElasticOVA:
             if self.lazy and self.drows[i].size():
                 self._dense_row_step(i, eta * x, c, eta * self.l1)
             elif self.lazy:
-                # merge the sparse row (labels ascending) with the dense step
+                # merge the sparse row and the labels with a residual (both
+                # ascending): every other label has w = 0 and no step
                 row = &self.rows[i]
                 self.scratch.clear()
                 a = 0
-                for l in range(L):
-                    w = 0.0
-                    if a < row.size() and row[0][a].first == l:
+                b = 0
+                while a < row.size() or b < self.nz.size():
+                    if b == self.nz.size() or (a < row.size() and
+                                               row[0][a].first < self.nz[b]):
+                        l = row[0][a].first
                         w = row[0][a].second
                         a += 1
+                    else:
+                        l = self.nz[b]
+                        w = 0.0
+                        if a < row.size() and row[0][a].first == l:
+                            w = row[0][a].second
+                            a += 1
+                        b += 1
                     w = shrink(w - eta * x * self.r[l], c, eta * self.l1)
                     if w != 0:
                         self.scratch.push_back(Entry(<int32_t> l, w))
-                row.swap(self.scratch)
+                # (copied, not swapped: a swap would hand every row the
+                # scratch buffer's largest capacity, D x that in all)
+                row.assign(self.scratch.begin(), self.scratch.end())
+                if row.capacity() > 2 * row.size() + 8:
+                    row.shrink_to_fit()
                 if 2 * row.size() >= <size_t> L:
                     self._to_dense(i)
             else:
@@ -177,7 +218,8 @@ cdef class ElasticOVA:
                     self.dense[i * L + l] -= eta * x * self.r[l]
         eta = self.eta0 / (1.0 + self.decay * self.t)
         c = 1.0 / (1.0 + eta * self.l2)
-        for l in range(L):
+        for a in range(self.nz.size()):
+            l = self.nz[a]
             if self.adagrad:   # the bias: AdaGrad per label
                 self.Gb[l] += self.r[l] * self.r[l]
                 self.bias[l] -= self.eta0 / (1.0 + sqrt(self.Gb[l])) * self.r[l]

@@ -7,10 +7,10 @@ import scipy.sparse as sp
 from xmlkit._ext.elastic_ova import ElasticOVA
 
 
-def train(X, Y, lazy, logistic, epochs=3, **kw):
+def train(X, Y, lazy, loss, epochs=3, **kw):
     rng = np.random.default_rng(0)
     m = ElasticOVA(X.shape[1], Y.shape[1], kw.get("l1", 0.01), kw.get("l2", 0.05),
-                   kw.get("eta0", 0.5), kw.get("decay", 0.01), logistic, lazy,
+                   kw.get("eta0", 0.5), kw.get("decay", 0.01), loss, lazy,
                    kw.get("adagrad", False))
     for _ in range(epochs):
         m.epoch(X.indptr.astype(np.int64), X.indices, X.data, Y.indptr.astype(np.int64),
@@ -19,16 +19,16 @@ def train(X, Y, lazy, logistic, epochs=3, **kw):
     return sp.csr_matrix((v, i, p), shape=(X.shape[1], Y.shape[1])).toarray(), b, m.nnz
 
 
-@pytest.mark.parametrize("logistic", [True, False])
+@pytest.mark.parametrize("loss", ["logistic", "squared", "squared_hinge"])
 @pytest.mark.parametrize("rates", [{"decay": 0.01}, {"decay": 0.0, "eta0": 0.1},
                                    {"adagrad": True, "eta0": 1.0},
                                    {"adagrad": True, "eta0": 1.0, "l2": 0.0}])
-def test_lazy_equals_dense(logistic, rates):
+def test_lazy_equals_dense(loss, rates):
     rng = np.random.default_rng(1)
     X = sp.random(300, 60, density=0.08, random_state=2, format="csr", dtype=np.float32)
     Y = sp.csr_matrix((rng.random((300, 7)) < 0.2).astype(np.float32))
-    W_lazy, b_lazy, nnz = train(X, Y, True, logistic, **rates)
-    W_dense, b_dense, _ = train(X, Y, False, logistic, **rates)
+    W_lazy, b_lazy, nnz = train(X, Y, True, loss, **rates)
+    W_dense, b_dense, _ = train(X, Y, False, loss, **rates)
     assert np.abs(W_lazy - W_dense).max() <= 1e-6
     assert np.abs(b_lazy - b_dense).max() <= 1e-6
     assert np.array_equal(W_lazy == 0, W_dense == 0)
@@ -40,6 +40,18 @@ def test_no_regularisation_is_plain_sgd():
     """With l1 = l2 = 0 one step is w -= eta * x * (sigma(s) - y) from zero."""
     X = sp.csr_matrix(np.array([[2.0, 0.0]], dtype=np.float32))
     Y = sp.csr_matrix(np.array([[1.0, 0.0]], dtype=np.float32))
-    W, b, _ = train(X, Y, True, True, epochs=1, l1=0.0, l2=0.0, eta0=0.5, decay=0.0)
+    W, b, _ = train(X, Y, True, "logistic", epochs=1, l1=0.0, l2=0.0, eta0=0.5, decay=0.0)
     # s = 0 -> r = (0.5 - 1, 0.5) -> w_0 = -0.5 * 2 * r, b = -0.5 * r
     assert W[0] == pytest.approx([0.5, -0.5]) and b == pytest.approx([0.25, -0.25])
+
+
+def test_squared_hinge_touches_only_labels_with_a_residual():
+    """Biases start at -1: a negative label (score -1) has no residual and is
+    never touched; the positive one has r = s - 1 = -2: w_0 = -0.5 * 2 * -2 = 2,
+    b_0 = -1 - 0.5 * -2 = 0."""
+    X = sp.csr_matrix(np.array([[2.0, 0.0]], dtype=np.float32))
+    Y = sp.csr_matrix(np.array([[1.0, 0.0, 0.0]], dtype=np.float32))
+    W, b, nnz = train(X, Y, True, "squared_hinge", epochs=1, l1=0.0, l2=0.0, eta0=0.5,
+                      decay=0.0)
+    assert W[0] == pytest.approx([2.0, 0.0, 0.0]) and b == pytest.approx([0.0, -1.0, -1.0])
+    assert nnz == 1

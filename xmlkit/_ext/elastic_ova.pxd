@@ -16,7 +16,7 @@ cdef class ElasticOVA:
     cdef double l1, l2                       # elastic net: l1 |w| + (l2 / 2) w^2
     cdef double eta0                         # base learning rate
     cdef double decay                        # eta_t = eta0 / (1 + decay t) (without AdaGrad)
-    cdef bint logistic                       # logistic loss (else squared)
+    cdef int loss                            # LOSS_SQUARED, LOSS_LOGISTIC or LOSS_HINGE (squared hinge)
     cdef bint lazy                           # lazy proximal steps on sparse rows (else plain, dense W)
     cdef bint adagrad                        # per-feature AdaGrad rates
     # AdaGrad
@@ -39,6 +39,7 @@ cdef class ElasticOVA:
     cdef vector[double] s                    # per label: score
     cdef vector[double] r                    # per label: residual of the loss
     cdef vector[Entry] scratch               # a sparse row being rebuilt
+    cdef vector[int32_t] nz                  # the labels with a non-zero residual, ascending
 
     cdef void _catch_up(self, int64_t i, double x=*) noexcept nogil
     cdef void _step(self, const int64_t* xp, const int32_t* xi, const float* xv,

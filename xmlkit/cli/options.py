@@ -115,8 +115,9 @@ EMBED = (
 )
 
 LINEAR = (
-    Opt("loss", ("--loss",), "The loss of every one-vs-all model.",
-        choices=("logistic", "squared")),
+    Opt("loss", ("--loss",), "The loss of every one-vs-all model; squared_hinge updates "
+        "only the labels with a residual (fast with many labels).",
+        choices=("logistic", "squared", "squared_hinge")),
     Opt("l1", ("--l1",), "L1 weight lambda1 (per example)."),
     Opt("l2", ("--l2",), "L2² weight lambda2 (penalty lambda2/2 ‖w‖²)."),
     Opt("lr_schedule", ("--lr-schedule",),

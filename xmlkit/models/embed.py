@@ -22,9 +22,9 @@ a block of rows/labels.
 """
 import numpy as np
 
+from xmlkit import checks
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
-from xmlkit import checks
 from xmlkit.models.arrays import (ROW_BLOCK, ArrayModel, coo_rows, scored_blocks, selector,
                                   sigmoid)
 from xmlkit.models.base import SEED, integer, one_of, real

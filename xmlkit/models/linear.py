@@ -10,17 +10,29 @@ weight; the proximal step leaves exact zeros, which are not stored, so the
 memory follows nnz(W). `dense_updates` runs the plain algorithm (every weight
 regularised at every step) for comparison: the same weights.
 """
+import os
+import time
+import warnings
+
 import numpy as np
 
-from xmlkit.csr import as_rows, like, unit_rows
-from xmlkit.errors import XmlkitError
 from xmlkit import checks
+from xmlkit.csr import as_rows, like, unit_rows
+from xmlkit.errors import XmlkitError, XmlkitWarning
 from xmlkit.models.arrays import ArrayModel, scored_blocks, selector, sigmoid
 from xmlkit.models.base import SEED, boolean, integer, one_of, real
 
 MIN_POSITIVES = 5      # labels with fewer hold-out positives use the pooled threshold
 DECISIONS = ("scores", "threshold")
 DECISION_ALIASES = {"thresholds": "threshold"}     # the name before 0.1 unified it
+
+
+def available_memory():
+    """Bytes of memory available now (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def best_f1(scores, truth):
@@ -51,7 +63,7 @@ class Linear(ArrayModel):
     algorithm = "linear"
     ARRAYS = "linear"
     _parameter_constraints = {
-        "loss": one_of("logistic", "squared"), "l1": real(0), "l2": real(0),
+        "loss": one_of("logistic", "squared", "squared_hinge"), "l1": real(0), "l2": real(0),
         "lr_schedule": one_of("constant", "decaying", "adagrad"), "lr": real(0, lo_open=True),
         "lr_decay": real(0), "epochs": integer(1), "unit_rows": boolean(),
         "dense_updates": boolean(), "threshold_holdout": real(0, 1, hi_open=True),
@@ -66,7 +78,11 @@ class Linear(ArrayModel):
         """
         Parameters
         ----------
-        loss : the loss of every one-vs-all model, "logistic" or "squared".
+        loss : the loss of every one-vs-all model: "logistic", "squared", or
+            "squared_hinge" (1/2 max(0, 1 - y s)^2, y = +-1), whose residual is
+            zero for every label already scored below -1 (or a positive above
+            1), so that a step costs the point's features times the labels
+            with a residual, not times all labels.
         l1 : L1 weight lambda1 (per example).
         l2 : L2² weight lambda2 (penalty lambda2/2 ‖w‖²).
         lr_schedule : "constant": lr; "decaying": lr / (1 + lr_decay · t);
@@ -98,18 +114,22 @@ class Linear(ArrayModel):
         p = self.params
         return p.epochs * (2 if p.threshold_holdout > 0 else 1)
 
-    def _train(self, X, Y, tick):
+    def _train(self, X, Y, tick, log=None):
         from xmlkit._ext.elastic_ova import ElasticOVA
         p = self.params
         rng = np.random.default_rng(p.seed)
         decay = p.lr_decay if p.lr_schedule == "decaying" else 0.0
         m = ElasticOVA(self.n_features_in_, self.n_labels_, p.l1, p.l2, p.lr, decay,
-                       p.loss == "logistic", not p.dense_updates, p.lr_schedule == "adagrad")
+                       p.loss, not p.dense_updates, p.lr_schedule == "adagrad")
         xp, yp = X.indptr.astype(np.int64), Y.indptr.astype(np.int64)
-        for _ in range(p.epochs):
+        for e in range(p.epochs):
+            start = time.perf_counter()
             m.epoch(xp, X.indices, X.data, yp, Y.indices,
                     rng.permutation(X.shape[0]).astype(np.int64))
             tick(1)
+            if log:
+                log(f"linear: epoch {e + 1}/{p.epochs} on {X.shape[0]} points in "
+                    f"{time.perf_counter() - start:.1f} s; nnz(W) {m.nnz}")
         ptr, idx, val, bias = m.weights()
         return {"w_ptr": ptr, "w_idx": idx, "w_val": val, "bias": bias}
 
@@ -120,17 +140,28 @@ class Linear(ArrayModel):
             X = unit_rows(X)
         Xs, Ys = X.to_scipy(), Y.to_scipy()
         tick = progress or (lambda _: None)
+        dense_gb = 8 * self.n_features_in_ * self.n_labels_ / 1e9
+        if log:
+            log(f"linear: W is {self.n_features_in_} x {self.n_labels_} ({dense_gb:.2f} GB if "
+                "every weight were stored; rows are kept sparse, the stronger --l1 the sparser)")
+        avail = available_memory()
+        if avail is not None and dense_gb * 1e9 > avail:
+            warnings.warn(f"linear: W could reach {dense_gb:.1f} GB (D x L doubles) and "
+                          f"{avail / 1e9:.1f} GB are available: weight rows stay sparse only "
+                          "under a strong enough --l1 (or use fewer labels or features)",
+                          XmlkitWarning, stacklevel=2)
         thresholds = np.full(self.n_labels_, 0.5)
         if p.threshold_holdout > 0:
             rng = np.random.default_rng(p.seed ^ 0x5EED)
             perm = rng.permutation(X.shape[0])
             n_hold = max(1, int(round(p.threshold_holdout * X.shape[0])))
             hold, rest = np.sort(perm[:n_hold]), np.sort(perm[n_hold:])
-            part = self._train(as_rows(Xs[rest], "features"), as_rows(Ys[rest], "labels"), tick)
+            part = self._train(as_rows(Xs[rest], "features"), as_rows(Ys[rest], "labels"), tick,
+                               log)
             self.arrays_ = part
             P = self._probabilities(Xs[hold])
             thresholds = fit_thresholds(P, Ys[hold])
-        self.arrays_ = self._train(X, Y, tick)
+        self.arrays_ = self._train(X, Y, tick, log)
         self.arrays_["thresholds"] = thresholds
         if log:
             log(f"linear: {X.shape[0]} points, {self.n_features_in_} features, {self.n_labels_} "
@@ -150,6 +181,8 @@ class Linear(ArrayModel):
         Z = np.asarray((Xs @ self._weights()).todense()) + self.arrays_["bias"][None, :]
         if self.params.loss == "logistic":
             return sigmoid(Z)
+        if self.params.loss == "squared_hinge":     # scores -1 .. 1 onto 0 .. 1
+            return np.clip(0.5 * (Z + 1), 0, 1)
         return np.clip(Z, 0, 1)
 
     def predict(self, X, k=5, threads=1, progress=None, decision="scores"):
