@@ -157,25 +157,8 @@ cdef inline const unsigned char* token_end(const unsigned char* p,
 
 cdef class RowParser:
     """Accumulates rows of a sparse matrix (and, for the single-file format,
-    of the label matrix) from chunks of complete text lines."""
-
-    cdef readonly bint with_labels
-    cdef readonly int64_t n_rows, n_cols, n_labels
-    cdef readonly int index_base
-    cdef readonly int64_t rows_done
-    cdef readonly int64_t line_no
-    cdef vector[int64_t] x_indptr
-    cdef vector[int32_t] x_ind
-    cdef vector[float] x_val
-    cdef vector[int64_t] y_indptr
-    cdef vector[int32_t] y_ind
-    cdef vector[pair[int32_t, float]] tmp
-    cdef vector[int32_t] tmp_lab
-    # error state
-    cdef readonly int err
-    cdef int64_t err_line
-    cdef int64_t err_tok_start, err_tok_stop
-    cdef readonly int64_t err_value
+    of the label matrix) from chunks of complete text lines. Members: see
+    xmlkit/_ext/xcparse.pxd."""
 
     def __init__(self, int64_t n_rows, int64_t n_cols, int64_t n_labels=-1,
                  int index_base=0, int64_t first_line=2):
