@@ -356,9 +356,11 @@ def test_a_bug_exits_1_with_one_line_and_a_traceback_on_request(tiny, tmp_path):
             f"sys.argv = ['xml-predict', {str(tiny / 'test.txt')!r}, "
             f"{str(tmp_path / 's.txt')!r}, {str(tiny / 'fastxml')!r}]\n"
             "predict.main()\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    # (run outside the source tree, which `python -c` would import from)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=tmp_path)
     assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1
     assert "internal error: ZeroDivisionError: a bug" in r.stderr and "XMLKIT_DEBUG" in r.stderr
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env={**os.environ, "XMLKIT_DEBUG": "1"})
+                       env={**os.environ, "XMLKIT_DEBUG": "1"}, cwd=tmp_path)
     assert r.returncode == 1 and "Traceback" in r.stderr and "a bug" in r.stderr
