@@ -364,3 +364,22 @@ def test_a_bug_exits_1_with_one_line_and_a_traceback_on_request(tiny, tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env={**os.environ, "XMLKIT_DEBUG": "1"}, cwd=tmp_path)
     assert r.returncode == 1 and "Traceback" in r.stderr and "a bug" in r.stderr
+
+
+def test_damaged_cpp_folders_are_refused(tmp_path):
+    """A C++ FastXML folder with a negative node count, children outside the
+    tree or a negative dimension: one line, exit 2 (was an internal error)."""
+    fixture = ROOT / "tests" / "fixtures" / "cpp_tiny"
+    test = fixture / "test_X.txt"
+    for target, line, text in (("0.tree", 0, "-3"), ("0.tree", 2, "70 90"), ("param", 0, "-5")):
+        m = tmp_path / f"m_{target}_{line}"
+        shutil.copytree(fixture / "fastxml", m)
+        lines = (m / target).read_text().split("\n")
+        if target == "0.tree" and line == 2:
+            # the first internal node's children line (node headers are 5 lines)
+            line = next(1 + 5 * i + 1 for i in range(int(lines[0]))
+                        if lines[1 + 5 * i].strip() == "0")
+        lines[line] = text
+        (m / target).write_text("\n".join(lines))
+        r = run_cli("xml-predict", test, tmp_path / "s.txt", m)
+        assert one_line_error(r), (target, text, r.stderr)
