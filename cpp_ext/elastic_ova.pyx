@@ -189,30 +189,7 @@ cdef class ElasticOVA:
                 # merge the sparse row and the labels with a residual (both
                 # ascending): every other label has w = 0 and no step
                 row = &self.rows[i]
-                self.scratch.clear()
-                a = 0
-                b = 0
-                while a < row.size() or b < self.nz.size():
-                    if b == self.nz.size() or (a < row.size() and
-                                               row[0][a].first < self.nz[b]):
-                        l = row[0][a].first
-                        w = row[0][a].second
-                        a += 1
-                    else:
-                        l = self.nz[b]
-                        w = 0.0
-                        if a < row.size() and row[0][a].first == l:
-                            w = row[0][a].second
-                            a += 1
-                        b += 1
-                    w = shrink(w - eta * x * self.r[l], c, eta * self.l1)
-                    if w != 0:
-                        self.scratch.push_back(Entry(<int32_t> l, w))
-                # (copied, not swapped: a swap would hand every row the
-                # scratch buffer's largest capacity, D x that in all)
-                row.assign(self.scratch.begin(), self.scratch.end())
-                if row.capacity() > 2 * row.size() + 8:
-                    row.shrink_to_fit()
+                self._merge_step(row, eta * x, c, eta * self.l1)
                 if 2 * row.size() >= <size_t> L:
                     self._to_dense(i)
             else:
@@ -249,6 +226,45 @@ cdef class ElasticOVA:
             for a in range(<size_t> (self.D * L)):
                 self.dense[a] = shrink(self.dense[a], c, eta * self.l1)
         self.t += 1
+
+    cdef void _merge_step(self, vector[Entry]* row, double ex, double c,
+                          double sub) except + nogil:
+        """Gradient and proximal step of sparse row `row` (labels ascending):
+        merged with the labels with a residual (nz, ascending), every other
+        label has w = 0 and no step. Written through local pointers into a
+        presized buffer (push_back through the object stored its end pointer
+        at every entry), then copied into the row (a swap would hand every
+        row the buffer's largest capacity, D times that in all)."""
+        cdef size_t n_row = row.size(), n_nz = self.nz.size(), a = 0, b = 0, k = 0
+        cdef const Entry* rp
+        cdef const int32_t* zp = self.nz.data()
+        cdef const double* r = self.r.data()
+        cdef Entry* out
+        cdef int32_t l
+        cdef double w
+        self.scratch.resize(n_row + n_nz)
+        out = self.scratch.data()
+        rp = row.data()
+        while a < n_row or b < n_nz:
+            if b == n_nz or (a < n_row and rp[a].first < zp[b]):
+                l = rp[a].first
+                w = rp[a].second
+                a += 1
+            else:
+                l = zp[b]
+                w = 0.0
+                if a < n_row and rp[a].first == l:
+                    w = rp[a].second
+                    a += 1
+                b += 1
+            w = shrink(w - ex * r[l], c, sub)
+            if w != 0:
+                out[k].first = l
+                out[k].second = w
+                k += 1
+        row.assign(out, out + k)
+        if row.capacity() > 2 * row.size() + 8:
+            row.shrink_to_fit()
 
     cdef void _dense_row_step(self, int64_t i, double ex, double c, double sub) noexcept nogil:
         """Gradient and proximal step of a dense row; back to sparse when under L/4."""

@@ -44,6 +44,8 @@ cdef class ElasticOVA:
     cdef void _catch_up(self, int64_t i, double x=*) noexcept nogil
     cdef void _step(self, const int64_t* xp, const int32_t* xi, const float* xv,
                     const int64_t* yp, const int32_t* yi, int64_t e) except + nogil
+    cdef void _merge_step(self, vector[Entry]* row, double ex, double c,
+                          double sub) except + nogil
     cdef void _dense_row_step(self, int64_t i, double ex, double c, double sub) noexcept nogil
     cdef void _to_dense(self, int64_t i) noexcept nogil
     cdef void _rebase(self) noexcept nogil
