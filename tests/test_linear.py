@@ -81,3 +81,17 @@ def test_unit_rows_with_empty_rows():
     U = unit_rows(R)
     assert U.data.tolist() == pytest.approx([0.6, 0.8, 1.0])
     assert U.indptr.tolist() == [0, 2, 2, 3, 3]
+
+
+def test_prune_weights_by_hand_and_through_the_estimator(bibtex):
+    from xmlkit.models.linear import prune_small
+    ptr = np.array([0, 3, 3, 5])
+    idx = np.array([0, 2, 4, 1, 3])
+    val = np.array([0.5, -0.01, -0.2, 0.005, 1.0])
+    p, i, v = prune_small(ptr, idx, val, 0.1)
+    assert list(p) == [0, 2, 2, 3] and list(i) == [0, 4, 3] and list(v) == [0.5, -0.2, 1.0]
+    X, Y = bibtex[0][:500], bibtex[1][:500]
+    full = xmlkit.Linear(epochs=1, threshold_holdout=0).fit(X, Y)
+    small = xmlkit.Linear(epochs=1, threshold_holdout=0, prune_weights=0.05).fit(X, Y)
+    w = full.arrays_["w_val"]
+    assert len(small.arrays_["w_val"]) == int((np.abs(w) >= 0.05).sum()) < len(w)

@@ -131,6 +131,8 @@ LINEAR = (
                                        "prediction).", off="--raw-rows"),
     Opt("dense_updates", ("--dense-updates",), "The plain algorithm: every weight "
         "regularised at every step (slow; for comparison).", off="--lazy-updates"),
+    Opt("prune_weights", ("--prune-weights",), "After training, drop the weights with "
+        "|w| below this (DiSMEC's model pruning: smaller models; 0: keep all)."),
     Opt("threshold_holdout", ("--threshold-holdout",),
         "Share of the training points held out to fit the per-label thresholds "
         "(0: no thresholds)."),

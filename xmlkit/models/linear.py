@@ -35,6 +35,16 @@ def available_memory():
         return None
 
 
+def prune_small(ptr, idx, val, threshold):
+    """CSR rows without the entries whose |value| is below `threshold`."""
+    keep = np.abs(val) >= threshold
+    rows = np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))
+    counts = np.bincount(rows[keep], minlength=len(ptr) - 1)
+    new_ptr = np.zeros(len(ptr), np.int64)
+    np.cumsum(counts, out=new_ptr[1:])
+    return new_ptr, idx[keep], val[keep]
+
+
 def best_f1(scores, truth):
     """For each column: the best F1 over cuts of the points ranked by score
     (F1(r) = 2 TP(r) / (r + P)), on dense blocks (points × labels)."""
@@ -67,14 +77,15 @@ class Linear(ArrayModel):
         "lr_schedule": one_of("constant", "decaying", "adagrad"), "lr": real(0, lo_open=True),
         "lr_decay": real(0), "epochs": integer(1), "unit_rows": boolean(),
         "dense_updates": boolean(), "threshold_holdout": real(0, 1, hi_open=True),
+        "prune_weights": real(0),
         "seed": SEED,
     }
     MODEL_KEYS = ("loss", "l1", "l2", "lr_schedule", "lr", "lr_decay", "epochs", "unit_rows",
-                  "threshold_holdout")
+                  "threshold_holdout", "prune_weights")
 
     def __init__(self, *, loss="logistic", l1=1e-6, l2=1e-5, lr_schedule="adagrad", lr=3.0,
                  lr_decay=1e-4, epochs=10, unit_rows=True, dense_updates=False,
-                 threshold_holdout=0.1, seed=0):
+                 threshold_holdout=0.1, prune_weights=0.0, seed=0):
         """
         Parameters
         ----------
@@ -93,6 +104,8 @@ class Linear(ArrayModel):
         unit_rows : scale every point to unit length (training and prediction).
         dense_updates : the plain algorithm: every weight regularised at every
             step (slow; for comparison).
+        prune_weights : after training, weights with |w| below this are dropped
+            (DiSMEC's model pruning; 0: none).
         threshold_holdout : share of the training points held out to fit the
             per-label thresholds (0: no thresholds).
         seed : random seed (shuffling, hold-out).
@@ -107,6 +120,7 @@ class Linear(ArrayModel):
         self.unit_rows = unit_rows
         self.dense_updates = dense_updates
         self.threshold_holdout = threshold_holdout
+        self.prune_weights = prune_weights
         self.seed = seed
 
     @property
@@ -131,6 +145,8 @@ class Linear(ArrayModel):
                 log(f"linear: epoch {e + 1}/{p.epochs} on {X.shape[0]} points in "
                     f"{time.perf_counter() - start:.1f} s; nnz(W) {m.nnz}")
         ptr, idx, val, bias = m.weights()
+        if p.prune_weights > 0:
+            ptr, idx, val = prune_small(ptr, idx, val, p.prune_weights)
         return {"w_ptr": ptr, "w_idx": idx, "w_val": val, "bias": bias}
 
     def _fit_arrays(self, X, Y, progress=None, log=None):
