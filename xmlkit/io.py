@@ -164,10 +164,12 @@ def iter_xc(path, chunk_rows, index_base=0, layout=None, progress=None):
     `chunk_rows` rows, so that memory does not grow with the file: returns
     (header, pieces), header = (N, C) or (N, D, L) read from the file, then
     each piece an XCFile of the next rows (labels of a data set are parsed
-    and checked, then dropped: pieces hold features only). `path` "-" reads
+    and checked, then dropped: pieces hold features only). chunk_rows None:
+    one piece, the whole file as read_xc gives it. `path` "-" reads
     standard input. Errors are raised as the rows are read (no piece after
     a bad row)."""
-    parts = _xc_parts(path, index_base, layout, progress, max(1, int(chunk_rows)))
+    chunk_rows = None if chunk_rows is None else max(1, int(chunk_rows))
+    parts = _xc_parts(path, index_base, layout, progress, chunk_rows)
     return next(parts), parts
 
 
@@ -278,7 +280,10 @@ def _as_csr32(M, name):
     return R.indptr, R.indices, R.data, R.shape
 
 
-def _write_rows(path, header, x, y, fixed, precision, index_base):
+def _put_rows(out, x, y, fixed, precision, index_base):
+    """Write the rows of x = (indptr, indices, data, shape) to the stream out
+    as text, with y = (indptr, indices) as their labels (single-file data
+    set) or None (sparse matrix)."""
     xp, xi, xv, shape = x
     if index_base:
         xi = xi + np.int32(index_base)
@@ -287,11 +292,9 @@ def _write_rows(path, header, x, y, fixed, precision, index_base):
         yp, yi = y
         if index_base:
             yi = yi + np.int32(index_base)
-    with _output(path) as out:
-        out.write(header.encode())
-        for r0 in range(0, shape[0], WRITE_ROWS):
-            r1 = min(shape[0], r0 + WRITE_ROWS)
-            out.write(format_rows(xp, xi, xv, yp, yi, r0, r1, fixed, precision))
+    for r0 in range(0, shape[0], WRITE_ROWS):
+        r1 = min(shape[0], r0 + WRITE_ROWS)
+        out.write(format_rows(xp, xi, xv, yp, yi, r0, r1, fixed, precision))
 
 
 @contextlib.contextmanager
@@ -318,15 +321,12 @@ def matrix_writer(path, n_rows, n_cols, precision=6, fixed=True, index_base=0):
 
         def write(M):
             nonlocal done
-            xp, xi, xv, shape = _as_csr32(M, str(path))
+            x = _as_csr32(M, str(path))
+            shape = x[3]
             if shape[1] != n_cols or done + shape[0] > n_rows:
                 raise XmlkitError(f"{path}: rows of {shape[1]} columns beyond the {n_rows} x "
                                   f"{n_cols} matrix being written")
-            if index_base:
-                xi = xi + np.int32(index_base)
-            for r0 in range(0, shape[0], WRITE_ROWS):
-                r1 = min(shape[0], r0 + WRITE_ROWS)
-                out.write(format_rows(xp, xi, xv, None, None, r0, r1, fixed, precision))
+            _put_rows(out, x, None, fixed, precision, index_base)
             done += shape[0]
         yield write
         if done != n_rows:
@@ -350,8 +350,9 @@ def write_dataset(path, X, Y, precision=7, index_base=0):
     if yshape[0] != x[3][0]:
         raise XmlkitError(f"{path}: features have {x[3][0]} rows but labels {yshape[0]}")
     yp = yp.astype(x[0].dtype, copy=False)
-    header = f"{x[3][0]} {x[3][1]} {yshape[1]}\n"
-    _write_rows(path, header, x, (yp, yi), False, precision, index_base)
+    with _output(path) as out:
+        out.write(f"{x[3][0]} {x[3][1]} {yshape[1]}\n".encode())
+        _put_rows(out, x, (yp, yi), False, precision, index_base)
 
 
 def read_vector(path, n, what, of, positive=True):

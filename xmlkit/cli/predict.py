@@ -67,7 +67,7 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
     # rows are read, scored and written in pieces (memory does not grow with
     # the file), except for embed's F1 inference, which needs every row at once
     piece = None if extra.get("decision") == "f1" else PIECE_ROWS
-    header, pieces = iter_xc(features, piece or 2**62, index_base)
+    header, pieces = iter_xc(features, piece, index_base)
     n_rows, n_cols = header[0], header[1]
     if n_cols > model.n_features_in_:
         fail(f"{features} has {n_cols} features but the model in {model_dir} was "
