@@ -383,3 +383,22 @@ def test_damaged_cpp_folders_are_refused(tmp_path):
         (m / target).write_text("\n".join(lines))
         r = run_cli("xml-predict", test, tmp_path / "s.txt", m)
         assert one_line_error(r), (target, text, r.stderr)
+
+
+def test_a_version_1_folder_keeps_all_its_trees_when_trained_into(tiny, tmp_path):
+    """A folder written before file records (format 1) is upgraded by the
+    next xml-train: every tree file in it stays part of the model, not only
+    the trees of the new run's range."""
+    import xmlkit
+    m = tmp_path / "m"
+    assert run_cli("xml-train", tiny / "train.txt", m, "-t", "4", "-q").returncode == 0
+    manifest = json.loads((m / "manifest.json").read_text())
+    del manifest["files"]
+    manifest["format_version"] = 1
+    (m / "manifest.json").write_text(json.dumps(manifest))
+    assert sorted(xmlkit.load_model(m).trees_) == [0, 1, 2, 3]
+    assert run_cli("xml-train", tiny / "train.txt", m, "-t", "2", "-q").returncode == 0
+    upgraded = json.loads((m / "manifest.json").read_text())
+    assert upgraded["format_version"] == 2
+    assert sorted(upgraded["files"]) == [f"tree_{t:05d}.npz" for t in range(4)]
+    assert sorted(xmlkit.load_model(m).trees_) == [0, 1, 2, 3]

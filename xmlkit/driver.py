@@ -49,18 +49,22 @@ def fit_folder(model, X, Y, folder, progress=None, log=None):
             store.record_files(folder, [model.ARRAYS])
             return model
         wanted = model._wanted_trees()
+        want = set(wanted)
         manifest = store.read_manifest(folder)
-        recorded = set(stored_trees(folder, manifest)) \
-            if store.listed(manifest) is not None else set()
-        on_disk = set(stored_trees(folder))
+        v1 = store.records(manifest) is None
+        recorded = set() if v1 else set(stored_trees(folder, manifest))
+        unrecorded = set(stored_trees(folder)) - recorded
+        # trees whose files join the records: in a version 1 folder every tree
+        # file is a tree of the model (the folder is upgraded); otherwise the
+        # wanted ones (files of a killed run, or copied from another shard)
+        adopt = unrecorded if v1 else unrecorded & want
         model.trees_ = {}
-        for t in wanted:
-            if t in recorded or t in on_disk:
-                # a recorded tree is checked against its record; a tree file
-                # of a killed run or another shard is checked as any file
-                model.trees_[t] = load_tree(model, folder, t,
-                                            manifest if t in recorded else None)
-        store.record_files(folder, [tree_name(t) for t in model.trees_ if t not in recorded])
+        for t in sorted((recorded & want) | adopt):
+            # a recorded tree is checked against its record, the others as any file
+            tree = load_tree(model, folder, t, manifest if t in recorded else None)
+            if t in want:
+                model.trees_[t] = tree
+        store.record_files(folder, [tree_name(t) for t in sorted(adopt)])
         todo = [t for t in wanted if t not in model.trees_]
         if log:
             if model.trees_:

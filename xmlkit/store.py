@@ -107,22 +107,31 @@ def file_record(path):
 
 def record_files(folder, names):
     """Add the records of the complete array files `names` (without .npz)
-    to the folder's manifest (rewritten atomically); returns the manifest."""
+    to the folder's manifest (rewritten atomically; nothing to do without
+    names)."""
+    if not names:
+        return
     m = read_manifest(folder)
     m["format_version"] = FORMAT_VERSION
     files = m.setdefault("files", {})
     for name in names:
         files[f"{name}.npz"] = file_record(Path(folder) / f"{name}.npz")
     write_manifest(folder, m)
-    return m
+
+
+def records(manifest):
+    """The manifest's file records (file name -> {"size", "sha256"}), or None
+    for a version 1 manifest (which records no file)."""
+    return manifest.get("files", {}) if manifest.get("format_version", 1) >= 2 else None
 
 
 def listed(manifest, prefix=""):
     """Names (without .npz) of the array files the manifest records, or None
-    for a version 1 manifest (which records none)."""
-    if manifest.get("format_version", 1) < 2:
+    for a version 1 manifest."""
+    files = records(manifest)
+    if files is None:
         return None
-    return sorted(n[:-4] for n in manifest.get("files", {}) if n.startswith(prefix))
+    return sorted(n[:-4] for n in files if n.startswith(prefix))
 
 
 def prepare_folder(folder, manifest):
@@ -233,8 +242,9 @@ def load_arrays(folder, name, manifest=None):
     file must be recorded there and match its record (size, SHA-256)."""
     path = Path(folder) / f"{name}.npz"
     rec = None
-    if manifest is not None and listed(manifest) is not None:
-        rec = manifest["files"].get(f"{name}.npz")
+    files = None if manifest is None else records(manifest)
+    if files is not None:
+        rec = files.get(f"{name}.npz")
         if rec is None:
             raise XmlkitError(f"{path}: not part of the model (not in its manifest)")
     try:
