@@ -159,12 +159,12 @@ class Linear(ArrayModel):
         dense_gb = 8 * self.n_features_in_ * self.n_labels_ / 1e9
         if log:
             log(f"linear: W is {self.n_features_in_} x {self.n_labels_} ({dense_gb:.2f} GB if "
-                "every weight were stored; rows are kept sparse, the stronger --l1 the sparser)")
+                "every weight were stored; rows are kept sparse, the stronger l1 the sparser)")
         avail = available_memory()
         if avail is not None and dense_gb * 1e9 > avail:
             warnings.warn(f"linear: W could reach {dense_gb:.1f} GB (D x L doubles) and "
                           f"{avail / 1e9:.1f} GB are available: weight rows stay sparse only "
-                          "under a strong enough --l1 (or use fewer labels or features)",
+                          "under a strong enough l1 (or use fewer labels or features)",
                           XmlkitWarning, stacklevel=2)
         thresholds = np.full(self.n_labels_, 0.5)
         if p.threshold_holdout > 0:
