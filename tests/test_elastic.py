@@ -55,3 +55,22 @@ def test_squared_hinge_touches_only_labels_with_a_residual():
                       decay=0.0)
     assert W[0] == pytest.approx([2.0, 0.0, 0.0]) and b == pytest.approx([0.0, -1.0, -1.0])
     assert nnz == 1
+
+
+def test_an_epoch_in_pieces_is_the_same_epoch():
+    """The kernel keeps its state between calls: one pass over an order given
+    in pieces (as the estimator does, for its progress bar) gives the same
+    weights, bit for bit, as the whole order at once."""
+    rng = np.random.default_rng(3)
+    X = sp.random(200, 40, density=0.1, random_state=4, format="csr", dtype=np.float32)
+    Y = sp.csr_matrix((rng.random((200, 9)) < 0.2).astype(np.float32))
+    order = rng.permutation(200).astype(np.int64)
+    out = []
+    for cuts in ([0, 200], [0, 1, 77, 150, 200]):
+        m = ElasticOVA(40, 9, 1e-3, 1e-3, 1.0, 0.0, "squared_hinge", True, True)
+        for a, b in zip(cuts, cuts[1:]):
+            m.epoch(X.indptr.astype(np.int64), X.indices, X.data, Y.indptr.astype(np.int64),
+                    Y.indices, order[a:b])
+        out.append(m.weights())
+    for a, b in zip(*out):
+        assert np.array_equal(a, b)

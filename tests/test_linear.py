@@ -95,3 +95,54 @@ def test_prune_weights_by_hand_and_through_the_estimator(bibtex):
     small = xmlkit.Linear(epochs=1, threshold_holdout=0, prune_weights=0.05).fit(X, Y)
     w = full.arrays_["w_val"]
     assert len(small.arrays_["w_val"]) == int((np.abs(w) >= 0.05).sum()) < len(w)
+
+
+def test_auto_settings_follow_the_data_and_are_recorded(tmp_path, bibtex):
+    from xmlkit.models import linear
+    assert linear.Linear.auto_loss(linear.HINGE_LABELS - 1) == "logistic"
+    assert linear.Linear.auto_loss(linear.HINGE_LABELS) == "squared_hinge"
+    # epochs: AUTO_STEPS / N rounded, clipped to [MIN_AUTO_EPOCHS, MAX_AUTO_EPOCHS]
+    steps = linear.AUTO_STEPS
+    assert linear.Linear.auto_epochs(10) == linear.MAX_AUTO_EPOCHS
+    assert linear.Linear.auto_epochs(10 ** 9) == linear.MIN_AUTO_EPOCHS
+    assert linear.Linear.auto_epochs(round(steps / 4.4)) == 4
+    assert linear.Linear.auto_epochs(round(steps / 3.6)) == 4
+    X, Y = bibtex[0][:300], bibtex[1][:300]
+    ticks = []
+    model = xmlkit.Linear(threshold_holdout=0.2)
+    total = model.progress_total(300, Y.shape[1])
+    X2, Y2 = model._start_fit(X, Y)
+    model._fit_arrays(X2, Y2, ticks.append)
+    # every point of every epoch of both trainings (240 without the hold-out, then 300)
+    assert sum(ticks) == total == linear.MAX_AUTO_EPOCHS * (240 + 300)
+    assert model.get_params()["loss"] == "auto"        # parameters stay as given
+    rec = model.model_params()                          # the model records what auto was
+    assert (rec["loss"], rec["lr"], rec["epochs"]) == ("logistic", 3.0, linear.MAX_AUTO_EPOCHS)
+    # a folder records the concrete values; the loaded model predicts the same
+    folder = tmp_path / "m"
+    model.save(folder)
+    assert json.loads((folder / "manifest.json").read_text())["params"]["loss"] == "logistic"
+    again = xmlkit.load_model(folder)
+    assert np.array_equal(again.predict(X[:20], k=3).toarray(),
+                          model.predict(X[:20], k=3).toarray())
+    # many labels: the squared hinge and its rate; the same as asking for them
+    Y_many = sp.hstack([Y, sp.csr_matrix((300, linear.HINGE_LABELS), dtype=Y.dtype)]).tocsr()
+    a = xmlkit.Linear(epochs=2, threshold_holdout=0).fit(X, Y_many)
+    b = xmlkit.Linear(epochs=2, threshold_holdout=0, loss="squared_hinge", lr=1.0).fit(X, Y_many)
+    assert a.model_params()["loss"] == "squared_hinge" and a.model_params()["lr"] == 1.0
+    for k in ("w_ptr", "w_idx", "w_val", "bias"):
+        assert np.array_equal(a.arrays_[k], b.arrays_[k])
+
+
+def test_cli_auto_options(tmp_path):
+    folder = tmp_path / "m"
+    r = run_cli("xml-train", TRAIN, folder, "--algorithm", "linear", "--epochs", "auto",
+                "--lr", "0.5", "--threshold-holdout", "0")
+    assert r.returncode == 0, r.stderr
+    params = json.loads((folder / "manifest.json").read_text())["params"]
+    assert params["lr"] == 0.5 and params["loss"] == "logistic"
+    assert isinstance(params["epochs"], int) and params["epochs"] >= 2
+    assert "linear: loss logistic, lr 0.5" in r.stderr
+    for bad in (["--epochs", "two"], ["--lr", "fast"], ["--epochs", "0"]):
+        r = run_cli("xml-train", TRAIN, tmp_path / "x", "--algorithm", "linear", *bad)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import click
 
 from xmlkit.metrics import PROPENSITY_PRESETS
+from xmlkit.models import linear as _linear
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,19 @@ class Opt:
     type: object = None     # a click type; None: the type of the default
     off: str = None         # booleans: the flag that turns it off
     choices: tuple = None
+
+
+class AutoOr(click.ParamType):
+    """'auto' (the estimator picks the value from the data) or a value of `kind`."""
+
+    def __init__(self, kind):
+        self.kind = kind
+        self.name = f"{kind.name}|auto"
+
+    def convert(self, value, param, ctx):
+        if value == "auto":
+            return value
+        return self.kind.convert(value, param, ctx)
 
 
 def _trees(n_default_help):
@@ -116,17 +130,22 @@ EMBED = (
 
 LINEAR = (
     Opt("loss", ("--loss",), "The loss of every one-vs-all model; squared_hinge updates "
-        "only the labels with a residual (fast with many labels).",
-        choices=("logistic", "squared", "squared_hinge")),
+        "only the labels with a residual (fast with many labels); auto: squared_hinge "
+        f"from {_linear.HINGE_LABELS} labels up, logistic below.",
+        choices=("auto", "logistic", "squared", "squared_hinge")),
     Opt("l1", ("--l1",), "L1 weight lambda1 (per example)."),
     Opt("l2", ("--l2",), "L2² weight lambda2 (penalty lambda2/2 ‖w‖²)."),
     Opt("lr_schedule", ("--lr-schedule",),
         "Learning rate per step: constant: --lr; decaying: lr / (1 + lr-decay · t); "
         "adagrad: lr / (1 + sqrt(G)) per feature (and per label for the bias).",
         choices=("constant", "decaying", "adagrad")),
-    Opt("lr", ("--lr",), "Learning rate of the SGD."),
+    Opt("lr", ("--lr",), "Learning rate of the SGD; auto: "
+        + ", ".join(f"{v} for {k}" for k, v in _linear.AUTO_LR.items()) + ".",
+        type=AutoOr(click.FLOAT)),
     Opt("lr_decay", ("--lr-decay",), "Decay of the decaying schedule."),
-    Opt("epochs", ("--epochs",), "Passes over the training data."),
+    Opt("epochs", ("--epochs",), f"Passes over the training data; auto: "
+        f"{_linear.AUTO_STEPS:,} SGD steps / N points, rounded, from "
+        f"{_linear.MIN_AUTO_EPOCHS} to {_linear.MAX_AUTO_EPOCHS}.", type=AutoOr(click.INT)),
     Opt("unit_rows", ("--unit-rows",), "Scale every point to unit length (training and "
                                        "prediction).", off="--raw-rows"),
     Opt("dense_updates", ("--dense-updates",), "The plain algorithm: every weight "

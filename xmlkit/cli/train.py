@@ -69,7 +69,8 @@ def _train_locked(algorithm, paths, index_base, as_json, quiet, params):
     model = cls(**params)
     start = time.perf_counter()
     try:
-        with log.progress(model.progress_total, "training", "steps") as bar:
+        with log.progress(model.progress_total(X.shape[0], Y.shape[1]), "training",
+                          model.progress_unit) as bar:
             fit_folder(model, X, Y, model_dir, progress=bar.update, log=log)
     except InvalidParameterError as exc:
         flag = flag_of(algorithm, exc.param)

@@ -80,6 +80,11 @@ def optional(c):
     return Constraint(f"None or {c.phrase}", lambda v: v is None or c(v))
 
 
+def auto_or(c):
+    """"auto" (the family picks a value from the data) or a value that `c` takes."""
+    return Constraint(f"'auto' or {c.phrase}", lambda v: v == "auto" or c(v))
+
+
 def array_like():
     return Constraint("an array of numbers", lambda v: np.asarray(v, dtype=np.float64).ndim == 1)
 

@@ -222,8 +222,11 @@ class Embed(ArrayModel):
         self.shrink = shrink
         self.seed = seed
 
-    @property
-    def progress_total(self):
+    progress_unit = "steps"
+
+    def progress_total(self, n_points, n_labels):
+        """Steps of training's progress callback: the three stages of the
+        fit and the epochs of the logistic refinement."""
         p = self.params
         return 3 + (p.epochs if p.loss == "logistic" else 0)
 

@@ -107,8 +107,9 @@ class TreeEnsemble(ModelBase):
         """Take back the _extra_arrays of a loaded folder: read(name) gives
         the dict of arrays `name` (`where` names the folder in messages)."""
 
-    @property
-    def progress_total(self):
+    progress_unit = "trees"
+
+    def progress_total(self, n_points, n_labels):
         """Steps of training's progress callback: the trees."""
         return self.params.n_trees
 

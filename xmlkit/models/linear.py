@@ -20,9 +20,23 @@ from xmlkit import checks
 from xmlkit.csr import as_rows, like, unit_rows
 from xmlkit.errors import XmlkitError, XmlkitWarning
 from xmlkit.models.arrays import ArrayModel, scored_blocks, selector, sigmoid
-from xmlkit.models.base import SEED, boolean, integer, one_of, real
+from xmlkit.models.base import SEED, auto_or, boolean, integer, one_of, real
 
 MIN_POSITIVES = 5      # labels with fewer hold-out positives use the pooled threshold
+#: loss="auto": the squared hinge from this many labels up (a logistic step
+#: touches every label of every active feature; the hinge only the labels
+#: with a residual), the logistic loss below (it ranks best on small sets)
+HINGE_LABELS = 2000
+#: lr="auto": per loss (chosen on Bibtex, Delicious, Corel5k, Yeast and the
+#: synthetic many-label sets)
+AUTO_LR = {"logistic": 3.0, "squared": 3.0, "squared_hinge": 1.0}
+#: epochs="auto": about this many SGD steps (passes = steps / points, from
+#: MIN_AUTO_EPOCHS to MAX_AUTO_EPOCHS): small sets get many passes, large
+#: sets, where one pass already takes minutes, few
+AUTO_STEPS = 100_000
+MIN_AUTO_EPOCHS, MAX_AUTO_EPOCHS = 2, 10
+#: points per call of the kernel (a progress update each)
+CHUNK_POINTS = 4096
 DECISIONS = ("scores", "threshold")
 DECISION_ALIASES = {"thresholds": "threshold"}     # the name before 0.1 unified it
 
@@ -73,18 +87,20 @@ class Linear(ArrayModel):
     algorithm = "linear"
     ARRAYS = "linear"
     _parameter_constraints = {
-        "loss": one_of("logistic", "squared", "squared_hinge"), "l1": real(0), "l2": real(0),
-        "lr_schedule": one_of("constant", "decaying", "adagrad"), "lr": real(0, lo_open=True),
-        "lr_decay": real(0), "epochs": integer(1), "unit_rows": boolean(),
+        "loss": one_of("auto", "logistic", "squared", "squared_hinge"), "l1": real(0),
+        "l2": real(0), "lr_schedule": one_of("constant", "decaying", "adagrad"),
+        "lr": auto_or(real(0, lo_open=True)), "lr_decay": real(0),
+        "epochs": auto_or(integer(1)), "unit_rows": boolean(),
         "dense_updates": boolean(), "threshold_holdout": real(0, 1, hi_open=True),
         "prune_weights": real(0),
         "seed": SEED,
     }
     MODEL_KEYS = ("loss", "l1", "l2", "lr_schedule", "lr", "lr_decay", "epochs", "unit_rows",
                   "threshold_holdout", "prune_weights")
+    progress_unit = "points"
 
-    def __init__(self, *, loss="logistic", l1=1e-6, l2=1e-5, lr_schedule="adagrad", lr=3.0,
-                 lr_decay=1e-4, epochs=10, unit_rows=True, dense_updates=False,
+    def __init__(self, *, loss="auto", l1=1e-6, l2=1e-5, lr_schedule="adagrad", lr="auto",
+                 lr_decay=1e-4, epochs="auto", unit_rows=True, dense_updates=False,
                  threshold_holdout=0.1, prune_weights=0.0, seed=0):
         """
         Parameters
@@ -93,22 +109,29 @@ class Linear(ArrayModel):
             "squared_hinge" (1/2 max(0, 1 - y s)^2, y = +-1), whose residual is
             zero for every label already scored below -1 (or a positive above
             1), so that a step costs the point's features times the labels
-            with a residual, not times all labels.
+            with a residual, not times all labels. "auto": the squared hinge
+            from HINGE_LABELS (2000) labels up, logistic below.
         l1 : L1 weight lambda1 (per example).
         l2 : L2² weight lambda2 (penalty lambda2/2 ‖w‖²).
         lr_schedule : "constant": lr; "decaying": lr / (1 + lr_decay · t);
             "adagrad": lr / (1 + sqrt(G)) per feature (and per label for the bias).
-        lr : learning rate.
+        lr : learning rate; "auto": 1.0 for the squared hinge, 3.0 otherwise.
         lr_decay : decay of the decaying schedule.
-        epochs : passes over the training data.
+        epochs : passes over the training data; "auto": about AUTO_STEPS
+            (100,000) SGD steps, i.e. 100,000 / n_points passes, at least 2
+            and at most 10.
         unit_rows : scale every point to unit length (training and prediction).
         dense_updates : the plain algorithm: every weight regularised at every
             step (slow; for comparison).
         prune_weights : after training, weights with |w| below this are dropped
             (DiSMEC's model pruning; 0: none).
         threshold_holdout : share of the training points held out to fit the
-            per-label thresholds (0: no thresholds).
+            per-label thresholds (0: no thresholds); the model is then
+            trained twice (without the hold-out, then on every point).
         seed : random seed (shuffling, hold-out).
+
+        A fitted model records the values "auto" stood for (its parameters
+        in the model folder and get_params() after fit are concrete).
         """
         self.loss = loss
         self.l1 = l1
@@ -123,14 +146,51 @@ class Linear(ArrayModel):
         self.prune_weights = prune_weights
         self.seed = seed
 
-    @property
-    def progress_total(self):
+    @staticmethod
+    def auto_loss(n_labels):
+        return "squared_hinge" if n_labels >= HINGE_LABELS else "logistic"
+
+    @staticmethod
+    def auto_epochs(n_points):
+        return int(min(MAX_AUTO_EPOCHS, max(MIN_AUTO_EPOCHS, round(AUTO_STEPS / max(1, n_points)))))
+
+    def _settings(self, n_points=None):
+        """The parameters with "auto" replaced by what it stands for (on
+        n_points training points; the number of labels is the model's)."""
         p = self.params
-        return p.epochs * (2 if p.threshold_holdout > 0 else 1)
+        if p.loss == "auto":
+            p.loss = self.auto_loss(self.n_labels_)
+        if p.lr == "auto":
+            p.lr = AUTO_LR[p.loss]
+        if p.epochs == "auto" and n_points is not None:
+            p.epochs = self.auto_epochs(n_points)
+        return p
+
+    def _start_fit(self, X, Y):
+        X, Y = super()._start_fit(X, Y)
+        self.settings_ = self._settings(X.shape[0])
+        return X, Y
+
+    def model_params(self):
+        """The parameters recorded in the model folder: after fit, the
+        values "auto" stood for."""
+        p = getattr(self, "settings_", None) or self.params
+        return {k: getattr(p, k) for k in self.MODEL_KEYS}
+
+    def _n_holdout(self, n_points):
+        h = self.params.threshold_holdout
+        return max(1, int(round(h * n_points))) if h > 0 else 0
+
+    def progress_total(self, n_points, n_labels):
+        """Points the SGD visits (with a hold-out, the first training's too)."""
+        p = self.params
+        epochs = self.auto_epochs(n_points) if p.epochs == "auto" else p.epochs
+        hold = self._n_holdout(n_points)
+        return epochs * (n_points + (n_points - hold if hold else 0))
 
     def _train(self, X, Y, tick, log=None):
         from xmlkit._ext.elastic_ova import ElasticOVA
-        p = self.params
+        p = self.settings_
         rng = np.random.default_rng(p.seed)
         decay = p.lr_decay if p.lr_schedule == "decaying" else 0.0
         m = ElasticOVA(self.n_features_in_, self.n_labels_, p.l1, p.l2, p.lr, decay,
@@ -138,9 +198,11 @@ class Linear(ArrayModel):
         xp, yp = X.indptr.astype(np.int64), Y.indptr.astype(np.int64)
         for e in range(p.epochs):
             start = time.perf_counter()
-            m.epoch(xp, X.indices, X.data, yp, Y.indices,
-                    rng.permutation(X.shape[0]).astype(np.int64))
-            tick(1)
+            order = rng.permutation(X.shape[0]).astype(np.int64)
+            for c in range(0, len(order), CHUNK_POINTS):     # the kernel keeps its state
+                part = order[c:c + CHUNK_POINTS]
+                m.epoch(xp, X.indices, X.data, yp, Y.indices, part)
+                tick(len(part))
             if log:
                 log(f"linear: epoch {e + 1}/{p.epochs} on {X.shape[0]} points in "
                     f"{time.perf_counter() - start:.1f} s; nnz(W) {m.nnz}")
@@ -151,13 +213,16 @@ class Linear(ArrayModel):
 
     def _fit_arrays(self, X, Y, progress=None, log=None):
         """The fit after _start_fit; progress(n) after each epoch, log(message)."""
-        p = self.params
+        p = self.settings_
         if p.unit_rows:
             X = unit_rows(X)
         Xs, Ys = X.to_scipy(), Y.to_scipy()
         tick = progress or (lambda _: None)
         dense_gb = 8 * self.n_features_in_ * self.n_labels_ / 1e9
         if log:
+            log(f"linear: loss {p.loss}, lr {p.lr}, {p.epochs} epochs"
+                + (f", trained twice ({p.threshold_holdout:.0%} held out for the thresholds, "
+                   "then on every point)" if p.threshold_holdout > 0 else ""))
             log(f"linear: W is {self.n_features_in_} x {self.n_labels_} ({dense_gb:.2f} GB if "
                 "every weight were stored; rows are kept sparse, the stronger l1 the sparser)")
         avail = available_memory()
@@ -170,7 +235,7 @@ class Linear(ArrayModel):
         if p.threshold_holdout > 0:
             rng = np.random.default_rng(p.seed ^ 0x5EED)
             perm = rng.permutation(X.shape[0])
-            n_hold = max(1, int(round(p.threshold_holdout * X.shape[0])))
+            n_hold = self._n_holdout(X.shape[0])
             hold, rest = np.sort(perm[:n_hold]), np.sort(perm[n_hold:])
             part = self._train(as_rows(Xs[rest], "features"), as_rows(Ys[rest], "labels"), tick,
                                log)
@@ -195,9 +260,10 @@ class Linear(ArrayModel):
         """Dense probabilities of the rows of Xs (scipy csr, n_features columns,
         already unit rows)."""
         Z = np.asarray((Xs @ self._weights()).todense()) + self.arrays_["bias"][None, :]
-        if self.params.loss == "logistic":
+        loss = self._settings().loss
+        if loss == "logistic":
             return sigmoid(Z)
-        if self.params.loss == "squared_hinge":     # scores -1 .. 1 onto 0 .. 1
+        if loss == "squared_hinge":     # scores -1 .. 1 onto 0 .. 1
             return np.clip(0.5 * (Z + 1), 0, 1)
         return np.clip(Z, 0, 1)
 
