@@ -27,8 +27,13 @@ def test_threshold_is_half_the_best_f1():
     P = np.hstack([scores, np.array([[0.6], [0.6], [0.6], [0.6], [0.6], [0.1]])])
     theta = fit_thresholds(P, Y)
     assert theta[1] == pytest.approx(1.0 / 2)           # 5 positives above 0.1: F* = 1
-    pooled, _ = best_f1(P.reshape(-1, 1), Y.toarray().reshape(-1, 1))
-    assert theta[0] == pytest.approx(pooled[0] / 2)
+    # pooled over the 12 pairs (7 positives): "score >= s" for s = 0.9: F1 2/8;
+    # 0.7: 2·2/(3+7); 0.6: 2·7/(8+7) = 14/15 (best) -> theta 7/15
+    assert theta[0] == pytest.approx(7 / 15)
+    # in blocks of one label: the same thresholds
+    from xmlkit.models.linear import fit_thresholds_blocked
+    blocked = fit_thresholds_blocked(lambda c0, c1: P[:, c0:c1], Y, 2, columns=1)
+    assert np.array_equal(blocked, theta)
 
 
 def test_lazy_and_dense_updates_give_the_same_model(bibtex):
@@ -146,3 +151,31 @@ def test_cli_auto_options(tmp_path):
     for bad in (["--epochs", "two"], ["--lr", "fast"], ["--epochs", "0"]):
         r = run_cli("xml-train", TRAIN, tmp_path / "x", "--algorithm", "linear", *bad)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_label_blocks_by_hand_and_independent_of_threads(bibtex):
+    from xmlkit.models.linear import block_bounds, merge_blocks
+    assert block_bounds(10, 4).tolist() == [0, 2, 5, 8, 10]
+    assert block_bounds(3, 8).tolist() == [0, 1, 2, 3]      # no more blocks than labels
+    # two blocks of a 2-feature model: block 0 holds labels 0-1, block 1 label 2
+    a = {"w_ptr": np.array([0, 1, 2]), "w_idx": np.array([1, 0], np.int32),
+         "w_val": np.array([0.5, -1.0], np.float32), "bias": np.array([0.1, 0.2])}
+    b = {"w_ptr": np.array([0, 1, 1]), "w_idx": np.array([0], np.int32),
+         "w_val": np.array([2.0], np.float32), "bias": np.array([0.3])}
+    m = merge_blocks([a, b], np.array([0, 2, 3]))
+    assert m["w_ptr"].tolist() == [0, 2, 3] and m["w_idx"].tolist() == [1, 2, 0]
+    assert m["w_val"].tolist() == [0.5, 2.0, -1.0] and m["w_val"].dtype == np.float32
+    assert m["bias"].tolist() == [0.1, 0.2, 0.3]
+    X, Y = bibtex[0][:400], bibtex[1][:400]
+    kw = {"epochs": 2, "label_blocks": 5}
+    one = xmlkit.Linear(threads=1, **kw).fit(X, Y)
+    two = xmlkit.Linear(threads=2, **kw).fit(X, Y)
+    for k in ("w_ptr", "w_idx", "w_val", "bias", "thresholds"):
+        assert np.array_equal(one.arrays_[k], two.arrays_[k])
+    # a block is a model of its labels alone: block 1 = a model of labels lo..hi-1
+    lo, hi = block_bounds(Y.shape[1], 5)[1:3]
+    alone = xmlkit.Linear(epochs=2, threshold_holdout=0).fit(X, Y[:, lo:hi])
+    blocked = xmlkit.Linear(epochs=2, threshold_holdout=0, label_blocks=5).fit(X, Y)
+    assert np.array_equal(alone._weights().toarray(),
+                          blocked._weights()[:, lo:hi].toarray())
+    assert np.array_equal(alone.arrays_["bias"], blocked.arrays_["bias"][lo:hi])

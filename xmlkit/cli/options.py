@@ -155,6 +155,11 @@ LINEAR = (
     Opt("threshold_holdout", ("--threshold-holdout",),
         "Share of the training points held out to fit the per-label thresholds "
         "(0: no thresholds)."),
+    Opt("label_blocks", ("--label-blocks",), "Split the labels into B contiguous blocks "
+        "trained on their own (on -T threads, or as --dask tasks): the same model wherever "
+        "they run, but B changes it (each block keeps its own per-feature AdaGrad rates)."),
+    Opt("threads", ("-T", "--threads"), "Label blocks trained at once (threads); the model "
+        "does not depend on it."),
     Opt("seed", ("--seed",), "Random seed (shuffling, hold-out)."),
 )
 

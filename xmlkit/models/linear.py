@@ -37,6 +37,8 @@ AUTO_STEPS = 100_000
 MIN_AUTO_EPOCHS, MAX_AUTO_EPOCHS = 2, 10
 #: points per call of the kernel (a progress update each)
 CHUNK_POINTS = 4096
+#: labels whose hold-out probabilities are computed at a time for the thresholds
+THRESHOLD_COLUMNS = 1024
 DECISIONS = ("scores", "threshold")
 DECISION_ALIASES = {"thresholds": "threshold"}     # the name before 0.1 unified it
 
@@ -59,6 +61,34 @@ def prune_small(ptr, idx, val, threshold):
     return new_ptr, idx[keep], val[keep]
 
 
+def block_bounds(n_labels, blocks):
+    """Bounds of `blocks` contiguous label blocks of nearly equal size (no
+    more blocks than labels): lo_0 = 0 < ... < hi_last = n_labels."""
+    b = max(1, min(int(blocks), int(n_labels)))
+    return np.linspace(0, n_labels, b + 1).round().astype(np.int64)
+
+
+def merge_blocks(parts, bounds):
+    """One model's arrays from the arrays of its label blocks (weights
+    feature-major, block-local label indices) in label order."""
+    import scipy.sparse as sp
+    n_features = len(parts[0]["w_ptr"]) - 1
+    W = sp.hstack([sp.csr_matrix((a["w_val"], a["w_idx"], a["w_ptr"]),
+                                 shape=(n_features, int(hi - lo)))
+                   for a, lo, hi in zip(parts, bounds[:-1], bounds[1:])], format="csr")
+    W.sort_indices()
+    return {"w_ptr": W.indptr.astype(np.int64), "w_idx": W.indices.astype(np.int32),
+            "w_val": W.data.astype(parts[0]["w_val"].dtype, copy=False),
+            "bias": np.concatenate([a["bias"] for a in parts])}
+
+
+def train_block(shared, block):
+    """A label block's arrays (a task for xmlkit.cluster): shared = (model,
+    X, Y), block = (lo, hi)."""
+    model, X, Y = shared
+    return model._train_block(X, Y, int(block[0]), int(block[1]))
+
+
 def best_f1(scores, truth):
     """For each column: the best F1 over cuts of the points ranked by score
     (F1(r) = 2 TP(r) / (r + P)), on dense blocks (points × labels)."""
@@ -72,12 +102,40 @@ def best_f1(scores, truth):
 
 def fit_thresholds(P, Y):
     """Per-label thresholds F*_l / 2 from hold-out probabilities P (dense n × L)
-    and truth Y (csr); labels with fewer than MIN_POSITIVES hold-out positives
-    get the pooled (micro) F*/2."""
-    T = Y.toarray().astype(np.float64)
-    f_star, pos = best_f1(P, T)
-    pooled, _ = best_f1(P.reshape(-1, 1), T.reshape(-1, 1))
-    return np.where(pos >= MIN_POSITIVES, f_star / 2, pooled[0] / 2)
+    and truth Y (csr); see fit_thresholds_blocked."""
+    return fit_thresholds_blocked(lambda c0, c1: P[:, c0:c1], Y, P.shape[1])
+
+
+def fit_thresholds_blocked(probabilities, Y, n_labels, columns=None):
+    """Per-label thresholds F*_l / 2 from hold-out truth Y (csr, n × L) and
+    their probabilities, asked for `columns` labels at a time as dense
+    blocks (probabilities(c0, c1): n × (c1 - c0)), so that memory stays
+    O(n × columns) at many labels. Labels with fewer than MIN_POSITIVES
+    hold-out positives get the pooled (micro) F*/2: the best F1 of a rule
+    "score >= s" over every (point, label) pair, s among the positives'
+    scores (a cut elsewhere only adds negatives)."""
+    L = n_labels
+    columns = columns or L
+    Yc = Y.tocsc()
+    f_star, pos = np.zeros(L), np.zeros(L)
+    pos_scores = []
+    for c0 in range(0, L, columns):
+        c1 = min(L, c0 + columns)
+        P = probabilities(c0, c1)
+        T = Yc[:, c0:c1].toarray().astype(np.float64)
+        f_star[c0:c1], pos[c0:c1] = best_f1(P, T)
+        pos_scores.append(P[T > 0])
+    s = np.sort(np.concatenate(pos_scores))[::-1]           # positives, best first
+    if len(s) == 0:
+        return np.where(pos >= MIN_POSITIVES, f_star / 2, 0.0)
+    # pairs scored >= each positive's score: a second pass over the blocks
+    at_least = np.zeros(len(s), np.int64)
+    for c0 in range(0, L, columns):
+        flat = np.sort(probabilities(c0, min(L, c0 + columns)), axis=None)
+        at_least += flat.size - np.searchsorted(flat, s, side="left")
+    tp = np.searchsorted(-s, -s, side="right")              # positives scored >= s_i
+    pooled = np.max(2 * tp / (at_least + len(s)))
+    return np.where(pos >= MIN_POSITIVES, f_star / 2, pooled / 2)
 
 
 class Linear(ArrayModel):
@@ -92,16 +150,16 @@ class Linear(ArrayModel):
         "lr": auto_or(real(0, lo_open=True)), "lr_decay": real(0),
         "epochs": auto_or(integer(1)), "unit_rows": boolean(),
         "dense_updates": boolean(), "threshold_holdout": real(0, 1, hi_open=True),
-        "prune_weights": real(0),
+        "prune_weights": real(0), "label_blocks": integer(1), "threads": integer(1),
         "seed": SEED,
     }
     MODEL_KEYS = ("loss", "l1", "l2", "lr_schedule", "lr", "lr_decay", "epochs", "unit_rows",
-                  "threshold_holdout", "prune_weights")
+                  "threshold_holdout", "prune_weights", "label_blocks")
     progress_unit = "points"
 
     def __init__(self, *, loss="auto", l1=1e-6, l2=1e-5, lr_schedule="adagrad", lr="auto",
                  lr_decay=1e-4, epochs="auto", unit_rows=True, dense_updates=False,
-                 threshold_holdout=0.1, prune_weights=0.0, seed=0):
+                 threshold_holdout=0.1, prune_weights=0.0, label_blocks=1, threads=1, seed=0):
         """
         Parameters
         ----------
@@ -128,6 +186,15 @@ class Linear(ArrayModel):
         threshold_holdout : share of the training points held out to fit the
             per-label thresholds (0: no thresholds); the model is then
             trained twice (without the hold-out, then on every point).
+        label_blocks : the labels are split into this many contiguous blocks
+            of (nearly) equal size, each trained on its own (DiSMEC's way of
+            spreading one-vs-all over machines): the same points in the same
+            order, but the AdaGrad accumulators of the features are per block
+            (a feature's rate falls with the gradients of its block's labels
+            only), so the model changes with the number of blocks, not with
+            where the blocks run.
+        threads : blocks trained at once (threads; the kernel runs without
+            the GIL). The model does not depend on it.
         seed : random seed (shuffling, hold-out).
 
         A fitted model records the values "auto" stood for (its parameters
@@ -144,6 +211,8 @@ class Linear(ArrayModel):
         self.dense_updates = dense_updates
         self.threshold_holdout = threshold_holdout
         self.prune_weights = prune_weights
+        self.label_blocks = label_blocks
+        self.threads = threads
         self.seed = seed
 
     @staticmethod
@@ -182,18 +251,60 @@ class Linear(ArrayModel):
         return max(1, int(round(h * n_points))) if h > 0 else 0
 
     def progress_total(self, n_points, n_labels):
-        """Points the SGD visits (with a hold-out, the first training's too)."""
+        """Points the SGD visits, in every label block (with a hold-out, the
+        first training's too)."""
         p = self.params
         epochs = self.auto_epochs(n_points) if p.epochs == "auto" else p.epochs
         hold = self._n_holdout(n_points)
-        return epochs * (n_points + (n_points - hold if hold else 0))
+        blocks = len(block_bounds(n_labels, p.label_blocks)) - 1
+        return blocks * epochs * (n_points + (n_points - hold if hold else 0))
 
-    def _train(self, X, Y, tick, log=None):
+    def _train(self, X, Y, tick, log=None, executor=None):
+        """Weights and biases trained on X, Y: one block of labels, or the
+        label blocks on `threads` threads or as the tasks of `executor`
+        (xmlkit.cluster), merged in label order."""
+        p = self.settings_
+        bounds = block_bounds(self.n_labels_, p.label_blocks)
+        if len(bounds) == 2 and executor is None:
+            return self._train_block(X, Y, 0, self.n_labels_, tick, log)
+        blocks = list(zip(bounds[:-1], bounds[1:]))
+        if log:
+            log(f"linear: {len(blocks)} label blocks of {blocks[0][1] - blocks[0][0]} labels"
+                + (" (Dask tasks)" if executor is not None else f" ({p.threads} threads)"))
+        if executor is not None:
+            worker = self._worker_copy()
+            parts = []
+            for part in executor.map_blocks(train_block, (worker, X, Y), blocks):
+                tick(p.epochs * X.shape[0])
+                parts.append(part)
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+            pool = ThreadPoolExecutor(min(p.threads, len(blocks)))
+            try:
+                parts = list(pool.map(lambda b: self._train_block(X, Y, *b, tick), blocks))
+            finally:
+                pool.shutdown(wait=False, cancel_futures=True)
+        return merge_blocks(parts, bounds)
+
+    def _worker_copy(self):
+        """The model as a block task needs it (no arrays)."""
+        import copy
+        m = copy.copy(self)
+        m.__dict__.pop("arrays_", None)
+        return m
+
+    def _train_block(self, X, Y, lo, hi, tick=None, log=None):
+        """Weights and biases of labels lo .. hi-1 (block-local label indices)."""
         from xmlkit._ext.elastic_ova import ElasticOVA
         p = self.settings_
+        tick = tick or (lambda _: None)
+        if (lo, hi) != (0, self.n_labels_):
+            Ys = Y.to_scipy()[:, lo:hi].tocsr()
+            Ys.sort_indices()
+            Y = as_rows(Ys, "labels")
         rng = np.random.default_rng(p.seed)
         decay = p.lr_decay if p.lr_schedule == "decaying" else 0.0
-        m = ElasticOVA(self.n_features_in_, self.n_labels_, p.l1, p.l2, p.lr, decay,
+        m = ElasticOVA(self.n_features_in_, hi - lo, p.l1, p.l2, p.lr, decay,
                        p.loss, not p.dense_updates, p.lr_schedule == "adagrad")
         xp, yp = X.indptr.astype(np.int64), Y.indptr.astype(np.int64)
         for e in range(p.epochs):
@@ -211,8 +322,9 @@ class Linear(ArrayModel):
             ptr, idx, val = prune_small(ptr, idx, val, p.prune_weights)
         return {"w_ptr": ptr, "w_idx": idx, "w_val": val, "bias": bias}
 
-    def _fit_arrays(self, X, Y, progress=None, log=None):
-        """The fit after _start_fit; progress(n) after each epoch, log(message)."""
+    def _fit_arrays(self, X, Y, progress=None, log=None, executor=None):
+        """The fit after _start_fit; progress(n) as points are visited,
+        log(message); label blocks as tasks of `executor` when given."""
         p = self.settings_
         if p.unit_rows:
             X = unit_rows(X)
@@ -238,16 +350,24 @@ class Linear(ArrayModel):
             n_hold = self._n_holdout(X.shape[0])
             hold, rest = np.sort(perm[:n_hold]), np.sort(perm[n_hold:])
             part = self._train(as_rows(Xs[rest], "features"), as_rows(Ys[rest], "labels"), tick,
-                               log)
+                               log, executor)
             self.arrays_ = part
-            P = self._probabilities(Xs[hold])
-            thresholds = fit_thresholds(P, Ys[hold])
-        self.arrays_ = self._train(X, Y, tick, log)
+            thresholds = self._fit_thresholds(Xs[hold], Ys[hold])
+        self.arrays_ = self._train(X, Y, tick, log, executor)
         self.arrays_["thresholds"] = thresholds
         if log:
             log(f"linear: {X.shape[0]} points, {self.n_features_in_} features, {self.n_labels_} "
                 f"labels; nnz(W) {len(self.arrays_['w_idx'])} of "
                 f"{self.n_features_in_ * self.n_labels_}")
+
+    def _fit_thresholds(self, Xs, Ys):
+        """fit_thresholds_blocked on the hold-out rows Xs, Ys (scipy csr),
+        THRESHOLD_COLUMNS labels at a time."""
+        W, bias = self._weights().tocsc(), self.arrays_["bias"]
+        link = self._link()
+        return fit_thresholds_blocked(
+            lambda c0, c1: link(np.asarray((Xs @ W[:, c0:c1]).todense()) + bias[None, c0:c1]),
+            Ys, self.n_labels_, THRESHOLD_COLUMNS)
 
     # -- prediction
     def _weights(self):
@@ -260,12 +380,16 @@ class Linear(ArrayModel):
         """Dense probabilities of the rows of Xs (scipy csr, n_features columns,
         already unit rows)."""
         Z = np.asarray((Xs @ self._weights()).todense()) + self.arrays_["bias"][None, :]
+        return self._link()(Z)
+
+    def _link(self):
+        """Scores onto probabilities, by the model's loss."""
         loss = self._settings().loss
         if loss == "logistic":
-            return sigmoid(Z)
+            return sigmoid
         if loss == "squared_hinge":     # scores -1 .. 1 onto 0 .. 1
-            return np.clip(0.5 * (Z + 1), 0, 1)
-        return np.clip(Z, 0, 1)
+            return lambda Z: np.clip(0.5 * (Z + 1), 0, 1)
+        return lambda Z: np.clip(Z, 0, 1)
 
     def predict(self, X, k=5, threads=1, progress=None, decision="scores"):
         """Probabilities (the k best per row; k=None: every label), or label sets
