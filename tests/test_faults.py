@@ -402,3 +402,20 @@ def test_a_version_1_folder_keeps_all_its_trees_when_trained_into(tiny, tmp_path
     assert upgraded["format_version"] == 2
     assert sorted(upgraded["files"]) == [f"tree_{t:05d}.npz" for t in range(4)]
     assert sorted(xmlkit.load_model(m).trees_) == [0, 1, 2, 3]
+
+
+def test_dask_without_distributed_says_how_to_install(tmp_path):
+    """Without the [dask] extra (here: an import of distributed that fails),
+    --dask is one line naming the extra, exit 2; nothing is written."""
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "distributed.py").write_text("raise ImportError('not installed')\n")
+    env = {**os.environ, "PYTHONPATH": str(blocker)}
+    r = run_cli("xml-train", TRAIN, tmp_path / "m", "--dask", "local:2", env=env)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "pip install 'xmlkit[dask]'" in r.stderr
+    assert not (tmp_path / "m" / "manifest.json").exists()
+    r = run_cli("xml-predict", TEST, tmp_path / "s.txt", tmp_path / "m", "--dask", "local:2",
+                env=env)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "pip install 'xmlkit[dask]'" in r.stderr

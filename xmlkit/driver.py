@@ -30,10 +30,15 @@ class TreeWriter:
         store.save_arrays(self.folder, tree_name(t), self.encode(tree))
 
 
-def fit_folder(model, X, Y, folder, progress=None, log=None):
+def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None):
     """Train `model` on X, Y into `folder` (see the module doc); progress(n)
     is called as steps complete (model.progress_total in all), log(message)
     with what is done. Returns the model, fitted.
+
+    The trees are grown by the family's own workers (threads), or by
+    `executor.grow_trees(model, X, Y, todo, after)` (xmlkit.cluster: Dask
+    tasks; `after` then writes each tree here as it arrives): the same trees
+    and files either way.
 
     The folder is locked while training (a second run into it fails at once)
     and temporary files of killed runs are removed first. Each file is added
@@ -44,7 +49,10 @@ def fit_folder(model, X, Y, folder, progress=None, log=None):
         store.remove_stale_temps(folder)
         store.prepare_folder(folder, model.manifest())
         if not isinstance(model, TreeEnsemble):
-            model._fit_arrays(X, Y, tick, log)
+            if executor is None:
+                model._fit_arrays(X, Y, tick, log)
+            else:
+                model._fit_arrays(X, Y, tick, log, executor=executor)
             store.save_arrays(folder, model.ARRAYS, model.arrays_)
             store.record_files(folder, [model.ARRAYS])
             return model
@@ -74,7 +82,9 @@ def fit_folder(model, X, Y, folder, progress=None, log=None):
                 f"{Y.shape[1]} labels; growing {len(todo)} trees")
         tick(len(model.trees_))
         writer = TreeWriter(folder, model._encode_tree)
-        for t, tree in model._grow_trees(X, Y, todo, after=writer):
+        grow = model._grow_trees if executor is None else \
+            (lambda *a, **kw: executor.grow_trees(model, *a, **kw))
+        for t, tree in grow(X, Y, todo, after=writer):
             model.trees_[t] = tree
             store.record_files(folder, [tree_name(t)])
             tick(1)

@@ -40,11 +40,16 @@ PIECE_ROWS = 20000      # rows read, scored and written at a time
                    "F1 inference over the points of FEATURES [default: scores].")
 @click.option("--threshold", type=float, default=None,
               help="Embed models, --decision threshold: the probability cut [default: 0.5].")
+@click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
+              help="Score blocks of rows as tasks on a Dask cluster: a scheduler address "
+                   "(tcp://HOST:8786) or local:N (N worker processes here); the blocks are "
+                   "written in order as they arrive, the same file byte for byte. Needs "
+                   "pip install 'xmlkit[dask]'.")
 @index_base_option
 @quiet_option
 @version_option
 def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, rerank,
-            trees_only, decision, threshold, index_base, quiet):
+            trees_only, decision, threshold, dask_address, index_base, quiet):
     """Write the scores of MODEL_DIR's model for the points of FEATURES (a feature
     file 'N D', or a single-file data set 'N D L' whose labels are ignored) to
     SCORES, a score matrix 'N L' (6 decimals, labels ascending).
@@ -58,6 +63,10 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
     SCORES writes standard output.
     """
     log = Log(quiet)
+    if dask_address is not None:            # before any work: a usable cluster address
+        from xmlkit import cluster
+        cluster.parse_address(dask_address)
+        cluster.require()
     if scores != "-":
         output_target(scores)               # before any work: a usable output location
     trees = _tree_range(model_dir, start_tree, n_trees)
@@ -73,12 +82,20 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
         fail(f"{features} has {n_cols} features but the model in {model_dir} was "
              f"trained on {model.n_features_in_}")
     start = time.perf_counter()
+    kwargs = dict(k=top_k, threads=threads, **extra)
     with log.progress(n_rows, "predicting", "points") as bar, \
             matrix_writer(scores, n_rows, model.n_labels_) as write:
-        for part in pieces:
-            S = model.predict(part.feature_rows, k=top_k, threads=threads,
-                              progress=bar.update, **extra)
-            write(S)
+        if dask_address is None:
+            for part in pieces:
+                write(model.predict(part.feature_rows, progress=bar.update, **kwargs))
+        else:
+            from xmlkit import cluster
+            with cluster.connect(dask_address) as client:
+                rows = (part.feature_rows for part in pieces)
+                for S in cluster.DaskExecutor(client).predict_blocks(
+                        model, kwargs, rows, n_rows, whole=piece is None):
+                    write(S)
+                    bar.update(S.shape[0])
     seconds = time.perf_counter() - start
     trees = getattr(model, "trees_", None)
     what = f"{len(trees)} trees" if trees else model.algorithm

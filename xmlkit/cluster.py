@@ -1,0 +1,257 @@
+"""Training and prediction on a Dask cluster (`pip install 'xmlkit[dask]'`).
+
+Dask distributed does the scheduling, the transport and the retries: a task
+of a worker that dies is run again elsewhere by the scheduler. What is ours
+is only what a task computes, and it is the code of a local run:
+
+- a tree task grows tree t with the family's own `_grow_trees(X, Y, [t])`
+  (one thread), seeded by (seed, t) as always, and returns the tree; the
+  submitting process writes each tree into the model folder as it arrives,
+  with the driver's writer, so the folder is the one a local run writes;
+- a prediction task scores a block of rows with the model's own `predict`;
+  the submitting process writes the blocks in order;
+- a label-block task trains one block of a linear model's labels.
+
+The training data reach each worker once: scattered to every worker
+(`data=None`), or, when every worker sees the same files
+(`SharedData`), read by each worker itself the first time a task of the run
+lands there (and again by a replacement worker).
+"""
+import contextlib
+import logging
+
+from xmlkit.errors import XmlkitError
+
+#: seconds to wait for a scheduler before giving up
+CONNECT_TIMEOUT = 20
+#: blocks of rows in flight per worker while predicting
+ROW_BLOCKS_PER_WORKER = 2
+#: rows per prediction task: at most this, fewer when the file is small
+TASK_ROWS = 20000
+INSTALL = "pip install 'xmlkit[dask]'"
+
+
+def require():
+    """The distributed module, or a one-line error saying how to install it."""
+    try:
+        import distributed
+    except ImportError:
+        raise XmlkitError(f"--dask needs Dask's distributed package: {INSTALL}") from None
+    return distributed
+
+
+def parse_address(address):
+    """('local', N) for 'local:N', else ('remote', address)."""
+    if address.startswith("local:"):
+        n = address[len("local:"):]
+        if not n.isdigit() or int(n) < 1:
+            raise XmlkitError(f"--dask {address}: local:N needs a number of workers N >= 1")
+        return "local", int(n)
+    if not address:
+        raise XmlkitError("--dask needs a scheduler address (tcp://HOST:8786) or local:N")
+    return "remote", address
+
+
+@contextlib.contextmanager
+def connect(address, timeout=CONNECT_TIMEOUT):
+    """A distributed.Client for `address`: 'local:N' starts a LocalCluster of
+    N single-threaded worker processes on this machine (closed on exit);
+    anything else is a scheduler's address, reached within `timeout` s."""
+    kind, where = parse_address(address)
+    distributed = require()
+    cluster = None
+    # (the scheduler's and workers' own log lines are not the user's business)
+    for name in ("distributed", "distributed.worker", "distributed.scheduler",
+                 "distributed.nanny", "distributed.core", "distributed.client"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    if kind == "local":
+        try:
+            cluster = distributed.LocalCluster(n_workers=where, threads_per_worker=1,
+                                               processes=True, dashboard_address=None,
+                                               silence_logs=logging.CRITICAL)
+        except Exception as exc:    # pragma: no cover (ports, resources)
+            raise XmlkitError(f"--dask {address}: could not start local workers ({exc})") \
+                from None
+        client = distributed.Client(cluster)
+    else:
+        try:
+            client = distributed.Client(where, timeout=f"{timeout}s")
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise XmlkitError(f"--dask {address}: no Dask scheduler answered within "
+                              f"{timeout} s ({str(exc).splitlines()[0] if str(exc) else exc})"
+                              ) from None
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def worker_count(client):
+    return max(1, len(client.scheduler_info().get("workers", {})))
+
+
+class SharedData:
+    """Training files every worker can read at the same path: each worker
+    process reads them once (the first task of the run there) and keeps them."""
+
+    _cache = {}
+
+    def __init__(self, paths, index_base, min_points):
+        self.paths = tuple(str(p) for p in paths)
+        self.index_base = index_base
+        self.min_points = min_points
+
+    def rows(self):
+        key = (self.paths, self.index_base)
+        if key not in SharedData._cache:
+            from xmlkit.io import read_xc
+            from xmlkit.models.ensemble import training_rows
+            SharedData._cache.clear()           # one data set at a time per worker
+            if len(self.paths) == 1:
+                d = read_xc(self.paths[0], index_base=self.index_base, layout="dataset")
+                X, Y = d.feature_rows, d.label_rows
+            else:
+                X = read_xc(self.paths[0], index_base=self.index_base,
+                            layout="matrix").feature_rows
+                Y = read_xc(self.paths[1], index_base=self.index_base,
+                            layout="matrix").feature_rows
+            SharedData._cache[key] = training_rows(X, Y, self.min_points)
+        return SharedData._cache[key]
+
+
+def _rows_of(data):
+    return data.rows() if isinstance(data, SharedData) else data
+
+
+def _grow_tree(model, data, t):
+    """On a worker: tree t, grown by the family's own code on one thread."""
+    X, Y = _rows_of(data)
+    for grown in model._grow_trees(X, Y, [t]):
+        return grown
+    raise AssertionError(f"tree {t} was not grown")     # pragma: no cover
+
+
+def _worker_copy(model):
+    """The model as a tree task needs it: parameters and the state fit set up
+    before the trees (shapes, propensities, feature scaling), no trees, one
+    thread per task."""
+    import copy
+    m = copy.copy(model)
+    for name in ("trees_", "_packed", "tail_"):
+        m.__dict__.pop(name, None)
+    m.threads = 1
+    return m
+
+
+def _predict_block(shared, rows):
+    """On a worker: the model's own prediction of a block of rows."""
+    model, kwargs = shared
+    return model.predict(rows, **kwargs)
+
+
+def row_blocks(pieces, size):
+    """The rows of `pieces` (Rows) in blocks of at most `size` rows."""
+    from xmlkit.csr import Rows
+    for R in pieces:
+        for a in range(0, R.shape[0], size):
+            b = min(R.shape[0], a + size)
+            p0, p1 = int(R.indptr[a]), int(R.indptr[b])
+            yield Rows(R.indptr[a:b + 1] - R.indptr[a], R.indices[p0:p1], R.data[p0:p1],
+                       (b - a, R.shape[1]))
+
+
+def _failure(exc, what):
+    """The exception to raise for a task `what` that failed with `exc`."""
+    distributed = require()
+    if isinstance(exc, XmlkitError):
+        return XmlkitError(f"{what}: {exc}")
+    if isinstance(exc, distributed.KilledWorker):
+        return XmlkitError(f"{what}: the Dask workers that ran it died each time (killed, "
+                           "or out of memory)")
+    return exc
+
+
+class DaskExecutor:
+    """Runs a driver's tasks on the cluster of `client`; `data`: None to
+    scatter the training rows, or a SharedData the workers read."""
+
+    def __init__(self, client, data=None):
+        self.client = client
+        self.data = data
+
+    def _data_future(self, X, Y):
+        if self.data is not None:
+            return self.data
+        return self.client.scatter((X, Y), broadcast=True, hash=False)
+
+    def grow_trees(self, model, X, Y, todo, after=None):
+        """Yield (t, tree) for the trees `todo` as workers finish them;
+        after(t, tree) runs here, in the submitting process."""
+        distributed = require()
+        if not todo:
+            return
+        data = self._data_future(X, Y)
+        [worker_model] = self.client.scatter([_worker_copy(model)], broadcast=True, hash=False)
+        futures = {self.client.submit(_grow_tree, worker_model, data, t, pure=False): t
+                   for t in todo}
+        try:
+            for f in distributed.as_completed(list(futures)):
+                t = futures[f]
+                try:
+                    grown = f.result()
+                except BaseException as exc:
+                    failure = _failure(exc, f"tree {t}")
+                    if failure is exc:
+                        raise
+                    raise failure from None
+                if after is not None:
+                    after(*grown)
+                yield grown
+        finally:
+            for f in futures:
+                f.cancel()
+
+    def predict_blocks(self, model, kwargs, pieces, n_rows, whole=False):
+        """model.predict(rows, **kwargs) of the rows of `pieces` (Rows), as
+        tasks of about n_rows / (4 workers) rows (at most TASK_ROWS; each
+        piece whole when `whole`), yielded in order."""
+        import copy
+        import math
+        m = copy.copy(model)
+        m.__dict__.pop("_packed", None)     # (the packed forest is rebuilt there)
+        kwargs = {**kwargs, "threads": 1}
+        size = max(1, min(TASK_ROWS, math.ceil(n_rows / (4 * worker_count(self.client)))))
+        blocks = pieces if whole else row_blocks(pieces, size)
+        yield from self.map_blocks(_predict_block, (m, kwargs), blocks)
+
+    def map_blocks(self, fn, shared, blocks, window=None):
+        """fn(shared, block) for each block, on the workers; results yielded
+        in the order of `blocks` (at most `window` blocks in flight);
+        `shared` is sent to every worker once."""
+        window = window or ROW_BLOCKS_PER_WORKER * worker_count(self.client)
+        [shared_f] = self.client.scatter([shared], broadcast=True, hash=False)
+        pending = []
+        blocks = iter(blocks)
+        try:
+            while True:
+                while len(pending) < window:
+                    block = next(blocks, None)
+                    if block is None:
+                        break
+                    pending.append(self.client.submit(fn, shared_f, block, pure=False))
+                if not pending:
+                    return
+                f = pending.pop(0)
+                try:
+                    out = f.result()
+                except BaseException as exc:
+                    failure = _failure(exc, "a block of rows")
+                    if failure is exc:
+                        raise
+                    raise failure from None
+                yield out
+        finally:
+            for f in pending:
+                f.cancel()
