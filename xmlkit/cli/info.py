@@ -26,7 +26,8 @@ def folder_info(folder):
         from xmlkit.models.cpp_model import read_param
         info.update({"format": "C++ tool folder", "format_version": None,
                      "written_by": f"the C++ {model.algorithm} tool", "seed": None,
-                     "params": dict(read_param(folder))})    # its param file, by name
+                     "params": {k: int(v) if float(v).is_integer() else v   # its param file
+                                for k, v in read_param(folder).items()}})
     trees = getattr(model, "trees_", None)
     if trees:
         info["trees"] = len(trees)
