@@ -37,6 +37,8 @@ __all__ = [
     "psndcg_at_k",
     "label_sets",
     "set_metrics",
+    "frequency_bins",
+    "binned_precision",
 ]
 
 #: (A, B) of the propensity model, per data-set family (Jain et al., 2016).
@@ -221,3 +223,59 @@ def set_metrics(Y_true, Y_pred):
             "micro_f1": float(2 * tp / (n_true + n_pred)) if n_true + n_pred else 1.0,
             "macro_f1": float(f1_l.mean()) if L else float("nan"),
             "example_f1": float(f1_i.mean()) if n else float("nan")}
+
+
+def frequency_bins(Y_train, n_bins=10):
+    """Labels grouped by training frequency: bin of each label (0 = the
+    rarest labels) and the bins' label counts and frequency ranges. Labels
+    are sorted by frequency (ties by label index) and cut into n_bins groups
+    of (nearly) equal numbers of labels."""
+    Y = _binary_csr(Y_train, "training labels")
+    freq = np.bincount(Y.indices, minlength=Y.shape[1])
+    L = Y.shape[1]
+    n_bins = max(1, min(int(n_bins), L))
+    order = np.lexsort((np.arange(L), freq))
+    bounds = np.linspace(0, L, n_bins + 1).round().astype(np.int64)
+    bins = np.empty(L, np.int64)
+    info = []
+    for b in range(n_bins):
+        members = order[bounds[b]:bounds[b + 1]]
+        bins[members] = b
+        info.append({"labels": int(len(members)), "min_freq": int(freq[members].min()),
+                     "max_freq": int(freq[members].max()),
+                     "train_positives": int(freq[members].sum())})
+    return bins, info
+
+
+def binned_precision(Y_true, scores, bins, n_bins, k, inv_prop=None):
+    """What each bin of labels contributes to P@k (and PSP@k): the hits in
+    the top k whose label is in bin b, over N·k (for PSP@k weighted by q and
+    over the best achievable sum, as :func:`ranking_metrics`). Summed over
+    the bins they give P@k and PSP@k. Returns {"P@k": array, "PSP@k": array
+    or None, "hits": array of hit counts}."""
+    import scipy.sparse as sp
+    k = int(k)
+    Y = _binary_csr(Y_true, "true labels")
+    top, _ = top_k(scores, k)
+    N, L = Y.shape
+    rows = np.repeat(np.arange(N, dtype=np.int64), k)
+    labels = top.ravel().astype(np.int64)
+    stored = labels >= 0
+    truth = sp.csr_matrix((np.ones(Y.nnz), Y.indices, Y.indptr), shape=Y.shape)
+    hit = np.zeros(len(labels), bool)
+    hit[stored] = np.asarray(truth[rows[stored], labels[stored]]).ravel() > 0
+    hit_labels = labels[hit]
+    b = np.asarray(bins)[hit_labels]
+    hits = np.bincount(b, minlength=n_bins)
+    out = {"hits": hits, "P@k": hits / (max(N, 1) * k), "PSP@k": None}
+    if inv_prop is not None:
+        q = np.asarray(inv_prop, dtype=np.float64)
+        gained = np.bincount(b, weights=q[hit_labels], minlength=n_bins)
+        # the best achievable: each point's k true labels of largest q
+        row_of = np.repeat(np.arange(N), np.diff(Y.indptr))
+        qs = q[Y.indices]
+        order = np.lexsort((-qs, row_of))                  # by row, then q descending
+        rank = np.arange(len(order)) - np.repeat(Y.indptr[:-1], np.diff(Y.indptr))
+        den = float(qs[order][rank < k].sum())
+        out["PSP@k"] = gained / den if den > 0 else np.full(n_bins, np.nan)
+    return out

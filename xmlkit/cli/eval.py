@@ -7,8 +7,9 @@ import click
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_option,
                                quiet_option, read_input, run, version_option)
 from xmlkit.io import read_inv_propensity
-from xmlkit.metrics import (DEFAULT_KS, PROPENSITY_PRESETS, inverse_propensity, label_sets,
-                            propensity_ab, ranking_metrics, set_metrics)
+from xmlkit.metrics import (DEFAULT_KS, PROPENSITY_PRESETS, binned_precision, frequency_bins,
+                            inverse_propensity, label_sets, propensity_ab, ranking_metrics,
+                            set_metrics)
 
 ROW_ORDER = ("P", "nDCG", "PSP", "PSnDCG", "R")
 
@@ -58,12 +59,20 @@ def format_table(metrics, ks):
 @click.option("--threshold", type=float, default=None,
               help="Predict the labels scored >= this and print the label-set metrics, as "
                    "--sets does.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Write a PNG of the tail: labels in ten bins by training frequency "
+                   "(needs --train-labels), per bin its share of P@k and PSP@k (k: the "
+                   "largest -k) for SCORES and every --compare file. Needs "
+                   "pip install 'xmlkit[plot]'.")
+@click.option("--compare", "compare", type=click.Path(dir_okay=False), multiple=True,
+              help="Another score file of the same points, drawn beside SCORES in --plot "
+                   "and binned in --json (repeatable).")
 @index_base_option
 @json_option
 @quiet_option
 @version_option
 def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_preset,
-            prop_a, prop_b, sets, threshold, index_base, as_json, quiet):
+            prop_a, prop_b, sets, threshold, plot_path, compare, index_base, as_json, quiet):
     """Evaluate SCORES (a score matrix, header 'N L') against TRUE_LABELS (a label
     file 'N L' or a single-file data set 'N D L').
 
@@ -79,6 +88,15 @@ def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_pr
         fail("give either --train-labels or --inv-propensity, not both")
     if (prop_a is not None or prop_b is not None) and not train_labels:
         fail("-A/-B need --train-labels (the propensity model is fit on training labels)")
+    if (plot_path or compare) and not train_labels:
+        fail("--plot and --compare need --train-labels (the bins are by training frequency)")
+    if (plot_path or compare) and (sets or threshold is not None):
+        fail("--plot and --compare are for ranking metrics, not with --sets or --threshold")
+    if plot_path:
+        from xmlkit.atomic import output_target
+        from xmlkit.plot import require
+        require()
+        output_target(plot_path)
 
     S = read_input(log, scores, index_base, layout="matrix").features
     truth = read_input(log, true_labels, index_base)
@@ -101,7 +119,7 @@ def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_pr
             click.echo("\n".join(f"{k:<{width}}  {v:.4f}" for k, v in m.items()))
         return
 
-    q, prop = None, None
+    q, prop, Ytr = None, None, None
     if train_labels:
         tr = read_input(log, train_labels, index_base)
         Ytr = tr.labels if tr.layout == "dataset" else tr.features
@@ -117,13 +135,49 @@ def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_pr
         log("PSP@k and PSnDCG@k need --train-labels or --inv-propensity; not reported")
 
     metrics = ranking_metrics(Y, S, ks, q)
+    tail = None
+    if Ytr is not None:
+        others = []
+        for path in compare:
+            O = read_input(log, path, index_base, layout="matrix").features
+            if O.shape != S.shape:
+                fail(f"{path} is {O.shape[0]} x {O.shape[1]} but {scores} is "
+                     f"{S.shape[0]} x {S.shape[1]}")
+            others.append((str(path), O))
+        tail = tail_bins(Y, Ytr, q, ks[-1], [(str(scores), S)] + others)
+    if plot_path:
+        from xmlkit.plot import tail_figure
+        tail_figure(tail, plot_path)
+        log(f"tail plot -> {plot_path}")
     if as_json:
         out = {"n_points": int(Y.shape[0]), "n_labels": int(Y.shape[1]), "k": ks,
                "unit": "percent", "propensity": prop,
                "metrics": {k: (None if math.isnan(v) else 100 * v) for k, v in metrics.items()}}
+        if tail is not None:
+            out["tail_bins"] = tail
         click.echo(json.dumps(out, indent=2))
     else:
         click.echo(format_table(metrics, ks))
+
+
+def tail_bins(Y, Ytr, q, k, named_scores, n_bins=10):
+    """The numbers behind --plot: labels in n_bins bins by training
+    frequency (rarest first); per bin and score file, the bin's part of P@k
+    and PSP@k (percentage points; they sum to P@k and PSP@k) and its share
+    of the hits."""
+    Ytr = Ytr.to_scipy() if hasattr(Ytr, "to_scipy") else Ytr
+    bins, info = frequency_bins(Ytr, n_bins)
+    n_bins = len(info)
+    per_file = {}
+    for name, S in named_scores:
+        r = binned_precision(Y, S, bins, n_bins, k, q)
+        total = max(1, int(r["hits"].sum()))
+        per_file[name] = [{"P@k": 100 * float(r["P@k"][b]),
+                           "PSP@k": None if r["PSP@k"] is None else 100 * float(r["PSP@k"][b]),
+                           "hits": int(r["hits"][b]),
+                           "share_of_hits": float(r["hits"][b] / total)}
+                          for b in range(n_bins)]
+    return {"k": int(k), "bins": info, "scores": per_file}
 
 
 def main():
