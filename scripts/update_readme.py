@@ -3,11 +3,12 @@
     <!-- begin scripts/results/NAME.md -->
     <!-- end scripts/results/NAME.md -->
 
-is replaced by the current text of that file (`make -C scripts readme`).
-A marker naming a missing file, or a begin without its end, is an error and
-the README is left as it was.
+is replaced by the current text of that file (`make -C scripts readme`), in
+README.md and docs/benchmarks.md (or the files given). A marker naming a
+missing file, or a begin without its end, is an error and the file is left
+as it was.
 
-    python scripts/update_readme.py [README.md]
+    python scripts/update_readme.py [FILE ...]
 """
 import re
 import sys
@@ -33,12 +34,13 @@ def update(text):
 
 
 def main():
-    readme = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "README.md"
-    text, n = update(readme.read_text())
     from xmlkit.atomic import atomic_path
-    with atomic_path(readme) as tmp:
-        Path(tmp).write_text(text)
-    print(f"{readme}: {n} results blocks updated", file=sys.stderr)
+    files = [Path(a) for a in sys.argv[1:]] or [ROOT / "README.md", ROOT / "docs" / "benchmarks.md"]
+    for readme in files:
+        text, n = update(readme.read_text())
+        with atomic_path(readme) as tmp:
+            Path(tmp).write_text(text)
+        print(f"{readme}: {n} results blocks updated", file=sys.stderr)
 
 
 if __name__ == "__main__":

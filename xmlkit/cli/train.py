@@ -128,6 +128,16 @@ def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor
         log(f"trained in {seconds:.1f} s: {model.summary()}")
 
 
+TREE_STORAGE = """Each tree is written to MODEL_DIR as soon as it is grown. Training
+        into a folder that holds a model with the same settings adds the trees that
+        are not there yet: a rerun after a crash resumes, and shards trained with
+        different -s merge by copying their tree files into one folder and training
+        there with the whole range (the copied trees are checked and recorded, none
+        is grown)."""
+ARRAY_STORAGE = """The model is one array file, written when training ends; a rerun
+        trains again."""
+
+
 def make_command(algorithm):
     """xml-train with the options of `algorithm`."""
     cls = get_class(algorithm)
@@ -136,13 +146,8 @@ def make_command(algorithm):
         """Train a model on DATA (single-file XC data set 'N D L') or on FEATURES
         ('N D') and LABELS ('N L') split files, into the folder MODEL_DIR.
 
-        Each tree is written to MODEL_DIR as soon as it is grown. Training into a
-        folder that holds a model with the same settings adds the trees that are
-        not there yet: a rerun after a crash resumes, and shards trained with
-        different -s merge by copying their tree files into one folder and
-        training there with the whole range (the copied trees are checked and
-        recorded, none is grown). MODEL_DIR is locked while training: a second
-        run into it fails at once.
+        STORAGE MODEL_DIR is locked while training: a second run into it fails
+        at once.
 
         The options below are those of --algorithm ALGORITHM; each family lists
         its own with `xml-train --algorithm NAME --help`.
@@ -150,7 +155,10 @@ def make_command(algorithm):
         _train(click.get_current_context(), algorithm, paths, index_base, as_json, quiet,
                params)
 
-    command.__doc__ = command.__doc__.replace("ALGORITHM", algorithm)
+    from xmlkit.models.ensemble import TreeEnsemble
+    storage = TREE_STORAGE if issubclass(cls, TreeEnsemble) else ARRAY_STORAGE
+    command.__doc__ = command.__doc__.replace("ALGORITHM", algorithm).replace(
+        "STORAGE", storage)
     for decorate in reversed([
             click.argument("paths", nargs=-1, required=True,
                            metavar="DATA MODEL_DIR | FEATURES LABELS MODEL_DIR"),
