@@ -106,12 +106,14 @@ def test_auto_settings_follow_the_data_and_are_recorded(tmp_path, bibtex):
     from xmlkit.models import linear
     assert linear.Linear.auto_loss(linear.HINGE_LABELS - 1) == "logistic"
     assert linear.Linear.auto_loss(linear.HINGE_LABELS) == "squared_hinge"
-    # epochs: AUTO_STEPS / N rounded, clipped to [MIN_AUTO_EPOCHS, MAX_AUTO_EPOCHS]
-    steps = linear.AUTO_STEPS
-    assert linear.Linear.auto_epochs(10) == linear.MAX_AUTO_EPOCHS
-    assert linear.Linear.auto_epochs(10 ** 9) == linear.MIN_AUTO_EPOCHS
-    assert linear.Linear.auto_epochs(round(steps / 4.4)) == 4
-    assert linear.Linear.auto_epochs(round(steps / 3.6)) == 4
+    # epochs: SMOOTH_EPOCHS for the logistic loss; for the hinge AUTO_STEPS / N
+    # rounded, clipped to [MIN_AUTO_EPOCHS, MAX_AUTO_EPOCHS]
+    steps, hinge = linear.AUTO_STEPS, "squared_hinge"
+    assert linear.Linear.auto_epochs(10 ** 9, "logistic") == linear.SMOOTH_EPOCHS
+    assert linear.Linear.auto_epochs(10, hinge) == linear.MAX_AUTO_EPOCHS
+    assert linear.Linear.auto_epochs(10 ** 9, hinge) == linear.MIN_AUTO_EPOCHS
+    assert linear.Linear.auto_epochs(round(steps / 4.4), hinge) == 4
+    assert linear.Linear.auto_epochs(round(steps / 3.6), hinge) == 4
     X, Y = bibtex[0][:300], bibtex[1][:300]
     ticks = []
     model = xmlkit.Linear(threshold_holdout=0.2)
@@ -119,10 +121,10 @@ def test_auto_settings_follow_the_data_and_are_recorded(tmp_path, bibtex):
     X2, Y2 = model._start_fit(X, Y)
     model._fit_arrays(X2, Y2, ticks.append)
     # every point of every epoch of both trainings (240 without the hold-out, then 300)
-    assert sum(ticks) == total == linear.MAX_AUTO_EPOCHS * (240 + 300)
+    assert sum(ticks) == total == linear.SMOOTH_EPOCHS * (240 + 300)
     assert model.get_params()["loss"] == "auto"        # parameters stay as given
     rec = model.model_params()                          # the model records what auto was
-    assert (rec["loss"], rec["lr"], rec["epochs"]) == ("logistic", 3.0, linear.MAX_AUTO_EPOCHS)
+    assert (rec["loss"], rec["lr"], rec["epochs"]) == ("logistic", 3.0, linear.SMOOTH_EPOCHS)
     # a folder records the concrete values; the loaded model predicts the same
     folder = tmp_path / "m"
     model.save(folder)

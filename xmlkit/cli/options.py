@@ -144,6 +144,7 @@ LINEAR = (
         type=AutoOr(click.FLOAT)),
     Opt("lr_decay", ("--lr-decay",), "Decay of the decaying schedule."),
     Opt("epochs", ("--epochs",), f"Passes over the training data; auto: "
+        f"{_linear.SMOOTH_EPOCHS} for logistic and squared, and for squared_hinge "
         f"{_linear.AUTO_STEPS:,} SGD steps / N points, rounded, from "
         f"{_linear.MIN_AUTO_EPOCHS} to {_linear.MAX_AUTO_EPOCHS}.", type=AutoOr(click.INT)),
     Opt("unit_rows", ("--unit-rows",), "Scale every point to unit length (training and "
