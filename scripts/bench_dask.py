@@ -1,7 +1,7 @@
 """FastXML on Dask against local threads, measured in one run.
 
     python scripts/bench_dask.py [--points 100000] [--labels 10000] [--trees 20]
-        [--rounds 1] [--out results/dask.md]
+        [--rounds 2] [--out results/dask.md]
 
 Synthetic data from make_synthetic.py (100k points, 10k labels, 100k
 features by default) in work/dask/. In each round the four commands run one
@@ -83,7 +83,7 @@ def main():
     ap.add_argument("--labels", type=int, default=10_000)
     ap.add_argument("--features", type=int, default=100_000)
     ap.add_argument("--trees", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "dask.md")
     ap.add_argument("--work", type=Path, default=HERE / "work" / "dask")
     a = ap.parse_args()

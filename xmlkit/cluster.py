@@ -103,6 +103,9 @@ class SharedData:
         self.index_base = index_base
         self.min_points = min_points
 
+    def key(self):
+        return (self.paths, self.index_base, self.min_points)
+
     def rows(self):
         key = (self.paths, self.index_base)
         if key not in SharedData._cache:
@@ -125,12 +128,26 @@ def _rows_of(data):
     return data.rows() if isinstance(data, SharedData) else data
 
 
+#: per worker thread: (model, data, grow) of its last tree task, so that the
+#: next task of the same run reuses the prepared data and the grower's buffers
+_GROWERS = {}
+
+
 def _grow_tree(model, data, t):
-    """On a worker: tree t, grown by the family's own code on one thread."""
-    X, Y = _rows_of(data)
-    for grown in model._grow_trees(X, Y, [t]):
-        return grown
-    raise AssertionError(f"tree {t} was not grown")     # pragma: no cover
+    """On a worker: tree t, grown by the family's own grower on one thread
+    (kept for the thread's next task of the same model and data)."""
+    import threading
+    key = threading.get_ident()
+    held = _GROWERS.get(key)
+    same_data = held is not None and (held[1] is data or (
+        isinstance(data, SharedData) and isinstance(held[1], SharedData)
+        and held[1].key() == data.key()))
+    if not same_data or held[0] is not model:
+        _GROWERS.pop(key, None)             # (frees the last run's data first)
+        X, Y = _rows_of(data)
+        held = (model, data, model._tree_grower(X, Y))
+        _GROWERS[key] = held
+    return t, held[2](t)
 
 
 def _worker_copy(model):

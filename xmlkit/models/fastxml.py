@@ -130,24 +130,36 @@ class FastXML(TreeEnsemble):
     def _grow_trees(self, X, Y, todo, after=None):
         """Grow the trees `todo`, yielding (t, tree) as each is done (in any
         order); after(t, tree) runs in the worker that grew it."""
-        from xmlkit._ext.fastxml_tree import NdcgPartition, NodeSeparator, TreeGrower
         if not todo:
             return
+        grower = self._growers(X, Y)
+        grow = self._grow_forked if self.params.solver == "liblinear" else self._grow_threads
+        yield from grow(todo, after, grower)
+
+    def _growers(self, X, Y):
+        """A function making tree growers over X, Y (one per worker thread:
+        the data arrays are shared, not copied)."""
+        from xmlkit._ext.fastxml_tree import NdcgPartition, NodeSeparator, TreeGrower
         p = self.params
         if p.solver == "liblinear":
             from xmlkit import _liblinear
             _liblinear.bind()
-        Yv = self._label_values(Y)
         Xg = _as_training_csr(X, "features", self.n_features_in_)
-        Yg = _as_training_csr(Yv, "labels", self.n_labels_)
+        Yg = _as_training_csr(self._label_values(Y), "labels", self.n_labels_)
 
         def grower():
-            # one per worker thread: the data arrays are shared, not copied
             return TreeGrower(Xg, Yg, NdcgPartition(self.use_idcg),
                               NodeSeparator(p.bias, p.log_loss_coeff, p.solver),
                               max_leaf=p.max_leaf, labels_per_leaf=p.labels_per_leaf)
-        grow = self._grow_forked if p.solver == "liblinear" else self._grow_threads
-        yield from grow(todo, after, grower)
+        return grower
+
+    def _tree_grower(self, X, Y):
+        """grow(t) -> tree, one tree at a time on the calling thread with one
+        grower (and its buffers) kept between trees: what a Dask worker
+        holds between its tasks (xmlkit.cluster)."""
+        g = self._growers(X, Y)()
+        seed = self.params.seed
+        return lambda t: g.grow(seed, t)
 
     def _grow_threads(self, todo, after, grower):
         """Trees on `threads` threads, each with a grower of its own (trees

@@ -218,18 +218,13 @@ class LdSM(TreeEnsemble):
     def _grow_trees(self, X, Y, todo, after=None):
         """Grow the trees `todo` (threads grow different trees), yielding
         (t, tree) in order; after(t, tree) runs in the worker thread."""
-        from xmlkit._ext.ldsm_tree import LdsmBuild, LdsmData
         if not todo:
             return
         p = self.params
-        xp, xi, xv = with_bias(self._features(X), p.bias)
-        data = LdsmData(xp, xi, xv, Y.indptr.astype(np.int64), Y.indices,
-                        self.n_features_in_ + 1, self.n_labels_)
+        grow_one = self._tree_grower(X, Y)
 
         def grow(t):
-            b = LdsmBuild(p.arity, p.max_nodes, p.epochs, p.lr, p.lambda1, p.lambda2,
-                          p.route_threshold)
-            tree = b.grow(data, p.seed, t)
+            tree = grow_one(t)
             if after is not None:
                 after(t, tree)
             return t, tree
@@ -239,6 +234,21 @@ class LdSM(TreeEnsemble):
         finally:
             # (on an error or interrupt, trees still growing are not waited for)
             pool.shutdown(wait=False, cancel_futures=True)
+
+    def _tree_grower(self, X, Y):
+        """grow(t) -> tree over X, Y (the training data are prepared once;
+        threads may share it)."""
+        from xmlkit._ext.ldsm_tree import LdsmBuild, LdsmData
+        p = self.params
+        xp, xi, xv = with_bias(self._features(X), p.bias)
+        data = LdsmData(xp, xi, xv, Y.indptr.astype(np.int64), Y.indices,
+                        self.n_features_in_ + 1, self.n_labels_)
+
+        def grow(t):
+            b = LdsmBuild(p.arity, p.max_nodes, p.epochs, p.lr, p.lambda1, p.lambda2,
+                          p.route_threshold)
+            return b.grow(data, p.seed, t)
+        return grow
 
     # -- prediction
     def _pack(self):
