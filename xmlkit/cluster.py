@@ -201,7 +201,9 @@ class DaskExecutor:
     def _data_future(self, X, Y):
         if self.data is not None:
             return self.data
-        return self.client.scatter((X, Y), broadcast=True, hash=False)
+        # (one object: every task of the worker then gets that same tuple)
+        [both] = self.client.scatter([(X, Y)], broadcast=True, hash=False)
+        return both
 
     def grow_trees(self, model, X, Y, todo, after=None):
         """Yield (t, tree) for the trees `todo` as workers finish them;
