@@ -119,9 +119,11 @@ def scheduler(tmp_path):
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     log = open(tmp_path / "dask.log", "w")
+    # (cwd: not the clone, whose unbuilt xmlkit/ would shadow the installed one
+    # for `python -m`)
     procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler",
                                "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-                              stdout=log, stderr=log)]
+                              stdout=log, stderr=log, cwd=tmp_path)]
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -133,7 +135,8 @@ def scheduler(tmp_path):
     for _ in range(2):
         procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker",
                                        address, "--nworkers", "1", "--nthreads", "1",
-                                       "--no-dashboard"], stdout=log, stderr=log))
+                                       "--no-dashboard"], stdout=log, stderr=log,
+                                      cwd=tmp_path))
     with distributed.Client(address, timeout="30s") as c:
         c.wait_for_workers(2, timeout=60)
     yield address, procs[1:]
@@ -153,10 +156,11 @@ def worker_processes(nanny):
     return psutil.Process(nanny.pid).children(recursive=True)
 
 
-def wait_for_tree(folder, timeout=120):
+def wait_for_tree(folder, train, timeout=120):
     deadline = time.monotonic() + timeout
     while not any(n.startswith("tree_") and n.endswith(".npz")
                   for n in (os.listdir(folder) if folder.exists() else [])):
+        assert train.poll() is None, f"xml-train ended: {train.stderr.read()}"
         assert time.monotonic() < deadline, "no tree was written"
         time.sleep(0.05)
 
@@ -175,7 +179,7 @@ def test_killed_worker_and_killed_client(tmp_path, scheduler):
     killed = tmp_path / "killed_worker"
     train = subprocess.Popen([str(Path_bin("xml-train")), str(TRAIN), str(killed), *args,
                               "--dask", address], stderr=subprocess.PIPE, text=True)
-    wait_for_tree(killed)
+    wait_for_tree(killed, train)
     victims = worker_processes(workers[0])
     assert victims
     for p in victims:
@@ -186,7 +190,7 @@ def test_killed_worker_and_killed_client(tmp_path, scheduler):
     resumed = tmp_path / "killed_client"
     train = subprocess.Popen([str(Path_bin("xml-train")), str(TRAIN), str(resumed), *args,
                               "--dask", address], stderr=subprocess.PIPE, text=True)
-    wait_for_tree(resumed)
+    wait_for_tree(resumed, train)
     train.send_signal(signal.SIGKILL)
     train.wait(60)
     have = len(store.listed(store.read_manifest(resumed), "tree_"))
