@@ -169,11 +169,13 @@ def test_label_blocks_by_hand_and_independent_of_threads(bibtex):
     assert m["w_val"].tolist() == [0.5, 2.0, -1.0] and m["w_val"].dtype == np.float32
     assert m["bias"].tolist() == [0.1, 0.2, 0.3]
     X, Y = bibtex[0][:400], bibtex[1][:400]
-    kw = {"epochs": 2, "label_blocks": 5}
-    one = xmlkit.Linear(threads=1, **kw).fit(X, Y)
-    two = xmlkit.Linear(threads=2, **kw).fit(X, Y)
-    for k in ("w_ptr", "w_idx", "w_val", "bias", "thresholds"):
-        assert np.array_equal(one.arrays_[k], two.arrays_[k])
+    for kw in ({"epochs": 2, "label_blocks": 5}, {"epochs": 2}):
+        # threads: blocks at once, and the hold-out and final models side by side
+        one = xmlkit.Linear(threads=1, **kw).fit(X, Y)
+        for threads in (2, 3):
+            more = xmlkit.Linear(threads=threads, **kw).fit(X, Y)
+            for k in ("w_ptr", "w_idx", "w_val", "bias", "thresholds"):
+                assert np.array_equal(one.arrays_[k], more.arrays_[k])
     # a block is a model of its labels alone: block 1 = a model of labels lo..hi-1
     lo, hi = block_bounds(Y.shape[1], 5)[1:3]
     alone = xmlkit.Linear(epochs=2, threshold_holdout=0).fit(X, Y[:, lo:hi])

@@ -159,8 +159,9 @@ LINEAR = (
     Opt("label_blocks", ("--label-blocks",), "Split the labels into B contiguous blocks "
         "trained on their own (on -T threads, or as --dask tasks): the same model wherever "
         "they run, but B changes it (each block keeps its own per-feature AdaGrad rates)."),
-    Opt("threads", ("-T", "--threads"), "Label blocks trained at once (threads); the model "
-        "does not depend on it."),
+    Opt("threads", ("-T", "--threads"), "Trainings at once (threads): from 2, the "
+        "hold-out model and the final one side by side (twice the memory), and label "
+        "blocks share the threads; the model does not depend on it."),
     Opt("seed", ("--seed",), "Random seed (shuffling, hold-out)."),
 )
 

@@ -199,8 +199,10 @@ class Linear(ArrayModel):
             (a feature's rate falls with the gradients of its block's labels
             only), so the model changes with the number of blocks, not with
             where the blocks run.
-        threads : blocks trained at once (threads; the kernel runs without
-            the GIL). The model does not depend on it.
+        threads : trainings at once (threads; the kernel runs without the
+            GIL): with a threshold hold-out, 2 or more train the hold-out
+            model and the final one side by side (twice the memory), and
+            label blocks share the threads. The model does not depend on it.
         seed : random seed (shuffling, hold-out).
 
         A fitted model records the values "auto" stood for (its parameters
@@ -268,18 +270,19 @@ class Linear(ArrayModel):
         blocks = len(block_bounds(n_labels, p.label_blocks)) - 1
         return blocks * epochs * (n_points + (n_points - hold if hold else 0))
 
-    def _train(self, X, Y, tick, log=None, executor=None):
+    def _train(self, X, Y, tick, log=None, executor=None, threads=None):
         """Weights and biases trained on X, Y: one block of labels, or the
-        label blocks on `threads` threads or as the tasks of `executor`
-        (xmlkit.cluster), merged in label order."""
+        label blocks on `threads` threads (default: the parameter) or as the
+        tasks of `executor` (xmlkit.cluster), merged in label order."""
         p = self.settings_
+        threads = threads or p.threads
         bounds = block_bounds(self.n_labels_, p.label_blocks)
         if len(bounds) == 2 and executor is None:
             return self._train_block(X, Y, 0, self.n_labels_, tick, log)
         blocks = list(zip(bounds[:-1], bounds[1:]))
         if log:
             log(f"linear: {len(blocks)} label blocks of {blocks[0][1] - blocks[0][0]} labels"
-                + (" (Dask tasks)" if executor is not None else f" ({p.threads} threads)"))
+                + (" (Dask tasks)" if executor is not None else f" ({threads} threads)"))
         if executor is not None:
             worker = self._worker_copy()
             parts = []
@@ -288,7 +291,7 @@ class Linear(ArrayModel):
                 parts.append(part)
         else:
             from concurrent.futures import ThreadPoolExecutor
-            pool = ThreadPoolExecutor(min(p.threads, len(blocks)))
+            pool = ThreadPoolExecutor(min(threads, len(blocks)))
             try:
                 parts = list(pool.map(lambda b: self._train_block(X, Y, *b, tick), blocks))
             finally:
@@ -358,11 +361,27 @@ class Linear(ArrayModel):
             perm = rng.permutation(X.shape[0])
             n_hold = self._n_holdout(X.shape[0])
             hold, rest = np.sort(perm[:n_hold]), np.sort(perm[n_hold:])
-            part = self._train(as_rows(Xs[rest], "features"), as_rows(Ys[rest], "labels"), tick,
-                               log, executor)
+            Xr, Yr = as_rows(Xs[rest], "features"), as_rows(Ys[rest], "labels")
+            full = None
+            if executor is None and p.threads >= 2:
+                # the hold-out model and the final one do not depend on each
+                # other: side by side, the threads shared between them
+                from concurrent.futures import ThreadPoolExecutor
+                half = p.threads // 2
+                pool = ThreadPoolExecutor(2)
+                try:
+                    f_part = pool.submit(self._train, Xr, Yr, tick, log, None, half)
+                    f_full = pool.submit(self._train, X, Y, tick, log, None, p.threads - half)
+                    part, full = f_part.result(), f_full.result()
+                finally:
+                    pool.shutdown(wait=False, cancel_futures=True)
+            else:
+                part = self._train(Xr, Yr, tick, log, executor)
             self.arrays_ = part
             thresholds = self._fit_thresholds(Xs[hold], Ys[hold])
-        self.arrays_ = self._train(X, Y, tick, log, executor)
+        else:
+            full = None
+        self.arrays_ = full if full is not None else self._train(X, Y, tick, log, executor)
         self.arrays_["thresholds"] = thresholds
         if log:
             log(f"linear: {X.shape[0]} points, {self.n_features_in_} features, {self.n_labels_} "
