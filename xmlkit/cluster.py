@@ -107,7 +107,7 @@ class SharedData:
         return (self.paths, self.index_base, self.min_points)
 
     def rows(self):
-        key = (self.paths, self.index_base)
+        key = self.key()
         if key not in SharedData._cache:
             from xmlkit.io import read_xc
             from xmlkit.models.ensemble import training_rows
@@ -154,12 +154,7 @@ def _worker_copy(model):
     """The model as a tree task needs it: parameters and the state fit set up
     before the trees (shapes, propensities, feature scaling), no trees, one
     thread per task."""
-    import copy
-    m = copy.copy(model)
-    for name in ("trees_", "_packed", "tail_"):
-        m.__dict__.pop(name, None)
-    m.threads = 1
-    return m
+    return model._copy_without("trees_", "_packed", "tail_", threads=1)
 
 
 def _predict_block(shared, rows):
@@ -179,15 +174,18 @@ def row_blocks(pieces, size):
                        (b - a, R.shape[1]))
 
 
-def _failure(exc, what):
-    """The exception to raise for a task `what` that failed with `exc`."""
+def _result(future, what):
+    """The result of the task `what`; its failure as one XmlkitError naming
+    it (an error of ours, or workers that died on every try), other
+    exceptions as they are."""
     distributed = require()
-    if isinstance(exc, XmlkitError):
-        return XmlkitError(f"{what}: {exc}")
-    if isinstance(exc, distributed.KilledWorker):
-        return XmlkitError(f"{what}: the Dask workers that ran it died each time (killed, "
-                           "or out of memory)")
-    return exc
+    try:
+        return future.result()
+    except XmlkitError as exc:
+        raise XmlkitError(f"{what}: {exc}") from None
+    except distributed.KilledWorker:
+        raise XmlkitError(f"{what}: the Dask workers that ran it died each time (killed, "
+                          "or out of memory)") from None
 
 
 class DaskExecutor:
@@ -217,14 +215,7 @@ class DaskExecutor:
                    for t in todo}
         try:
             for f in distributed.as_completed(list(futures)):
-                t = futures[f]
-                try:
-                    grown = f.result()
-                except BaseException as exc:
-                    failure = _failure(exc, f"tree {t}")
-                    if failure is exc:
-                        raise
-                    raise failure from None
+                grown = _result(f, f"tree {futures[f]}")
                 if after is not None:
                     after(*grown)
                 yield grown
@@ -236,10 +227,8 @@ class DaskExecutor:
         """model.predict(rows, **kwargs) of the rows of `pieces` (Rows), as
         tasks of about n_rows / (4 workers) rows (at most TASK_ROWS; each
         piece whole when `whole`), yielded in order."""
-        import copy
         import math
-        m = copy.copy(model)
-        m.__dict__.pop("_packed", None)     # (the packed forest is rebuilt there)
+        m = model._copy_without("_packed")     # (the packed forest is rebuilt there)
         kwargs = {**kwargs, "threads": 1}
         size = max(1, min(TASK_ROWS, math.ceil(n_rows / (4 * worker_count(self.client)))))
         blocks = pieces if whole else row_blocks(pieces, size)
@@ -262,15 +251,7 @@ class DaskExecutor:
                     pending.append(self.client.submit(fn, shared_f, block, pure=False))
                 if not pending:
                     return
-                f = pending.pop(0)
-                try:
-                    out = f.result()
-                except BaseException as exc:
-                    failure = _failure(exc, "a block of rows")
-                    if failure is exc:
-                        raise
-                    raise failure from None
-                yield out
+                yield _result(pending.pop(0), "a block of rows")
         finally:
             for f in pending:
                 f.cancel()

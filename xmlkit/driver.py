@@ -49,10 +49,7 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None):
         store.remove_stale_temps(folder)
         store.prepare_folder(folder, model.manifest())
         if not isinstance(model, TreeEnsemble):
-            if executor is None:
-                model._fit_arrays(X, Y, tick, log)
-            else:
-                model._fit_arrays(X, Y, tick, log, executor=executor)
+            model._fit_arrays(X, Y, tick, log, executor)
             store.save_arrays(folder, model.ARRAYS, model.arrays_)
             store.record_files(folder, [model.ARRAYS])
             return model

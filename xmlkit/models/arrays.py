@@ -75,6 +75,12 @@ class ArrayModel(ModelBase):
         self._fit_arrays(X, Y)
         return self
 
+    def _fit_arrays(self, X, Y, progress=None, log=None, executor=None):
+        """The fit after _start_fit (xmlkit.driver calls it too): set
+        arrays_; progress(n) as work is done, log(message); `executor`
+        (xmlkit.cluster) runs the family's tasks, if it has any."""
+        raise NotImplementedError
+
     def _check_arrays(self, a, name):
         """Raise XmlkitError (naming file `name`) unless the arrays `a` read
         from disk are complete and consistent with the model's shapes."""

@@ -54,6 +54,18 @@ class ModelBase(Estimator):
         self.n_features_in_, self.n_labels_ = int(X.shape[1]), int(Y.shape[1])
         return X, Y
 
+    def _copy_without(self, *names, **attrs):
+        """A shallow copy without the attributes `names` and with `attrs` set:
+        what a worker process is sent (not the trees or arrays it does not
+        need)."""
+        import copy
+        m = copy.copy(self)
+        for name in names:
+            m.__dict__.pop(name, None)
+        for name, value in attrs.items():
+            setattr(m, name, value)
+        return m
+
     def manifest(self):
         return store.make_manifest(self.algorithm, self.model_params(),
                                    self.n_features_in_, self.n_labels_, self.seed)
@@ -95,6 +107,12 @@ class TreeEnsemble(ModelBase):
             self.trees_[t] = tree
         self._finish_fit(X, Y)
         return self
+
+    def _tree_grower(self, X, Y):
+        """grow(t) -> tree t over X, Y on the calling thread, the prepared
+        data (and grower) kept between calls: what a Dask worker holds
+        between its tree tasks (xmlkit.cluster)."""
+        raise NotImplementedError
 
     def _finish_fit(self, X, Y):
         """Work after the trees (PfastreXML: its tail classifiers)."""

@@ -233,12 +233,13 @@ class Linear(ArrayModel):
             return SMOOTH_EPOCHS
         return int(min(MAX_AUTO_EPOCHS, max(MIN_AUTO_EPOCHS, round(AUTO_STEPS / max(1, n_points)))))
 
-    def _settings(self, n_points=None):
+    def _settings(self, n_points=None, n_labels=None):
         """The parameters with "auto" replaced by what it stands for (on
-        n_points training points; the number of labels is the model's)."""
+        n_points training points and n_labels labels, by default the
+        model's)."""
         p = self.params
         if p.loss == "auto":
-            p.loss = self.auto_loss(self.n_labels_)
+            p.loss = self.auto_loss(self.n_labels_ if n_labels is None else n_labels)
         if p.lr == "auto":
             p.lr = AUTO_LR[p.loss]
         if p.epochs == "auto" and n_points is not None:
@@ -263,12 +264,10 @@ class Linear(ArrayModel):
     def progress_total(self, n_points, n_labels):
         """Points the SGD visits, in every label block (with a hold-out, the
         first training's too)."""
-        p = self.params
-        loss = self.auto_loss(n_labels) if p.loss == "auto" else p.loss
-        epochs = self.auto_epochs(n_points, loss) if p.epochs == "auto" else p.epochs
+        p = self._settings(n_points, n_labels)
         hold = self._n_holdout(n_points)
         blocks = len(block_bounds(n_labels, p.label_blocks)) - 1
-        return blocks * epochs * (n_points + (n_points - hold if hold else 0))
+        return blocks * p.epochs * (n_points + (n_points - hold if hold else 0))
 
     def _train(self, X, Y, tick, log=None, executor=None, threads=None):
         """Weights and biases trained on X, Y: one block of labels, or the
@@ -284,7 +283,7 @@ class Linear(ArrayModel):
             log(f"linear: {len(blocks)} label blocks of {blocks[0][1] - blocks[0][0]} labels"
                 + (" (Dask tasks)" if executor is not None else f" ({threads} threads)"))
         if executor is not None:
-            worker = self._worker_copy()
+            worker = self._copy_without("arrays_")
             parts = []
             for part in executor.map_blocks(train_block, (worker, X, Y), blocks):
                 tick(p.epochs * X.shape[0])
@@ -297,13 +296,6 @@ class Linear(ArrayModel):
             finally:
                 pool.shutdown(wait=False, cancel_futures=True)
         return merge_blocks(parts, bounds)
-
-    def _worker_copy(self):
-        """The model as a block task needs it (no arrays)."""
-        import copy
-        m = copy.copy(self)
-        m.__dict__.pop("arrays_", None)
-        return m
 
     def _train_block(self, X, Y, lo, hi, tick=None, log=None):
         """Weights and biases of labels lo .. hi-1 (block-local label indices)."""
@@ -356,13 +348,13 @@ class Linear(ArrayModel):
                           "under a strong enough l1 (or use fewer labels or features)",
                           XmlkitWarning, stacklevel=2)
         thresholds = np.full(self.n_labels_, 0.5)
+        full = None
         if p.threshold_holdout > 0:
             rng = np.random.default_rng(p.seed ^ 0x5EED)
             perm = rng.permutation(X.shape[0])
             n_hold = self._n_holdout(X.shape[0])
             hold, rest = np.sort(perm[:n_hold]), np.sort(perm[n_hold:])
             Xr, Yr = as_rows(Xs[rest], "features"), as_rows(Ys[rest], "labels")
-            full = None
             if executor is None and p.threads >= 2:
                 # the hold-out model and the final one do not depend on each
                 # other: side by side, the threads shared between them
@@ -377,10 +369,7 @@ class Linear(ArrayModel):
                     pool.shutdown(wait=False, cancel_futures=True)
             else:
                 part = self._train(Xr, Yr, tick, log, executor)
-            self.arrays_ = part
-            thresholds = self._fit_thresholds(Xs[hold], Ys[hold])
-        else:
-            full = None
+            thresholds = self._fit_thresholds(part, Xs[hold], Ys[hold])
         self.arrays_ = full if full is not None else self._train(X, Y, tick, log, executor)
         self.arrays_["thresholds"] = thresholds
         if log:
@@ -388,19 +377,20 @@ class Linear(ArrayModel):
                 f"labels; nnz(W) {len(self.arrays_['w_idx'])} of "
                 f"{self.n_features_in_ * self.n_labels_}")
 
-    def _fit_thresholds(self, Xs, Ys):
-        """fit_thresholds_blocked on the hold-out rows Xs, Ys (scipy csr),
-        THRESHOLD_COLUMNS labels at a time."""
-        W, bias = self._weights().tocsc(), self.arrays_["bias"]
+    def _fit_thresholds(self, arrays, Xs, Ys):
+        """fit_thresholds_blocked of the hold-out model `arrays` on the
+        hold-out rows Xs, Ys (scipy csr), THRESHOLD_COLUMNS labels at a time."""
+        W, bias = self._weights(arrays).tocsc(), arrays["bias"]
         link = self._link()
         return fit_thresholds_blocked(
             lambda c0, c1: link(np.asarray((Xs @ W[:, c0:c1]).todense()) + bias[None, c0:c1]),
             Ys, self.n_labels_, THRESHOLD_COLUMNS)
 
     # -- prediction
-    def _weights(self):
+    def _weights(self, arrays=None):
+        """W (features x labels, csr) of the model, or of `arrays`."""
         import scipy.sparse as sp
-        a = self.arrays_
+        a = self.arrays_ if arrays is None else arrays
         return sp.csr_matrix((a["w_val"], a["w_idx"], a["w_ptr"]),
                              shape=(self.n_features_in_, self.n_labels_))
 
