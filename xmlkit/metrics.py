@@ -253,7 +253,6 @@ def binned_precision(Y_true, scores, bins, n_bins, k, inv_prop=None):
     over the best achievable sum, as :func:`ranking_metrics`). Summed over
     the bins they give P@k and PSP@k. Returns {"P@k": array, "PSP@k": array
     or None, "hits": array of hit counts}."""
-    import scipy.sparse as sp
     k = int(k)
     Y = _binary_csr(Y_true, "true labels")
     top, _ = top_k(scores, k)
@@ -261,9 +260,8 @@ def binned_precision(Y_true, scores, bins, n_bins, k, inv_prop=None):
     rows = np.repeat(np.arange(N, dtype=np.int64), k)
     labels = top.ravel().astype(np.int64)
     stored = labels >= 0
-    truth = sp.csr_matrix((np.ones(Y.nnz), Y.indices, Y.indptr), shape=Y.shape)
     hit = np.zeros(len(labels), bool)
-    hit[stored] = np.asarray(truth[rows[stored], labels[stored]]).ravel() > 0
+    hit[stored] = np.asarray(Y[rows[stored], labels[stored]]).ravel() != 0
     hit_labels = labels[hit]
     b = np.asarray(bins)[hit_labels]
     hits = np.bincount(b, minlength=n_bins)

@@ -165,7 +165,6 @@ def tail_bins(Y, Ytr, q, k, named_scores, n_bins=10):
     frequency (rarest first); per bin and score file, the bin's part of P@k
     and PSP@k (percentage points; they sum to P@k and PSP@k) and its share
     of the hits."""
-    Ytr = Ytr.to_scipy() if hasattr(Ytr, "to_scipy") else Ytr
     bins, info = frequency_bins(Ytr, n_bins)
     n_bins = len(info)
     per_file = {}
