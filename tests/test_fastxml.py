@@ -51,7 +51,8 @@ def test_cli_and_api_give_the_same_scores(tmp_path, bibtex):
     manifest = json.loads((model_dir / "manifest.json").read_text())
     assert manifest["algorithm"] == "fastxml" and manifest["seed"] == 7
     assert manifest["params"] == {"bias": 1.0, "log_loss_coeff": 1.0, "max_leaf": 10,
-                                  "labels_per_leaf": 10, "solver": "newglmnet"}
+                                  "labels_per_leaf": 10, "solver": "newglmnet",
+                                  "max_newton": 3}
     assert manifest["format_version"] == 2 and manifest["n_labels"] == Y.shape[1]
     assert sorted(manifest["files"]) == [f"tree_{t:05d}.npz" for t in range(3)]
 
@@ -195,3 +196,16 @@ def test_predict_command_does_not_import_scipy(tmp_path):
             "sys.exit(1 if any(m.startswith('scipy') for m in sys.modules) else 0)")
     # run outside the source tree: `python -c` imports from the current folder
     assert subprocess.run([sys.executable, "-c", code], cwd=tmp_path).returncode == 0
+
+
+def test_folders_before_max_newton_keep_the_cpp_rules(tmp_path, bibtex):
+    """A folder whose manifest has no max_newton was grown with the C++ tool's
+    10 Newton steps: loading (and training into it) keeps 10."""
+    X, Y, _, _ = bibtex
+    folder = tmp_path / "m"
+    xmlkit.FastXML(n_trees=1, max_newton=10).fit(X[:300], Y[:300]).save(folder)
+    mf = folder / "manifest.json"
+    m = json.loads(mf.read_text())
+    del m["params"]["max_newton"]
+    mf.write_text(json.dumps(m))
+    assert xmlkit.load_model(folder).max_newton == 10

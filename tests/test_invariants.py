@@ -140,3 +140,44 @@ def test_damaged_model_files_are_refused(family, damage, small, tmp_path):
     path.unlink()
     with pytest.raises(xmlkit.XmlkitError, match="missing|has no tree|holds no trees"):
         xmlkit.load_model(folder)
+
+
+@pytest.mark.parametrize("max_newton", [1, 3, 10])
+def test_max_newton_bounds_the_solver(max_newton, small):
+    """No node's separator takes more Newton steps than max_newton (the
+    solver's own counters), and the cap is what makes the trees differ."""
+    from xmlkit._ext.fastxml_tree import NdcgPartition, NodeSeparator, TreeGrower
+    from xmlkit.models.fastxml import _as_training_csr
+    X, Y, _, _ = small
+    g = TreeGrower(_as_training_csr(X, "f", X.shape[1]), _as_training_csr(Y, "l", Y.shape[1]),
+                   NdcgPartition(True), NodeSeparator(1.0, 1.0, "newglmnet",
+                                                      max_newton=max_newton))
+    g.grow(0, 0)
+    work = g.solver_work()
+    assert work["solves"] > 10
+    assert work["solves"] <= work["newtons"] <= max_newton * work["solves"]
+    # a cap of 1 binds at every node; the trees of the other caps differ from it
+    if max_newton == 1:
+        assert work["newtons"] == work["solves"]
+    else:
+        one = xmlkit.FastXML(n_trees=1, max_newton=1).fit(X, Y).trees_[0]
+        tree = xmlkit.FastXML(n_trees=1, max_newton=max_newton).fit(X, Y).trees_[0]
+        assert not np.array_equal(one["w_val"], tree["w_val"])
+
+
+def test_fit_folder_without_trees_in_memory(small, tmp_path):
+    """keep_trees=False writes the same folder and keeps only the trees'
+    shapes: stats as with the whole trees; predicting asks for the folder."""
+    X, Y, Xt, _ = small
+    a = fit_folder(xmlkit.FastXML(n_trees=2), X, Y, tmp_path / "a")
+    b = fit_folder(xmlkit.FastXML(n_trees=2), X, Y, tmp_path / "b", keep_trees=False)
+    for name in ("tree_00000.npz", "tree_00001.npz", "manifest.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert sorted(b.trees_) == [0, 1] and set(b.trees_[0]) == {"child", "depth"}
+    assert b.stats() == a.stats()
+    with pytest.raises(xmlkit.XmlkitError, match="load its folder"):
+        b.predict(Xt)
+    assert (xmlkit.load_model(tmp_path / "b").predict(Xt) != a.predict(Xt)).nnz == 0
+    # LdSM keeps what its end-of-fit check reads
+    c = fit_folder(xmlkit.LdSM(n_trees=1), X, Y, tmp_path / "c", keep_trees=False)
+    assert set(c.trees_[0]) == {"first_child", "depth", "l_ptr"} and c.stats()["nodes"] > 1

@@ -44,7 +44,7 @@ def node_problem(seed, n=None, d=None, density=0.05):
 
 def solve(X, y, cp, cn, seed=1, **caps):
     s = SeparatorSolver(caps.get("max_newton", 10), caps.get("max_inner", 10), 20,
-                        caps.get("eps", 0.01))
+                        caps.get("eps", 0.01), caps.get("warm", False))
     return s.solve_csr(X.indptr, X.indices, X.data, y, cp, cn, seed), s
 
 
@@ -133,3 +133,17 @@ def test_folders_written_before_the_solver_option_load_as_liblinear(tmp_path, bi
     model = xmlkit.load_model(folder)
     assert model.params.solver == "liblinear"
     assert model.predict(Xt[:5], k=3).nnz > 0
+
+
+def test_warm_start_reaches_the_same_optimum():
+    """The warm start (scaled proximal-gradient step) changes where the
+    solver starts, not what it converges to; and it is a real start: its
+    first iterate is not 0."""
+    for seed in range(3):
+        X, y, cp, cn = node_problem(seed)
+        cold, _ = solve(X, y, cp, cn, max_newton=300, max_inner=1000, eps=1e-10)
+        warm, _ = solve(X, y, cp, cn, max_newton=300, max_inner=1000, eps=1e-10, warm=True)
+        np.testing.assert_allclose(warm, cold, atol=1e-4)
+        start, s = solve(X, y, cp, cn, max_newton=1, max_inner=1, eps=0.0, warm=True)
+        zero, _ = solve(X, y, cp, cn, max_newton=1, max_inner=1, eps=0.0)
+        assert s.last_newton == 1 and not np.array_equal(start, zero)

@@ -30,10 +30,17 @@ class TreeWriter:
         store.save_arrays(self.folder, tree_name(t), self.encode(tree))
 
 
-def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None):
+def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
+               keep_trees=True):
     """Train `model` on X, Y into `folder` (see the module doc); progress(n)
     is called as steps complete (model.progress_total in all), log(message)
     with what is done. Returns the model, fitted.
+
+    keep_trees=False (tree families): each tree leaves memory once its file
+    is written (as the C++ tools do), so memory does not grow with the
+    number of trees; the returned model then holds only each tree's shape
+    (model._tree_shape: enough for `stats()`), and predicting needs the
+    folder loaded (`load_model(folder)`).
 
     The trees are grown by the family's own workers (threads), or by
     `executor.grow_trees(model, X, Y, todo, after)` (xmlkit.cluster: Dask
@@ -68,7 +75,7 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None):
             # a recorded tree is checked against its record, the others as any file
             tree = load_tree(model, folder, t, manifest if t in recorded else None)
             if t in want:
-                model.trees_[t] = tree
+                model.trees_[t] = tree if keep_trees else model._tree_shape(tree)
         store.record_files(folder, [tree_name(t) for t in sorted(adopt)])
         todo = [t for t in wanted if t not in model.trees_]
         if log:
@@ -82,7 +89,7 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None):
         grow = model._grow_trees if executor is None else \
             (lambda *a, **kw: executor.grow_trees(model, *a, **kw))
         for t, tree in grow(X, Y, todo, after=writer):
-            model.trees_[t] = tree
+            model.trees_[t] = tree if keep_trees else model._tree_shape(tree)
             store.record_files(folder, [tree_name(t)])
             tick(1)
         model._finish_fit(X, Y)

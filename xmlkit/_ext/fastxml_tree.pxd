@@ -71,6 +71,8 @@ cdef class SeparatorSolver:
     cdef int max_inner                    # coordinate-descent passes per Newton step at most
     cdef int max_halvings                 # line-search halvings at most
     cdef double eps                       # relative tolerance on the subgradient's L1 norm
+    cdef bint warm                        # start from the scaled proximal-gradient step
+                                          # (else from w = 0, as the C++ tool)
     # -- solution and per-point state
     cdef vector[double] w                 # weights (the solution after solve())
     cdef vector[double] u                 # margins w.x_a
@@ -87,10 +89,15 @@ cdef class SeparatorSolver:
     cdef vector[int32_t] index            # columns: [0, active) outer-active, [0, qp) inner-active
     cdef public int last_newton           # Newton iterations of the last solve
     cdef public int last_inner            # coordinate-descent passes of the last solve
+    cdef public int64_t visits            # entries of the problem visited (gradient,
+                                          # Hessian, coordinate passes), summed over solves
+    cdef public int64_t newtons           # Newton iterations, summed over solves
+    cdef public int64_t solves            # solves since the counters were zeroed
 
     cdef void _point_terms(self, bint trial) noexcept nogil
     cdef inline double _column_grad(self, int64_t j) noexcept nogil
     cdef inline double _column_hess(self, int64_t j, double nu) noexcept nogil
+    cdef double _warm_start(self) noexcept nogil
     cdef int solve(self, mt19937& rng) noexcept nogil
 
 

@@ -109,7 +109,7 @@ def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor
         with log.progress(model.progress_total(X.shape[0], Y.shape[1]), "training",
                           model.progress_unit) as bar:
             fit_folder(model, X, Y, model_dir, progress=bar.update, log=log,
-                       executor=executor)
+                       executor=executor, keep_trees=False)
     except InvalidParameterError as exc:
         flag = flag_of(algorithm, exc.param)
         fail(str(exc).replace(f"{cls.__name__}: {exc.param}", flag, 1))

@@ -125,6 +125,21 @@ class TreeEnsemble(ModelBase):
         """Take back the _extra_arrays of a loaded folder: read(name) gives
         the dict of arrays `name` (`where` names the folder in messages)."""
 
+    #: the arrays of a tree that fit_folder(keep_trees=False) keeps: its
+    #: shape (what stats() and _finish_fit read), not its weights or leaves
+    SHAPE_KEYS = ()
+
+    def _tree_shape(self, tree):
+        return {k: tree[k] for k in self.SHAPE_KEYS}
+
+    def _require_whole_trees(self):
+        """Raise unless the model holds its trees whole (not only their shapes)."""
+        if not getattr(self, "trees_", None):
+            raise XmlkitError("the model has no trees (fit or load it first)")
+        if len(next(iter(self.trees_.values()))) == len(self.SHAPE_KEYS):
+            raise XmlkitError("the model holds only the shapes of its trees (trained "
+                              "with fit_folder(keep_trees=False)): load its folder to predict")
+
     progress_unit = "trees"
 
     def progress_total(self, n_points, n_labels):

@@ -117,6 +117,7 @@ class LdSM(TreeEnsemble):
         "lambda1": real(), "lambda2": real(), "route_threshold": real(), "bias": real(),
         "scale_dense": boolean(), "seed": SEED,
     }
+    SHAPE_KEYS = ("first_child", "depth", "l_ptr")
     MODEL_KEYS = ("arity", "max_nodes", "epochs", "lr", "lambda1", "lambda2",
                   "route_threshold", "bias", "scale_dense")
 
@@ -297,8 +298,7 @@ class LdSM(TreeEnsemble):
         histograms, averaged over trees; the k best per row (k=None: all).
         Rows in, Rows out; else a scipy csr_matrix."""
         from xmlkit._ext.ldsm_predict import LdsmKernel
-        if not getattr(self, "trees_", None):
-            raise XmlkitError("the model has no trees (fit or load it first)")
+        self._require_whole_trees()
         R = as_rows(X, "the data")
         if R.shape[1] > self.n_features_in_:
             raise XmlkitError(f"the data have {R.shape[1]} features but the model was "
