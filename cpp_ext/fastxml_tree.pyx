@@ -112,20 +112,27 @@ cdef inline double _sigmoid_softplus(double z, double* sp) noexcept nogil:
     return e / (1.0 + e)
 
 
-cdef inline double _dot_gather(const float* v, const int32_t* idx, const double* x,
-                               int64_t e0, int64_t e1) noexcept nogil:
-    """sum of v[e] * x[idx[e]] for e in [e0, e1), in four independent partial
-    sums (a single running sum waits on each addition's latency)."""
+cdef inline double _dot_gather(const float* v, const int32_t* idx, const double* a,
+                                const double* x, int64_t e0, int64_t e1) noexcept nogil:
+    """sum of v[e] * a[idx[e]] * x[idx[e]] for e in [e0, e1), in four
+    independent partial sums (a single running sum waits on each addition's
+    latency)."""
     cdef double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0
     cdef int64_t e = e0
+    cdef int32_t i0, i1, i2, i3
     while e + 4 <= e1:
-        s0 += v[e] * x[idx[e]]
-        s1 += v[e + 1] * x[idx[e + 1]]
-        s2 += v[e + 2] * x[idx[e + 2]]
-        s3 += v[e + 3] * x[idx[e + 3]]
+        i0 = idx[e]
+        i1 = idx[e + 1]
+        i2 = idx[e + 2]
+        i3 = idx[e + 3]
+        s0 += v[e] * a[i0] * x[i0]
+        s1 += v[e + 1] * a[i1] * x[i1]
+        s2 += v[e + 2] * a[i2] * x[i2]
+        s3 += v[e + 3] * a[i3] * x[i3]
         e += 4
     while e < e1:
-        s0 += v[e] * x[idx[e]]
+        i0 = idx[e]
+        s0 += v[e] * a[i0] * x[i0]
         e += 1
     return (s0 + s1) + (s2 + s3)
 
@@ -225,26 +232,18 @@ cdef class SeparatorSolver:
         return g0 + g1
 
     cdef inline double _column_hess(self, int64_t j, double nu) noexcept nogil:
-        """The Hessian diagonal (+ nu) in column j; keeps value * D[point] of its
-        entries for the coordinate passes."""
+        """The Hessian diagonal (+ nu) in column j."""
         cdef int64_t e = self.col_ptr[j], e1 = self.col_ptr[j + 1]
         cdef const int32_t* pt = self.col_pt.data()
         cdef const float* val = self.col_val.data()
-        cdef float* dv = self.col_dv.data()
         cdef const double* D = self.D.data()
-        cdef double h0 = 0.0, h1 = 0.0, d0, d1
+        cdef double h0 = 0.0, h1 = 0.0
         while e + 2 <= e1:
-            d0 = val[e] * D[pt[e]]
-            d1 = val[e + 1] * D[pt[e + 1]]
-            h0 += val[e] * d0
-            h1 += val[e + 1] * d1
-            dv[e] = <float> d0
-            dv[e + 1] = <float> d1
+            h0 += val[e] * val[e] * D[pt[e]]
+            h1 += val[e + 1] * val[e + 1] * D[pt[e + 1]]
             e += 2
         if e < e1:
-            d0 = val[e] * D[pt[e]]
-            h0 += val[e] * d0
-            dv[e] = <float> d0
+            h0 += val[e] * val[e] * D[pt[e]]
         return h0 + (h1 + nu)
 
     cdef double _warm_start(self) noexcept nogil:
@@ -319,7 +318,6 @@ cdef class SeparatorSolver:
         self.hdiag.resize(nf)
         self.index.resize(nf)
         self.u.assign(n, 0.0)
-        self.col_dv.resize(self.col_ptr[nf])
         self.xTd.resize(n)
         self.r.resize(n)
         self.D.resize(n)
@@ -380,7 +378,7 @@ cdef class SeparatorSolver:
                     j = self.index[s]
                     h = self.hdiag[j]
                     g = self.grad[j] + (self.wpd[j] - self.w[j]) * nu + _dot_gather(
-                        self.col_dv.data(), self.col_pt.data(), self.xTd.data(),
+                        self.col_val.data(), self.col_pt.data(), self.D.data(), self.xTd.data(),
                         self.col_ptr[j], self.col_ptr[j + 1])
                     wj = self.wpd[j]
                     self.visits += self.col_ptr[j + 1] - self.col_ptr[j]

@@ -181,3 +181,25 @@ def test_fit_folder_without_trees_in_memory(small, tmp_path):
     # LdSM keeps what its end-of-fit check reads
     c = fit_folder(xmlkit.LdSM(n_trees=1), X, Y, tmp_path / "c", keep_trees=False)
     assert set(c.trees_[0]) == {"first_child", "depth", "l_ptr"} and c.stats()["nodes"] > 1
+
+
+def test_searched_rows_route_as_scanned_rows(small):
+    """Long weight rows are searched for the point's features instead of
+    scanned (ascending rows only): the same scores either way, and a forest
+    with a row out of order never searches."""
+    from xmlkit.models.forest import rows_ascending
+    X, Y, Xt, _ = small
+    f = xmlkit.FastXML(n_trees=3).fit(X, Y).forest()
+    assert f.ascending
+    # (points with few features meet rows over 16 times longer: searched)
+    assert (16 * (np.diff(Xt.indptr) + 1) < np.diff(f.w_ptr).max()).sum() > 10
+    searched = f.predict(Xt)
+    f.ascending = False
+    scanned = f.predict(Xt)
+    assert np.array_equal(searched.indptr, scanned.indptr)
+    assert np.array_equal(searched.indices, scanned.indices)
+    assert np.array_equal(searched.data, scanned.data)
+    ptr = np.array([0, 3, 5])
+    assert rows_ascending(ptr, np.array([1, 4, 9, 0, 2]))
+    assert not rows_ascending(ptr, np.array([1, 9, 4, 0, 2]))
+    assert not rows_ascending(ptr, np.array([1, 4, 9, 2, 2]))

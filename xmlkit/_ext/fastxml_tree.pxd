@@ -63,7 +63,6 @@ cdef class SeparatorSolver:
     cdef vector[int64_t] col_ptr          # column j: entries col_ptr[j]..col_ptr[j+1]-1
     cdef vector[int32_t] col_pt           # point (0..n-1) of each entry, ascending per column
     cdef vector[float] col_val            # value of each entry
-    cdef vector[float] col_dv             # value * D[point] of each entry (per Newton step)
     cdef vector[signed char] y            # label of each point, +1 or -1
     cdef vector[double] cw                # cost C_a of each point's loss
     # -- stopping rules

@@ -20,3 +20,5 @@ cdef class ForestKernel:
     cdef int64_t n_features              # feature columns (the bias feature is n_features)
     cdef int64_t n_labels                # label columns
     cdef double bias                     # value of the bias feature
+    cdef bint ascending                  # every weight row strictly ascending: long rows
+                                         # may be searched instead of scanned

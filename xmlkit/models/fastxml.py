@@ -196,8 +196,9 @@ class FastXML(TreeEnsemble):
                 idle.put(g)
         pool = ThreadPoolExecutor(workers)
         try:
-            futures = [pool.submit(task, t) for t in todo]
-            for f in as_completed(futures):
+            # (no list of the futures is kept: a future holds its tree until it
+            # is dropped, and as_completed drops each one it has yielded)
+            for f in as_completed([pool.submit(task, t) for t in todo]):
                 yield f.result()
         finally:
             # (on an error or interrupt, trees still growing are not waited for)
@@ -218,8 +219,7 @@ class FastXML(TreeEnsemble):
             pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_die_with,
                                        initargs=(os.getpid(),))
             try:
-                futures = [pool.submit(_grow_one, seed, t, after) for t in todo]
-                for f in as_completed(futures):
+                for f in as_completed([pool.submit(_grow_one, seed, t, after) for t in todo]):
                     yield f.result()
             finally:
                 pool.shutdown(wait=False, cancel_futures=True)

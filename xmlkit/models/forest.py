@@ -141,6 +141,19 @@ def dense_rows(ptr, idx, val, n_cols, fraction=DENSE_FRACTION, eligible=None):
     return dense_id, dense
 
 
+def rows_ascending(ptr, idx):
+    """Whether the indices of every CSR row are strictly ascending (xmlkit's
+    trees are; a C++ tool's file need not be)."""
+    if len(idx) < 2:
+        return True
+    step_up = np.diff(idx) > 0
+    # pairs that straddle a row boundary do not count
+    starts = np.asarray(ptr[1:-1], dtype=np.int64)
+    starts = starts[(starts > 0) & (starts < len(idx))]
+    step_up[starts - 1] = True
+    return bool(step_up.all())
+
+
 class PackedForest:
     """Trees concatenated into flat arrays for the Cython predictor."""
 
@@ -169,6 +182,7 @@ class PackedForest:
         self.l_val = np.concatenate([t["l_val"] for t in trees]).astype(np.float32)
         self.dense_id, self.dense = dense_rows(self.w_ptr, self.w_idx, self.w_val,
                                                self.n_features + 1)
+        self.ascending = rows_ascending(self.w_ptr, self.w_idx)
 
     def predict(self, X, k=None, threads=1, progress=None):
         """Mean leaf distribution over trees for each row of X (Rows or any
@@ -180,7 +194,7 @@ class PackedForest:
                               f"trained on {self.n_features}")
         kernel = ForestKernel(self.roots, self.child, self.w_ptr, self.w_idx, self.w_val,
                               self.dense_id, self.dense, self.l_ptr, self.l_idx, self.l_val,
-                              self.n_features, self.n_labels, self.bias)
+                              self.n_features, self.n_labels, self.bias, self.ascending)
         topk = 0 if k is None else int(k)
 
         def run(r0, r1):
