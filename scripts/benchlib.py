@@ -189,8 +189,10 @@ def side_by_side_steps(cfg, work, threads, rounds):
     predictions (alternating, so both see the same machine state)."""
     if cpp_bin() is None:
         return []
-    train, test = data_file(cfg["set"], "train"), data_file(cfg["set"], "test")
-    return [Step(work / f"{cfg['name']}_T{T}.sbs.json", side_by_side, [train, test], timed=True,
+    train = cfg.get("train_file") or data_file(cfg["set"], "train")
+    test = cfg.get("test_file") or data_file(cfg["set"], "test")
+    return [Step(work / f"{cfg['name']}_T{T}.sbs.json", side_by_side, cfg.get("deps") or [train, test],
+                 timed=True,
                  cfg={k: cfg[k] for k in ("train_args", "cpp_train", "cpp_predict",
                                           "predict_args") if k in cfg},
                  train=train, test=test, T=T, rounds=rounds, tag=f"{cfg['name']}_T{T}")
@@ -223,6 +225,7 @@ def side_by_side(step):
     wall time (whole command) and peak RSS of each run."""
     cmds, base = _sbs_commands(step)
     runs = {k: [] for k in cmds}
+    acc = {}
     for _ in range(step.kw["rounds"]):
         if base.exists():
             shutil.rmtree(base)
@@ -230,8 +233,87 @@ def side_by_side(step):
         for key, argv in cmds.items():
             r = run_rss(command(argv))
             runs[key].append({"wall": r["wall"], "hwm": r["hwm_mb"], "tree_rss": r["tree_rss_mb"]})
+        for tool in ("cpp", "xmlkit"):                # (the models are the same every round)
+            acc[tool] = evaluate(base / f"{tool}.scores", step.kw["test"], step.kw["train"])
     shutil.rmtree(base)
-    return {"T": step.kw["T"], "runs": runs}
+    return {"T": step.kw["T"], "runs": runs, "acc": acc}
+
+
+def evaluate(scores, test, train):
+    """xml-eval of a score file: {metric: percent}."""
+    r = run_rss(command(["xml-eval", scores, test, "--train-labels", train, "--json", "-q"]))
+    m = json.loads(r["stdout"])["metrics"]
+    return {k: m[k] for k in METRICS}
+
+
+def cpp_accuracy_steps(cfg, work, seeds, trees):
+    """The C++ tool's own seeds, for the accuracy comparison: its tree t is
+    seeded by t, so its seed s is the trees s*trees .. (s+1)*trees - 1
+    (-s s*trees -t trees); trained at -T 2 (a tree does not depend on the
+    thread count), scored by xml-eval as xmlkit's models are."""
+    if cpp_bin() is None or "cpp_train" not in cfg:
+        return []
+    train, test = data_file(cfg["set"], "train"), data_file(cfg["set"], "test")
+    return [Step(work / f"{cfg['name']}_cpp_s{seed}.eval.json", cpp_train_eval, [train, test],
+                 cfg={k: cfg[k] for k in ("cpp_train", "cpp_predict")}, train=train, test=test,
+                 seed=seed, trees=trees, tag=f"{cfg['name']}_cpp_s{seed}")
+            for seed in seeds]
+
+
+def _cpp_seed_commands(step):
+    k = step.kw
+    tr, te = cpp_files(k["train"]), cpp_files(k["test"])
+    base = step.target.parent / k["tag"]
+    subst = {"X": tr["X"], "Y": tr["Y"], "model": base / "cpp.model", "test_X": te["X"],
+             "scores": base / "cpp.scores", "T": 2}
+    train = [subst.get(a[1:], a) if str(a).startswith("$") else a for a in k["cfg"]["cpp_train"]]
+    train[train.index("-s") + 1] = k["seed"] * k["trees"]
+    train[train.index("-t") + 1] = k["trees"]
+    pred = [subst.get(a[1:], a) if str(a).startswith("$") else a for a in k["cfg"]["cpp_predict"]]
+    return train, pred, base
+
+
+def cpp_train_eval(step):
+    train, pred, base = _cpp_seed_commands(step)
+    if base.exists():
+        shutil.rmtree(base)
+    (base / "cpp.model").mkdir(parents=True)
+    bin_ = cpp_bin()
+    tr = run_rss([bin_ / train[0], *train[1:]])
+    run_rss([bin_ / pred[0], *pred[1:]])
+    m = evaluate(base / "cpp.scores", step.kw["test"], step.kw["train"])
+    shutil.rmtree(base)
+    return {"seed": step.kw["seed"], "train_s": tr["wall"], **m}
+
+
+cpp_train_eval.commands = lambda step: [["$XMLKIT_CPP_BIN/" + str(c[0]), *c[1:]]
+                                        for c in _cpp_seed_commands(step)[:2]]
+
+
+def accuracy_comparison(configs, rows, cpp_rows, columns, T_acc, margin=0.1):
+    """Markdown: per setting and metric the C++ tool's mean over its seeds
+    and xmlkit's over its seeds, each with its standard error, the
+    difference, and whether xmlkit is at least the C++ mean - margin."""
+    if not cpp_rows:
+        return ""
+    out = ["", f"Accuracy against the C++ tool's own seeds (both means over the seeds run, "
+           f"standard errors in brackets; xmlkit at -T {T_acc}): the difference xmlkit − C++, "
+           f"and whether xmlkit ≥ C++ − {margin}.", "",
+           "| setting | metric | C++ mean (se) | xmlkit mean (se) | difference | ≥ C++ − "
+           f"{margin} |", "|---|---|---|---|---|---|"]
+    for c in configs:
+        cp = [x for x in cpp_rows if x["config"] == c["name"]]
+        xm = [x for x in rows if x["config"] == c["name"] and x["T"] == T_acc]
+        if not cp or not xm:
+            continue
+        for k in columns:
+            a, b = [x[k] for x in cp], [x[k] for x in xm]
+            se_a, se_b = sd(a) / len(a) ** 0.5, sd(b) / len(b) ** 0.5
+            d = mean(b) - mean(a)
+            out.append(f"| {c['label']} ({len(a)} / {len(b)} seeds) | {k} | {mean(a):.2f} "
+                       f"({se_a:.2f}) | {mean(b):.2f} ({se_b:.2f}) | {d:+.2f} | "
+                       f"{'yes' if d >= -margin - 1e-9 else 'no'} |")
+    return "\n".join(out) + "\n"
 
 
 def _sbs_shown(step):
@@ -259,11 +341,14 @@ def side_by_side_report(configs, records):
     out = ["Side by side with the C++ tool, measured in the same run: per round the C++ "
            "command, then xmlkit's (train, then predict), whole-command wall time; ratio = "
            "xmlkit / C++ (below 1: xmlkit is faster), median over rounds, with the lowest and "
-           "highest per-round ratio. Peak RSS of training: the process's high-water mark "
-           "(VmHWM, sampled every 0.05 s), largest over rounds, C++ / xmlkit.", "",
+           "highest per-round ratio. Peak RSS of training and of prediction: the process's "
+           "high-water mark (VmHWM, sampled every 0.05 s), largest over rounds, C++ / xmlkit "
+           "and their ratio. P@k: both tools' models of that run, scored by xml-eval.", "",
            "| setting | T | rounds | train s C++ | train s xmlkit | train ratio (range) | "
            "predict s C++ | predict s xmlkit | predict ratio (range) | train peak RSS MB "
-           "(C++ / xmlkit) |", "|---|---|---|---|---|---|---|---|---|---|"]
+           "(C++ / xmlkit, ratio) | predict peak RSS MB (C++ / xmlkit, ratio) | "
+           "P@1/3/5 of that run (C++ / xmlkit) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in configs:
         for r in (x for x in records if x["config"] == c["name"]):
             runs = r["runs"]
@@ -274,10 +359,16 @@ def side_by_side_report(configs, records):
                 ratios = [b / a for a, b in zip(cp, xm)]
                 return (f"{median(cp):.2f} | {median(xm):.2f} | {median(xm) / median(cp):.2f} "
                         f"({min(ratios):.2f}–{max(ratios):.2f})")
-            rss = (max(x["hwm"] for x in runs["cpp_train"]),
-                   max(x["hwm"] for x in runs["xmlkit_train"]))
+            def rss(kind):
+                a, b = (max(x["hwm"] for x in runs[f"{t}_{kind}"]) for t in ("cpp", "xmlkit"))
+                return f"{a:.0f} / {b:.0f}, {b / a:.2f}"
+
+            def p(tool):
+                m = r.get("acc", {}).get(tool)
+                return "/".join(f"{m[f'P@{k}']:.2f}" for k in (1, 3, 5)) if m else "–"
             out.append(f"| {c['label']} | {r['T']} | {len(runs['cpp_train'])} | {cell('train')} "
-                       f"| {cell('predict')} | {rss[0]:.0f} / {rss[1]:.0f} |")
+                       f"| {cell('predict')} | {rss('train')} | {rss('predict')} "
+                       f"| {p('cpp')} / {p('xmlkit')} |")
     return "\n".join(out) + "\n"
 
 
@@ -606,14 +697,21 @@ def main(doc, name, configs, title, columns):
     def steps(a):
         return [s for c in chosen(a)
                 for s in model_steps(c, WORK / name, a.seeds, timing(a), a.threads)
-                + side_by_side_steps(c, WORK / name, a.threads, a.rounds)]
+                + side_by_side_steps(c, WORK / name, a.threads, a.rounds)
+                + (cpp_accuracy_steps(c, WORK / name, a.seeds, a.trees)
+                   if c.get("cpp_seeds") else [])]
 
     def render(a, st):
         rows = [load(s.target) for s in st if s.action is predict_eval]
         sbs = [{**load(s.target), "config": s.kw["tag"].rsplit("_T", 1)[0]}
                for s in st if s.action is side_by_side]
+        cpp_rows = [{**load(s.target), "config": s.kw["tag"].rsplit("_cpp_", 1)[0]}
+                    for s in st if s.action is cpp_train_eval]
         return (report(title.format(trees=a.trees), report_entries(chosen(a)), rows, a.seeds,
-                       timing(a), a.threads, columns) + "\n"
+                       timing(a), a.threads, columns)
+                + accuracy_comparison(report_entries(chosen(a)), rows, cpp_rows,
+                                      ["P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5"],
+                                      max(a.threads)) + "\n"
                 + side_by_side_report(chosen(a), sbs))
     cli(doc, name, lambda ap: add_model_args(ap, [c["name"] for c in configs]), steps, render)
 

@@ -203,3 +203,19 @@ def test_searched_rows_route_as_scanned_rows(small):
     assert rows_ascending(ptr, np.array([1, 4, 9, 0, 2]))
     assert not rows_ascending(ptr, np.array([1, 9, 4, 0, 2]))
     assert not rows_ascending(ptr, np.array([1, 4, 9, 2, 2]))
+
+
+def test_forest_release_keeps_one_copy(small, tmp_path):
+    """forest(release=True) (what xml-predict does) lets each tree go once
+    packed: the model keeps the trees' shapes and the packed forest, and
+    scores as before, also on later calls."""
+    X, Y, Xt, _ = small
+    m = xmlkit.FastXML(n_trees=3).fit(X, Y)
+    before = m.predict(Xt)
+    m.save(tmp_path / "m")
+    loaded = xmlkit.load_model(tmp_path / "m")
+    loaded.forest(release=True)
+    assert all(set(t) == {"child", "depth"} for t in loaded.trees_.values())
+    for _ in range(2):
+        assert (loaded.predict(Xt) != before).nnz == 0
+    assert loaded.stats() == m.stats()

@@ -71,6 +71,8 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
         output_target(scores)               # before any work: a usable output location
     trees = _tree_range(model_dir, start_tree, n_trees)
     model = load_model(model_dir, trees, threads=threads)
+    if dask_address is None and hasattr(model, "forest"):
+        model.forest(release=True)          # packed once: the trees are not held twice
     extra = predict_options(model, rerank=rerank, trees_only=trees_only, decision=decision,
                             threshold=threshold)
     # rows are read, scored and written in pieces (memory does not grow with

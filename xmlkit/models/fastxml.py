@@ -237,8 +237,13 @@ class FastXML(TreeEnsemble):
         return super().from_manifest(manifest, folder)
 
     # -- prediction
-    def forest(self, trees=None):
-        self._require_whole_trees()
+    def forest(self, trees=None, release=False):
+        """The trees packed for prediction (PackedForest). release=True lets
+        each tree's arrays go once packed (the model keeps only the trees'
+        shapes and the packed forest): what xml-predict does, so that a
+        model is never held twice."""
+        if not getattr(self, "trees_", None):
+            self._require_whole_trees()
         keys = sorted(self.trees_) if trees is None else list(trees)
         # Packing costs 10-60 ms for 50 trees: keep the last one for as long
         # as the same tree objects are asked for (fit and load replace them).
@@ -247,9 +252,13 @@ class FastXML(TreeEnsemble):
         cached = getattr(self, "_packed", None)
         if cached is None or len(cached[0]) != len(picked) or \
                 any(a is not b for a, b in zip(cached[0], picked)):
-            cached = (picked, PackedForest(picked, self.n_features_in_, self.n_labels_,
-                                           self.params.bias))
-            self._packed = cached
+            self._require_whole_trees()
+
+            def let_go(i):
+                picked[i] = self.trees_[keys[i]] = self._tree_shape(picked[i])
+            packed = PackedForest(picked, self.n_features_in_, self.n_labels_,
+                                  self.params.bias, let_go if release else None)
+            cached = self._packed = (picked, packed)
         return cached[1]
 
     def predict(self, X, k=5, threads=1, progress=None):

@@ -157,29 +157,38 @@ def rows_ascending(ptr, idx):
 class PackedForest:
     """Trees concatenated into flat arrays for the Cython predictor."""
 
-    def __init__(self, trees, n_features, n_labels, bias):
+    def __init__(self, trees, n_features, n_labels, bias, release=None):
+        """`trees`: a list of tree dicts; `release(i)` (optional) is called
+        once tree i is copied in, so that the caller can let it go (the
+        packed arrays are allocated whole first: the trees are never held
+        twice)."""
         if not trees:
             raise XmlkitError("the model has no trees")
         self.n_features, self.n_labels, self.bias = int(n_features), int(n_labels), float(bias)
-        roots, child, wp, lp = [], [], [np.zeros(1, np.int64)], [np.zeros(1, np.int64)]
+        nodes = [t["child"].shape[0] for t in trees]
+        n_w = [len(t["w_idx"]) for t in trees]
+        n_l = [len(t["l_idx"]) for t in trees]
+        self.roots = np.concatenate([[0], np.cumsum(nodes[:-1])]).astype(np.int32)
+        self.child = np.empty((sum(nodes), 2), np.int32)
+        self.w_ptr = np.zeros(sum(nodes) + 1, np.int64)
+        self.l_ptr = np.zeros(sum(nodes) + 1, np.int64)
+        self.w_idx, self.w_val = np.empty(sum(n_w), np.int32), np.empty(sum(n_w), np.float32)
+        self.l_idx, self.l_val = np.empty(sum(n_l), np.int32), np.empty(sum(n_l), np.float32)
         n_off = w_off = l_off = 0
-        for t in trees:
-            c = t["child"].astype(np.int32)
-            roots.append(n_off)
-            child.append(np.where(c >= 0, c + n_off, -1).astype(np.int32))
-            wp.append(t["w_ptr"][1:].astype(np.int64) + w_off)
-            lp.append(t["l_ptr"][1:].astype(np.int64) + l_off)
-            n_off += c.shape[0]
-            w_off += len(t["w_idx"])
-            l_off += len(t["l_idx"])
-        self.roots = np.asarray(roots, dtype=np.int32)
-        self.child = np.ascontiguousarray(np.concatenate(child))
-        self.w_ptr = np.concatenate(wp)
-        self.l_ptr = np.concatenate(lp)
-        self.w_idx = np.concatenate([t["w_idx"] for t in trees]).astype(np.int32)
-        self.w_val = np.concatenate([t["w_val"] for t in trees]).astype(np.float32)
-        self.l_idx = np.concatenate([t["l_idx"] for t in trees]).astype(np.int32)
-        self.l_val = np.concatenate([t["l_val"] for t in trees]).astype(np.float32)
+        for i, t in enumerate(trees):
+            n = nodes[i]
+            c = t["child"]
+            self.child[n_off:n_off + n] = np.where(c >= 0, c + n_off, -1)
+            self.w_ptr[n_off + 1:n_off + n + 1] = t["w_ptr"][1:] + w_off
+            self.l_ptr[n_off + 1:n_off + n + 1] = t["l_ptr"][1:] + l_off
+            self.w_idx[w_off:w_off + n_w[i]] = t["w_idx"]
+            self.w_val[w_off:w_off + n_w[i]] = t["w_val"]
+            self.l_idx[l_off:l_off + n_l[i]] = t["l_idx"]
+            self.l_val[l_off:l_off + n_l[i]] = t["l_val"]
+            n_off, w_off, l_off = n_off + n, w_off + n_w[i], l_off + n_l[i]
+            c = t = None
+            if release is not None:
+                release(i)
         self.dense_id, self.dense = dense_rows(self.w_ptr, self.w_idx, self.w_val,
                                                self.n_features + 1)
         self.ascending = rows_ascending(self.w_ptr, self.w_idx)
