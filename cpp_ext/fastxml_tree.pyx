@@ -256,7 +256,7 @@ cdef class SeparatorSolver:
         reference, as from a cold start). One pass over the entries for the
         gradient, one for the margins of d."""
         cdef int64_t n = self.n, nf = self.nf, a, j
-        cdef double g, gnorm0 = 0.0, dnorm = 0.0, t = 0.0, f1, f2, m, q, sp, step
+        cdef double g, dnorm = 0.0, t = 0.0, f1, f2, m, q, sp, step
         cdef int it
         for a in range(n):
             self.xTd[a] = 0.0
@@ -269,13 +269,12 @@ cdef class SeparatorSolver:
                 self.w[j] = -(g - 1.0)
             else:
                 continue
-            gnorm0 += fabs(self.w[j])
-            dnorm += fabs(self.w[j])
+            dnorm += fabs(self.w[j])      # (= the subgradient's violation at 0)
             _scatter_add(self.col_val.data(), self.col_pt.data(), self.xTd.data(),
                          self.col_ptr[j], self.col_ptr[j + 1], self.w[j])
             self.visits += self.col_ptr[j + 1] - self.col_ptr[j]
         if dnorm == 0:
-            return gnorm0
+            return 0.0
         # minimise t |d|_1 + sum_a C_a softplus(-y_a t m_a) over t >= 0 (convex)
         for it in range(20):
             f1 = dnorm
@@ -300,7 +299,7 @@ cdef class SeparatorSolver:
         for a in range(n):
             self.u[a] = t * self.xTd[a]
         self._point_terms(False)
-        return gnorm0
+        return dnorm
 
     cdef int solve(self, mt19937& rng) noexcept nogil:
         """Solve the problem held in the object; returns the Newton iterations."""

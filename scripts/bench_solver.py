@@ -33,7 +33,6 @@ COLUMNS = ["P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5"]
 
 
 def grow_and_score(step):
-    import numpy as np
     from xmlkit.io import read_dataset
     from xmlkit.metrics import inverse_propensity, ranking_metrics
     from xmlkit.models.fastxml import _as_training_csr
@@ -67,7 +66,7 @@ def grow_and_score(step):
     return {"setting": k["setting"], "seed": k["seed"], "grow_s": seconds,
             "passes": sum(w["visits"] for w in work) / k["trees"] / X.nnz,
             "newton": sum(w["newtons"] for w in work) / sum(w["solves"] for w in work),
-            **{c: 100 * float(np.float64(m[c])) for c in COLUMNS}}
+            **{c: 100 * float(m[c]) for c in COLUMNS}}
 
 
 def add_args(ap):

@@ -199,6 +199,11 @@ def side_by_side_steps(cfg, work, threads, rounds):
             for T in threads]
 
 
+def substitute(argv, subst):
+    """A command template with its "$name" words replaced by subst[name]."""
+    return [subst.get(a[1:], a) if str(a).startswith("$") else a for a in argv]
+
+
 def _sbs_commands(step):
     k, c, T = step.kw, step.kw["cfg"], step.kw["T"]
     base = step.target.parent / f"{k['tag']}.sbs"
@@ -208,8 +213,7 @@ def _sbs_commands(step):
     bin_ = cpp_bin()
 
     def fill(argv):
-        return [bin_ / argv[0], *[subst.get(a[1:], a) if str(a).startswith("$") else a
-                                  for a in argv[1:]]]
+        return [bin_ / argv[0], *substitute(argv[1:], subst)]
     return {
         "cpp_train": fill(c["cpp_train"]),
         "xmlkit_train": ["xml-train", k["train"], base / "xmlkit.model", "-T", T, "-q",
@@ -266,10 +270,10 @@ def _cpp_seed_commands(step):
     base = step.target.parent / k["tag"]
     subst = {"X": tr["X"], "Y": tr["Y"], "model": base / "cpp.model", "test_X": te["X"],
              "scores": base / "cpp.scores", "T": 2}
-    train = [subst.get(a[1:], a) if str(a).startswith("$") else a for a in k["cfg"]["cpp_train"]]
+    train = substitute(k["cfg"]["cpp_train"], subst)
     train[train.index("-s") + 1] = k["seed"] * k["trees"]
     train[train.index("-t") + 1] = k["trees"]
-    pred = [subst.get(a[1:], a) if str(a).startswith("$") else a for a in k["cfg"]["cpp_predict"]]
+    pred = substitute(k["cfg"]["cpp_predict"], subst)
     return train, pred, base
 
 

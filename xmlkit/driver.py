@@ -70,12 +70,13 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
         # file is a tree of the model (the folder is upgraded); otherwise the
         # wanted ones (files of a killed run, or copied from another shard)
         adopt = unrecorded if v1 else unrecorded & want
+        kept = (lambda tree: tree) if keep_trees else model._tree_shape
         model.trees_ = {}
         for t in sorted((recorded & want) | adopt):
             # a recorded tree is checked against its record, the others as any file
             tree = load_tree(model, folder, t, manifest if t in recorded else None)
             if t in want:
-                model.trees_[t] = tree if keep_trees else model._tree_shape(tree)
+                model.trees_[t] = kept(tree)
         store.record_files(folder, [tree_name(t) for t in sorted(adopt)])
         todo = [t for t in wanted if t not in model.trees_]
         if log:
@@ -89,7 +90,7 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
         grow = model._grow_trees if executor is None else \
             (lambda *a, **kw: executor.grow_trees(model, *a, **kw))
         for t, tree in grow(X, Y, todo, after=writer):
-            model.trees_[t] = tree if keep_trees else model._tree_shape(tree)
+            model.trees_[t] = kept(tree)
             store.record_files(folder, [tree_name(t)])
             tick(1)
         model._finish_fit(X, Y)

@@ -186,7 +186,7 @@ class PackedForest:
             self.l_idx[l_off:l_off + n_l[i]] = t["l_idx"]
             self.l_val[l_off:l_off + n_l[i]] = t["l_val"]
             n_off, w_off, l_off = n_off + n, w_off + n_w[i], l_off + n_l[i]
-            c = t = None
+            c = t = None            # (so that release(i) can let the tree go)
             if release is not None:
                 release(i)
         self.dense_id, self.dense = dense_rows(self.w_ptr, self.w_idx, self.w_val,
