@@ -209,3 +209,11 @@ def test_folders_before_max_newton_keep_the_cpp_rules(tmp_path, bibtex):
     del m["params"]["max_newton"]
     mf.write_text(json.dumps(m))
     assert xmlkit.load_model(folder).max_newton == 10
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "2147483648"])
+def test_max_newton_out_of_range_is_refused(tmp_path, value):
+    r = run_cli("xml-train", TRAIN, tmp_path / "m", "-t", "1", "--max-newton", value)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        f"xml-train: error: --max-newton must be an integer in [1, 2147483647], got {value}"]

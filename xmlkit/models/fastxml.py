@@ -88,7 +88,7 @@ class FastXML(TreeEnsemble):
         "n_trees": integer(1), "start_tree": integer(0), "threads": integer(1),
         "bias": real(), "log_loss_coeff": real(0, lo_open=True), "max_leaf": integer(1),
         "labels_per_leaf": integer(1), "seed": SEED, "solver": one_of(*SOLVERS),
-        "max_newton": integer(1),
+        "max_newton": integer(1, 2**31 - 1),      # (a C int in the kernel)
     }
     MODEL_KEYS = ("bias", "log_loss_coeff", "max_leaf", "labels_per_leaf", "solver",
                   "max_newton")
