@@ -7,7 +7,8 @@ import pytest
 import xmlkit
 from xmlkit.driver import fit_folder
 from xmlkit.io import read_matrix
-from xmlkit.models.forest import PackedForest, dense_rows
+from xmlkit._ext.forest_predict import ForestKernel
+from xmlkit.csr import as_rows
 
 
 @pytest.fixture(scope="module")
@@ -50,19 +51,40 @@ def test_predict_threads_give_the_same_scores(small):
     assert (l.predict(Xt, k=None, threads=2) != l.predict(Xt, k=None, threads=1)).nnz == 0
 
 
-def test_dense_and_sparse_routing_agree(small):
+def test_routing_does_not_depend_on_the_block(small):
+    """A point's scores are the same whether it is routed alone (long
+    weight rows searched), in a block (rows scattered once) or with the
+    rows taken as unordered (always scattered), and equal to routing it
+    node by node here."""
     X, Y, Xt, _ = small
     m = xmlkit.FastXML(n_trees=3).fit(X, Y)
-    trees = [m.trees_[t] for t in sorted(m.trees_)]
-    dense = PackedForest(trees, m.n_features_in_, m.n_labels_, m.bias)
-    d = m.n_features_in_ + 1                       # every weight row through the dense path
-    dense.dense_id, dense.dense = dense_rows(dense.w_ptr, dense.w_idx, dense.w_val, d, d)
-    assert (dense.dense_id >= 0).sum() == (np.diff(dense.w_ptr) > 0).sum()
-    sparse = PackedForest(trees, m.n_features_in_, m.n_labels_, m.bias)
-    sparse.dense_id[:] = -1                        # every row through the sparse path
-    a, b = dense.predict(Xt, 5), sparse.predict(Xt, 5)
-    assert np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
-    assert np.allclose(a.data, b.data, rtol=1e-6)
+    f = m.forest()
+    kernel = ForestKernel(f.roots, f.child, f.w_ptr, f.w_idx, f.w_val, f.l_ptr, f.l_idx,
+                          f.l_val, f.n_features, f.n_labels, f.bias, True)
+    Xt = as_rows(Xt[:200], "t")
+    block = kernel.predict_rows(Xt, 0, 200, 5)
+    alone = [kernel.predict_rows(Xt, r, r + 1, 5) for r in range(200)]
+    assert np.array_equal(block[1], np.concatenate([a[1] for a in alone]))
+    assert np.array_equal(block[2], np.concatenate([a[2] for a in alone]))
+    unordered = ForestKernel(f.roots, f.child, f.w_ptr, f.w_idx, f.w_val, f.l_ptr, f.l_idx,
+                             f.l_val, f.n_features, f.n_labels, f.bias, False)
+    for a, b in zip(block, unordered.predict_rows(Xt, 0, 200, 5)):
+        assert np.array_equal(a, b)
+    # the leaves by hand: w·x >= 0 goes to the first child
+    x = np.hstack([Xt.to_scipy().toarray(), np.full((Xt.shape[0], 1), f.bias)])
+    for r in range(0, 200, 40):
+        acc = np.zeros(f.n_labels)
+        for root in f.roots:
+            node = root
+            while f.child[node, 0] >= 0:
+                lo, hi = f.w_ptr[node], f.w_ptr[node + 1]
+                margin = x[r, f.w_idx[lo:hi]] @ f.w_val[lo:hi].astype(np.float64)
+                node = f.child[node, 0 if margin >= 0 else 1]
+            lo, hi = f.l_ptr[node], f.l_ptr[node + 1]
+            acc[f.l_idx[lo:hi]] += f.l_val[lo:hi]
+        _, labels, scores = kernel.predict_rows(Xt, r, r + 1, 0)
+        assert np.array_equal(labels, np.flatnonzero(acc))
+        assert np.allclose(scores, acc[labels] / len(f.roots), rtol=1e-6)
 
 
 @pytest.mark.parametrize("params", [dict(loss="squared", lr_schedule="constant", lr=0.3),

@@ -12,13 +12,11 @@ cdef class ForestKernel:
     cdef const int64_t[::1] w_ptr        # weights of node i: w_ptr[i] .. w_ptr[i + 1] - 1
     cdef const int32_t[::1] w_idx        # feature of each weight (n_features: the bias)
     cdef const float[::1] w_val          # value of each weight
-    cdef const int64_t[::1] dense_id     # row of `dense` holding node i's weights, or -1
-    cdef const float[:, ::1] dense       # long weight rows as dense rows (n_features + 1 wide)
     cdef const int64_t[::1] l_ptr        # labels of leaf i: l_ptr[i] .. l_ptr[i + 1] - 1
     cdef const int32_t[::1] l_idx        # label of each leaf entry, ascending per leaf
     cdef const float[::1] l_val          # value of each leaf entry
     cdef int64_t n_features              # feature columns (the bias feature is n_features)
     cdef int64_t n_labels                # label columns
     cdef double bias                     # value of the bias feature
-    cdef bint ascending                  # every weight row strictly ascending: long rows
-                                         # may be searched instead of scanned
+    cdef bint ascending                  # every weight row strictly ascending: a row may
+                                         # be searched instead of scattered

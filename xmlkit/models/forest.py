@@ -20,6 +20,9 @@ from xmlkit.errors import XmlkitError
 
 TREE_KEYS = ("child", "depth", "w_ptr", "w_idx", "w_val", "l_ptr", "l_idx", "l_val")
 CHUNK_ROWS = 256
+#: the forest routes blocks of points a tree at a time: blocks of at most this
+#: many rows (about four per thread, at least CHUNK_ROWS)
+FOREST_BLOCK = 4096
 DENSE_FRACTION = 4
 
 
@@ -189,8 +192,6 @@ class PackedForest:
             c = t = None            # (so that release(i) can let the tree go)
             if release is not None:
                 release(i)
-        self.dense_id, self.dense = dense_rows(self.w_ptr, self.w_idx, self.w_val,
-                                               self.n_features + 1)
         self.ascending = rows_ascending(self.w_ptr, self.w_idx)
 
     def predict(self, X, k=None, threads=1, progress=None):
@@ -202,17 +203,20 @@ class PackedForest:
             raise XmlkitError(f"the data have {X.shape[1]} features but the model was "
                               f"trained on {self.n_features}")
         kernel = ForestKernel(self.roots, self.child, self.w_ptr, self.w_idx, self.w_val,
-                              self.dense_id, self.dense, self.l_ptr, self.l_idx, self.l_val,
+                              self.l_ptr, self.l_idx, self.l_val,
                               self.n_features, self.n_labels, self.bias, self.ascending)
         topk = 0 if k is None else int(k)
 
         def run(r0, r1):
             return kernel.predict_rows(X, r0, r1, topk)
-        return score_rows(run, X.shape[0], self.n_labels, threads, progress)
+        # the larger the block, the more points share each scattered weight
+        # row; the scores do not depend on the blocks
+        block = min(FOREST_BLOCK, max(CHUNK_ROWS, -(-X.shape[0] // (4 * threads))))
+        return score_rows(run, X.shape[0], self.n_labels, threads, progress, block)
 
 
-def score_rows(run, n, n_cols, threads=1, progress=None):
-    """Rows 0..n-1 scored in chunks of CHUNK_ROWS by `run(r0, r1)` (a nogil
+def score_rows(run, n, n_cols, threads=1, progress=None, chunk=CHUNK_ROWS):
+    """Rows 0..n-1 scored in chunks of `chunk` rows by `run(r0, r1)` (a nogil
     kernel returning CSR pieces), on `threads` threads; the pieces stacked
     into one Rows n × n_cols. `progress(rows)` after each chunk."""
     def one(b):
@@ -220,7 +224,7 @@ def score_rows(run, n, n_cols, threads=1, progress=None):
         if progress is not None:
             progress(b[1] - b[0])
         return out
-    bounds = [(r, min(n, r + CHUNK_ROWS)) for r in range(0, n, CHUNK_ROWS)]
+    bounds = [(r, min(n, r + chunk)) for r in range(0, n, chunk)]
     if threads > 1 and len(bounds) > 1:
         with ThreadPoolExecutor(threads) as pool:
             parts = list(pool.map(one, bounds))
