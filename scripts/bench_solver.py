@@ -1,6 +1,6 @@
 """FastXML's node solver: how its stopping rules trade work for accuracy.
 
-    python scripts/bench_solver.py [--configs bibtex] [--seeds 0 ... 9]
+    python scripts/bench_solver.py [--configs bibtex delicious] [--seeds 0 ... 9]
         [--markdown results/solver.md]  (and the step options of benchlib.cli)
 
 Each setting of the separator solver (xmlkit._ext.fastxml_tree.NodeSeparator)
@@ -22,12 +22,12 @@ from benchlib import WORK, Step, data_file, load, mean, sd
 WORK_S = WORK / "solver"
 #: name -> NodeSeparator keywords; "C++ rules" is the C++ tool's setting
 SETTINGS = {
-    "C++ rules (max_newton 10)": {"max_newton": 10},
-    "max_newton 3 (default)": {"max_newton": 3},
-    "max_newton 3, warm start": {"max_newton": 3, "warm": True},
+    "C++ rules (max_newton 10, zero start)": {"max_newton": 10},
+    "max_newton 3, zero start": {"max_newton": 3},
+    "max_newton 3, warm start (default)": {"max_newton": 3, "warm": True},
     "max_newton 10, warm start": {"max_newton": 10, "warm": True},
-    "max_newton 4, max_inner 4": {"max_newton": 4, "max_inner": 4},
-    "tolerance 0.03": {"max_newton": 10, "eps": 0.03},
+    "max_newton 4, max_inner 4, zero start": {"max_newton": 4, "max_inner": 4},
+    "tolerance 0.03, zero start": {"max_newton": 10, "eps": 0.03},
 }
 COLUMNS = ["P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5"]
 
@@ -70,7 +70,7 @@ def grow_and_score(step):
 
 
 def add_args(ap):
-    ap.add_argument("--configs", nargs="+", default=["bibtex"])
+    ap.add_argument("--configs", nargs="+", default=["bibtex", "delicious"])
     ap.add_argument("--seeds", nargs="+", type=int, default=list(range(10)))
     ap.add_argument("--trees", type=int, default=50)
 

@@ -52,7 +52,7 @@ def test_cli_and_api_give_the_same_scores(tmp_path, bibtex):
     assert manifest["algorithm"] == "fastxml" and manifest["seed"] == 7
     assert manifest["params"] == {"bias": 1.0, "log_loss_coeff": 1.0, "max_leaf": 10,
                                   "labels_per_leaf": 10, "solver": "newglmnet",
-                                  "max_newton": 3}
+                                  "max_newton": 3, "init": "warm"}
     assert manifest["format_version"] == 2 and manifest["n_labels"] == Y.shape[1]
     assert sorted(manifest["files"]) == [f"tree_{t:05d}.npz" for t in range(3)]
 
@@ -200,15 +200,35 @@ def test_predict_command_does_not_import_scipy(tmp_path):
 
 def test_folders_before_max_newton_keep_the_cpp_rules(tmp_path, bibtex):
     """A folder whose manifest has no max_newton was grown with the C++ tool's
-    10 Newton steps: loading (and training into it) keeps 10."""
+    10 Newton steps from zero, one without init from zero: loading (and
+    training into it) keeps them."""
     X, Y, _, _ = bibtex
     folder = tmp_path / "m"
-    xmlkit.FastXML(n_trees=1, max_newton=10).fit(X[:300], Y[:300]).save(folder)
+    xmlkit.FastXML(n_trees=1, max_newton=10, init="zero").fit(X[:300], Y[:300]).save(folder)
     mf = folder / "manifest.json"
     m = json.loads(mf.read_text())
+    del m["params"]["init"]
+    mf.write_text(json.dumps(m))
+    assert xmlkit.load_model(folder).init == "zero"
     del m["params"]["max_newton"]
     mf.write_text(json.dumps(m))
-    assert xmlkit.load_model(folder).max_newton == 10
+    loaded = xmlkit.load_model(folder)
+    assert (loaded.max_newton, loaded.init) == (10, "zero")
+
+
+def test_init_zero_with_ten_newton_steps_is_the_cpp_solver(bibtex):
+    """max_newton=10, init="zero" grows the tree of the kernel's C++ rules;
+    the warm start grows another."""
+    from xmlkit._ext.fastxml_tree import NdcgPartition, NodeSeparator, TreeGrower
+    from xmlkit.models.fastxml import _as_training_csr
+    X, Y = bibtex[0][:600], bibtex[1][:600]
+    g = TreeGrower(_as_training_csr(X, "f", X.shape[1]), _as_training_csr(Y, "l", Y.shape[1]),
+                   NdcgPartition(True), NodeSeparator(1.0, 1.0, "newglmnet"))
+    cpp = g.grow(0, 0)
+    zero = xmlkit.FastXML(n_trees=1, max_newton=10, init="zero").fit(X, Y).trees_[0]
+    warm = xmlkit.FastXML(n_trees=1, max_newton=10).fit(X, Y).trees_[0]
+    assert all(np.array_equal(cpp[k], zero[k]) for k in cpp)
+    assert not np.array_equal(cpp["w_val"], warm["w_val"])
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "2147483648"])

@@ -64,6 +64,11 @@ FASTXML = (
         "Newton steps at most per node (newglmnet). The C++ tool takes 10 (give 10 to "
         "reproduce its stopping rules); fewer grow trees faster at the same accuracy "
         "(see docs/benchmarks.md)."),
+    Opt("init", ("--init",),
+        "Where each node's solver starts (newglmnet): warm (one proximal-gradient step "
+        "along the class-balanced mean difference of the two sides) or zero (the C++ "
+        "tool's). --max-newton 10 --init zero is the C++ tool's solver.",
+        choices=("warm", "zero")),
 )
 
 PFASTREXML = tuple(
