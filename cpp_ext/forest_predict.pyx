@@ -21,7 +21,8 @@ from libcpp.utility cimport pair
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport RowsOut, emit_top, indptr_t, padded, rows_in, rows_open, rows_pieces
+from sparse_rows cimport (RowsOut, check_row_range, emit_top, indptr_t, padded, rows_in,
+                          rows_open, rows_pieces)
 
 cnp.import_array()
 
@@ -67,6 +68,114 @@ cdef class ForestKernel:
         with nogil:
             _predict(self, &xp[0], &xi[0], &xv[0], r0, r1, k, out)
         return rows_pieces(out)
+
+    def route_rows(self, X, int64_t r0, int64_t r1):
+        """The leaves (node ids) that rows r0..r1-1 of X reach: an int32
+        array (r1 - r0, n_trees)."""
+        return self._leaves(*rows_in(X, r0, r1), r0, r1)
+
+    def _leaves(self, const indptr_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
+                int64_t r0, int64_t r1):
+        cdef Py_ssize_t t, n_trees = self.roots.shape[0]
+        cdef vector[int32_t] leaf, order, spare
+        cdef vector[float] dense
+        cdef vector[Span] todo
+        with nogil:
+            dense.assign(self.n_features + 1, 0.0)
+            leaf.resize((r1 - r0) * n_trees)
+            for t in range(n_trees):
+                _route(self, t, &xp[0], &xi[0], &xv[0], r0, r1 - r0, leaf, dense, order,
+                       spare, todo)
+        out = np.empty((r1 - r0, n_trees), np.int32)
+        cdef int32_t[:, ::1] o = out
+        cdef int64_t i
+        for i in range(r1 - r0):
+            for t in range(n_trees):
+                o[i, t] = leaf[i * n_trees + t]
+        return out
+
+
+cdef class ScoreSums:
+    """Running sums of leaf label values per point, a tree at a time (what
+    the C++ tool's score matrix holds): memory follows the points' scores,
+    not the trees. Sums are kept in double and added tree by tree, so the
+    scores equal ForestKernel's byte for byte. Members: see
+    xmlkit/_ext/forest_predict.pxd."""
+
+    def __init__(self, int64_t n_rows, int64_t n_labels):
+        self.rows.resize(n_rows)
+        self.n_labels = n_labels
+        self.n_trees = 0
+
+    def add_tree(self, l_ptr, l_idx, l_val, const int32_t[::1] leaves, int64_t r0, int64_t r1):
+        """Add the label values of leaf leaves[i] (node ids of one tree whose
+        leaf rows are l_ptr, l_idx, l_val) to the sums of row i, for r0 <= i
+        < r1 (blocks of rows may be added on different threads). Call
+        count_tree() once per tree."""
+        cdef const int64_t[::1] lp = np.ascontiguousarray(l_ptr, dtype=np.int64)
+        cdef const int32_t[::1] li = padded(l_idx, np.int32)
+        cdef const float[::1] lv = padded(l_val, np.float32)
+        cdef int64_t n_nodes = lp.shape[0] - 1
+        check_row_range(self.rows.size(), r0, r1)
+        check_row_range(leaves.shape[0], r0, r1)
+        if r1 > r0 and (np.min(leaves[r0:r1]) < 0 or np.max(leaves[r0:r1]) >= n_nodes):
+            raise ValueError("leaf ids outside the tree")
+        if np.shape(l_idx)[0] and (np.min(l_idx) < 0 or np.max(l_idx) >= self.n_labels):
+            raise ValueError("labels outside the model's")
+        with nogil:
+            _add_leaves(self, &lp[0], &li[0], &lv[0], &leaves[0], r0, r1)
+
+    def count_tree(self):
+        self.n_trees += 1
+
+    def score_rows(self, int64_t r0, int64_t r1, int k):
+        """Scores of rows r0..r1-1 (the mean over the trees added) as CSR
+        pieces, as ForestKernel.predict_rows."""
+        cdef RowsOut out
+        check_row_range(self.rows.size(), r0, r1)
+        if self.n_trees < 1:
+            raise ValueError("no trees added")
+        rows_open(out)
+        with nogil:
+            _emit_sums(self, r0, r1, k, out)
+        return rows_pieces(out)
+
+
+cdef void _add_leaves(ScoreSums s, const int64_t* lp, const int32_t* li, const float* lv,
+                      const int32_t* leaves, int64_t r0, int64_t r1) except + nogil:
+    """ScoreSums.add_tree without the GIL."""
+    cdef vector[int64_t] pos
+    cdef vector[pair[int32_t, double]]* row
+    cdef int64_t i, j, q
+    cdef int32_t node, l
+    pos.assign(s.n_labels, -1)
+    for i in range(r0, r1):
+        row = &s.rows[i]
+        for q in range(<int64_t> row.size()):
+            pos[row[0][q].first] = q
+        node = leaves[i]
+        for j in range(lp[node], lp[node + 1]):
+            l = li[j]
+            if pos[l] >= 0:
+                row[0][pos[l]].second += lv[j]
+            else:
+                pos[l] = row.size()
+                row.push_back(pair[int32_t, double](l, 0.0 + lv[j]))
+        for q in range(<int64_t> row.size()):
+            pos[row[0][q].first] = -1
+
+
+cdef void _emit_sums(ScoreSums s, int64_t r0, int64_t r1, int topk, RowsOut& out) except + nogil:
+    cdef vector[pair[double, int32_t]] ranked
+    cdef vector[pair[int32_t, float]] sel
+    cdef int64_t i, q
+    cdef double inv_t = 1.0 / s.n_trees
+    for i in range(r0, r1):
+        ranked.clear()
+        for q in range(<int64_t> s.rows[i].size()):
+            ranked.push_back(pair[double, int32_t](
+                -<double> (<float> (s.rows[i][q].second * inv_t)), s.rows[i][q].first))
+        emit_top(ranked, topk, sel, out)
 
 
 cdef inline double _weight_of(const int32_t* wi, const float* wv, int64_t lo, int64_t hi,
@@ -157,28 +266,20 @@ cdef void _route(ForestKernel f, Py_ssize_t t, const indptr_t* xp, const int32_t
         todo.push_back(Span(child[2 * node], lo, a))
 
 
-cdef void _predict(ForestKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
-                   int64_t r0, int64_t r1, int topk, RowsOut& out) except + nogil:
-    """ForestKernel.predict_rows without the GIL: route the block through
-    each tree, then add up each point's leaves, tree by tree."""
+cdef void _accumulate(const int64_t* lp, const int32_t* li, const float* lv,
+                      int64_t n_labels, const int32_t* leaf, int64_t n, Py_ssize_t n_trees,
+                      int topk, RowsOut& out) except + nogil:
+    """One output row per point i < n: the mean over trees of the label
+    values of the leaves leaf[i * n_trees + t], added tree by tree."""
     cdef vector[double] acc
-    cdef vector[float] dense
-    cdef vector[int32_t] leaf, order, spare, touched
-    cdef vector[Span] todo
+    cdef vector[int32_t] touched
     cdef vector[pair[double, int32_t]] ranked
     cdef vector[pair[int32_t, float]] sel
-    cdef int64_t i, j, k, n = r1 - r0
-    cdef Py_ssize_t t, n_trees = f.roots.shape[0]
+    cdef int64_t i, j, k
+    cdef Py_ssize_t t
     cdef int32_t node, l
     cdef double inv_t = 1.0 / n_trees
-    cdef const int64_t* lp = &f.l_ptr[0]
-    cdef const int32_t* li = &f.l_idx[0]
-    cdef const float* lv = &f.l_val[0]
-    dense.assign(f.n_features + 1, 0.0)
-    leaf.resize(n * n_trees)
-    for t in range(n_trees):
-        _route(f, t, xp, xi, xv, r0, n, leaf, dense, order, spare, todo)
-    acc.assign(f.n_labels, 0.0)
+    acc.assign(n_labels, 0.0)
     for i in range(n):
         touched.clear()
         for t in range(n_trees):
@@ -196,6 +297,21 @@ cdef void _predict(ForestKernel f, const indptr_t* xp, const int32_t* xi, const 
         emit_top(ranked, topk, sel, out)
 
 
+cdef void _predict(ForestKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
+                   int64_t r0, int64_t r1, int topk, RowsOut& out) except + nogil:
+    """ForestKernel.predict_rows without the GIL: route the block through
+    each tree, then add up each point's leaves, tree by tree."""
+    cdef vector[float] dense
+    cdef vector[int32_t] leaf, order, spare
+    cdef vector[Span] todo
+    cdef int64_t n = r1 - r0
+    cdef Py_ssize_t t, n_trees = f.roots.shape[0]
+    dense.assign(f.n_features + 1, 0.0)
+    leaf.resize(n * n_trees)
+    for t in range(n_trees):
+        _route(f, t, xp, xi, xv, r0, n, leaf, dense, order, spare, todo)
+    _accumulate(&f.l_ptr[0], &f.l_idx[0], &f.l_val[0], f.n_labels, leaf.data(), n, n_trees,
+                topk, out)
 def scatter_rows(const int64_t[::1] ptr, const int32_t[::1] idx, const float[::1] val,
                  const int64_t[::1] rows, float[:, ::1] out):
     """out[k, idx[j]] = val[j] for the entries j of CSR row rows[k] (out
@@ -208,3 +324,58 @@ def scatter_rows(const int64_t[::1] ptr, const int32_t[::1] idx, const float[::1
         for k in range(rows.shape[0]):
             for j in range(ptr[rows[k]], ptr[rows[k] + 1]):
                 out[k, idx[j]] = val[j]
+
+
+# Trees are stored as byte planes (see xmlkit.models.forest.encode_tree):
+# these decode them in one pass, without the temporaries of numpy's way.
+
+def unplane_floats(const unsigned char[:, ::1] planes):
+    """The float32 array whose bytes, in the machine's order, are the
+    columns of `planes` (4, n)."""
+    if planes.shape[0] != 4:
+        raise ValueError("byte planes of 4-byte values have 4 rows")
+    cdef Py_ssize_t j, n = planes.shape[1]
+    out = np.empty(n, np.float32)
+    cdef float[::1] o = out
+    cdef unsigned char* b
+    with nogil:
+        for j in range(n):
+            b = <unsigned char*> &o[j]
+            b[0], b[1], b[2], b[3] = planes[0, j], planes[1, j], planes[2, j], planes[3, j]
+    return out
+
+
+def unplane_row_deltas(const int64_t[::1] ptr, const unsigned char[:, ::1] planes):
+    """The int32 indices of CSR rows (pointers `ptr`) stored as byte planes
+    (4, n) of differences to the previous index of the same row (a row's
+    first index as it is). Raises ValueError when an index leaves 0..2^31-1
+    or the pointers do not cover the n entries."""
+    if planes.shape[0] != 4:
+        raise ValueError("byte planes of 4-byte values have 4 rows")
+    cdef Py_ssize_t r, n_rows = ptr.shape[0] - 1
+    cdef int64_t j, n = planes.shape[1], acc
+    cdef int32_t d
+    cdef unsigned char* b = <unsigned char*> &d
+    cdef bint bad = n_rows < 0 or ptr[0] != 0 or ptr[n_rows] != n
+    out = np.empty(n, np.int32)
+    cdef int32_t[::1] o = out
+    if bad:
+        raise ValueError("row pointers do not cover the entries")
+    with nogil:
+        for r in range(n_rows):
+            if ptr[r + 1] < ptr[r]:
+                bad = True
+                break
+            acc = 0
+            for j in range(ptr[r], ptr[r + 1]):
+                b[0], b[1], b[2], b[3] = planes[0, j], planes[1, j], planes[2, j], planes[3, j]
+                acc = d if j == ptr[r] else acc + d
+                if acc < 0 or acc > 2147483647:
+                    bad = True
+                    break
+                o[j] = <int32_t> acc
+            if bad:
+                break
+    if bad:
+        raise ValueError("an index outside 0..2^31-1")
+    return out

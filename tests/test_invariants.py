@@ -241,3 +241,40 @@ def test_forest_release_keeps_one_copy(small, tmp_path):
     for _ in range(2):
         assert (loaded.predict(Xt) != before).nnz == 0
     assert loaded.stats() == m.stats()
+
+
+@pytest.mark.parametrize("family", [xmlkit.FastXML, xmlkit.PfastreXML])
+def test_streamed_trees_give_the_packed_scores(family, small, tmp_path):
+    """A folder loaded with stream=True (what xml-predict does: one tree in
+    memory at a time) scores as the whole model does, byte for byte, at any
+    number of threads; the trees stay on disk."""
+    X, Y, Xt, _ = small
+    family(n_trees=3).fit(X, Y).save(tmp_path / "m")
+    whole = xmlkit.load_model(tmp_path / "m")
+    streamed = xmlkit.load_model(tmp_path / "m", stream=True)
+    assert not hasattr(streamed, "trees_") and streamed.forest().n_trees == 3
+    for k in (None, 5):
+        one = whole.predict(Xt, k=k)
+        for threads in (1, 2):
+            got = streamed.predict(Xt, k=k, threads=threads)
+            assert np.array_equal(one.indptr, got.indptr)
+            assert np.array_equal(one.indices, got.indices)
+            assert np.array_equal(one.data, got.data)
+
+
+def test_score_sums_refuse_leaves_outside_the_tree(small):
+    from xmlkit._ext.forest_predict import ScoreSums
+    s = ScoreSums(2, 5)
+    ptr, idx, val = np.array([0, 1, 2]), np.array([0, 4], np.int32), np.ones(2, np.float32)
+    with pytest.raises(ValueError, match="leaf ids"):
+        s.add_tree(ptr, idx, val, np.array([0, 2], np.int32), 0, 2)
+    with pytest.raises(ValueError, match="labels outside"):
+        s.add_tree(ptr, np.array([0, 5], np.int32), val, np.array([0, 1], np.int32), 0, 2)
+    with pytest.raises(ValueError, match="no trees"):
+        s.score_rows(0, 2, 0)
+    s.add_tree(ptr, idx, val, np.array([1, 1], np.int32), 0, 2)
+    s.add_tree(ptr, idx, val, np.array([1, 0], np.int32), 0, 2)
+    s.count_tree()
+    s.count_tree()
+    p, i, v = s.score_rows(0, 2, 0)
+    assert list(p) == [0, 1, 3] and list(i) == [4, 0, 4] and list(v) == [1.0, 0.5, 0.5]

@@ -130,11 +130,16 @@ def load_tree(model, folder, t, manifest=None):
     return model._decode_tree(store.load_arrays(folder, tree_name(t), manifest), name)
 
 
-def load_folder(cls, folder, trees=None, threads=1):
+def load_folder(cls, folder, trees=None, threads=1, stream=False):
     """A model of class `cls` from an xmlkit folder: its trees, or the
     indices `trees`; `threads` read tree files in parallel (zlib and numpy
     release the GIL). Every file is checked against the manifest's record
-    and every array before a kernel sees it."""
+    and every array before a kernel sees it.
+
+    stream=True (families whose forest can stream, cls.streams_trees): the
+    trees stay on disk and are read one at a time by each predict call
+    (model.streamed_forest_), so that prediction holds one tree's weights
+    at a time; the model then has no trees_ to save or inspect."""
     m = store.read_manifest(folder)
     if m["algorithm"] != cls.algorithm:
         raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
@@ -155,11 +160,14 @@ def load_folder(cls, folder, trees=None, threads=1):
     if not wanted:
         raise XmlkitError(f"{folder}: holds no trees (was its training interrupted? "
                           "rerun xml-train to resume)")
-    if threads > 1 and len(wanted) > 1:
+    if stream and getattr(cls, "streams_trees", False):
+        model.streamed_forest_ = model._streamed_forest(
+            lambda i: load_tree(model, folder, wanted[i], m), len(wanted))
+    elif threads > 1 and len(wanted) > 1:
         with ThreadPoolExecutor(threads) as pool:
-            loaded = list(pool.map(lambda t: load_tree(model, folder, t, m), wanted))
+            model.trees_ = dict(zip(wanted, pool.map(
+                lambda t: load_tree(model, folder, t, m), wanted)))
     else:
-        loaded = [load_tree(model, folder, t, m) for t in wanted]
-    model.trees_ = dict(zip(wanted, loaded))
+        model.trees_ = {t: load_tree(model, folder, t, m) for t in wanted}
     model._restore_extras(lambda name: store.load_arrays(folder, name, m), folder)
     return model

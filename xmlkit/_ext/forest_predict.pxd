@@ -3,6 +3,8 @@
 # in the package; cpp_ext/ holds the sources and the shared sparse_rows.pxd).
 
 from libc.stdint cimport int32_t, int64_t
+from libcpp.utility cimport pair
+from libcpp.vector cimport vector
 
 
 cdef class ForestKernel:
@@ -20,3 +22,11 @@ cdef class ForestKernel:
     cdef double bias                     # value of the bias feature
     cdef bint ascending                  # every weight row strictly ascending: a row may
                                          # be searched instead of scattered
+
+
+cdef class ScoreSums:
+    # row i: (label, sum of its leaf values over the trees added so far),
+    # in the order the labels were first met
+    cdef vector[vector[pair[int32_t, double]]] rows
+    cdef int64_t n_labels                # label columns
+    cdef int64_t n_trees                 # trees added (count_tree)

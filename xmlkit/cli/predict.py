@@ -70,9 +70,11 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
     if scores != "-":
         output_target(scores)               # before any work: a usable output location
     trees = _tree_range(model_dir, start_tree, n_trees)
-    model = load_model(model_dir, trees, threads=threads)
+    # trees are read one at a time as each piece is scored (one tree's
+    # weights in memory, as with the C++ tool), unless shipped to Dask
+    model = load_model(model_dir, trees, threads=threads, stream=dask_address is None)
     if dask_address is None and hasattr(model, "forest"):
-        model.forest(release=True)          # packed once: the trees are not held twice
+        model.forest(release=True)          # (C++ folders: packed once, not held twice)
     extra = predict_options(model, rerank=rerank, trees_only=trees_only, decision=decision,
                             threshold=threshold)
     # rows are read, scored and written in pieces (memory does not grow with
@@ -99,8 +101,9 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
                     write(S)
                     bar.update(S.shape[0])
     seconds = time.perf_counter() - start
-    trees = getattr(model, "trees_", None)
-    what = f"{len(trees)} trees" if trees else model.algorithm
+    trees = getattr(model, "streamed_forest_", None)
+    n_trees = trees.n_trees if trees is not None else len(getattr(model, "trees_", None) or ())
+    what = f"{n_trees} trees" if n_trees else model.algorithm
     log(f"read and scored {n_rows} points with {what} in {seconds:.2f} s "
         f"({1000 * seconds / max(1, n_rows):.3f} ms/point) -> {scores}")
 

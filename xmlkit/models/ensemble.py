@@ -82,10 +82,10 @@ class ModelBase(Estimator):
         return model
 
     @classmethod
-    def load(cls, folder, trees=None, threads=1):
+    def load(cls, folder, trees=None, threads=1, stream=False):
         """Load a model folder (see xmlkit.driver.load_folder)."""
         from xmlkit.driver import load_folder
-        return load_folder(cls, folder, trees, threads)
+        return load_folder(cls, folder, trees, threads, stream)
 
     def save(self, folder):
         """Write the model folder (see xmlkit.driver.save_folder)."""

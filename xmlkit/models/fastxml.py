@@ -26,8 +26,8 @@ from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
 from xmlkit.models.base import SEED, integer, one_of, real
 from xmlkit.models.ensemble import TreeEnsemble
-from xmlkit.models.forest import (PackedForest, check_tree, decode_tree, encode_tree,
-                                  tree_stats)
+from xmlkit.models.forest import (PackedForest, StreamedForest, check_tree, decode_tree,
+                                  encode_tree, tree_stats)
 
 
 #: the solvers of the nodes' L1 logistic regressions
@@ -251,11 +251,21 @@ class FastXML(TreeEnsemble):
         return super().from_manifest(manifest, folder)
 
     # -- prediction
+    #: xmlkit.driver.load_folder(stream=True) may leave the trees on disk
+    streams_trees = True
+
+    def _streamed_forest(self, load, n_trees):
+        return StreamedForest(load, n_trees, self.n_features_in_, self.n_labels_,
+                              self.params.bias)
+
     def forest(self, trees=None, release=False):
-        """The trees packed for prediction (PackedForest). release=True lets
-        each tree's arrays go once packed (the model keeps only the trees'
-        shapes and the packed forest): what xml-predict does, so that a
-        model is never held twice."""
+        """The trees for prediction: packed (PackedForest), or read one at a
+        time when loaded with stream=True (StreamedForest; `trees` then
+        cannot pick). release=True lets each tree's arrays go once packed
+        (the model keeps only the trees' shapes and the packed forest)."""
+        streamed = getattr(self, "streamed_forest_", None)
+        if streamed is not None and trees is None:
+            return streamed
         if not getattr(self, "trees_", None):
             self._require_whole_trees()
         keys = sorted(self.trees_) if trees is None else list(trees)

@@ -12,7 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from xmlkit._ext.forest_predict import ForestKernel, scatter_rows
+from xmlkit._ext.forest_predict import (ForestKernel, ScoreSums, scatter_rows,
+                                        unplane_floats, unplane_row_deltas)
 from xmlkit.csr import Rows, as_rows
 from xmlkit import checks
 from xmlkit.checks import DamagedModel
@@ -52,10 +53,6 @@ def _planes(a):
     return np.ascontiguousarray(np.ascontiguousarray(a).view(np.uint8).reshape(-1, 4).T)
 
 
-def _unplanes(planes, dtype):
-    return np.ascontiguousarray(planes.T).view(dtype).reshape(-1)
-
-
 def _row_deltas(ptr, idx):
     """Indices as differences to the previous index of the same row."""
     d = idx.astype(np.int32, copy=True)
@@ -64,17 +61,6 @@ def _row_deltas(ptr, idx):
         starts = ptr[:-1][np.diff(ptr) > 0]
         d[starts] = idx[starts]
     return d
-
-
-def _undo_row_deltas(ptr, d):
-    idx = np.cumsum(d, dtype=np.int64)
-    if len(d):
-        counts = np.diff(ptr)
-        rows = counts > 0
-        # subtract the running total reached before each row's first entry
-        base = np.repeat(idx[ptr[:-1][rows]] - d[ptr[:-1][rows]], counts[rows])
-        idx -= base
-    return idx.astype(np.int32)
 
 
 def encode_tree(tree):
@@ -108,8 +94,9 @@ def decode_tree(arrays, name):
             ptr = np.zeros(len(count) + 1, np.int64)
             np.cumsum(count, out=ptr[1:])
             tree[f"{part}_ptr"] = ptr
-            tree[f"{part}_idx"] = _undo_row_deltas(ptr, _unplanes(planes[0], np.int32))
-            tree[f"{part}_val"] = _unplanes(planes[1], np.float32)
+            # (in one pass each: no temporaries the size of the tree)
+            tree[f"{part}_idx"] = unplane_row_deltas(ptr, np.ascontiguousarray(planes[0]))
+            tree[f"{part}_val"] = unplane_floats(np.ascontiguousarray(planes[1]))
     except DamagedModel:
         raise
     except (KeyError, ValueError, TypeError, IndexError) as exc:
@@ -213,6 +200,54 @@ class PackedForest:
         # row; the scores do not depend on the blocks
         block = min(FOREST_BLOCK, max(CHUNK_ROWS, -(-X.shape[0] // (4 * threads))))
         return score_rows(run, X.shape[0], self.n_labels, threads, progress, block)
+
+
+class StreamedForest:
+    """Trees read one at a time while predicting, as the C++ tool does: each
+    tree routes the points and adds its leaves to their running sums
+    (ScoreSums), then goes; one tree is in memory at a time, besides the
+    points and their scores. What xml-predict uses for a folder's trees
+    (the same scores as PackedForest, byte for byte). Every predict call
+    reads the trees again."""
+
+    def __init__(self, load, n_trees, n_features, n_labels, bias):
+        """`load(i)` -> the dict of tree i (i < n_trees), checked."""
+        if n_trees < 1:
+            raise XmlkitError("the model has no trees")
+        self.load, self.n_trees = load, int(n_trees)
+        self.n_features, self.n_labels, self.bias = int(n_features), int(n_labels), float(bias)
+
+    def predict(self, X, k=None, threads=1, progress=None):
+        """As PackedForest.predict; `progress(rows)` as each tree is done
+        (the rows' share of the trees)."""
+        X = as_rows(X, "the data")
+        if X.shape[1] > self.n_features:
+            raise XmlkitError(f"the data have {X.shape[1]} features but the model was "
+                              f"trained on {self.n_features}")
+        n, T = X.shape[0], self.n_trees
+        sums = ScoreSums(n, self.n_labels)
+        block = min(FOREST_BLOCK, max(CHUNK_ROWS, -(-n // (4 * threads))))
+        bounds = [(r, min(n, r + block)) for r in range(0, n, block)]
+        leaves = np.empty(n, np.int32)
+        with ThreadPoolExecutor(threads) as pool:
+            for i in range(T):
+                tree = self.load(i)
+                kernel = ForestKernel([0], tree["child"], tree["w_ptr"], tree["w_idx"],
+                                      tree["w_val"], tree["l_ptr"], tree["l_idx"],
+                                      tree["l_val"], self.n_features, self.n_labels,
+                                      self.bias, rows_ascending(tree["w_ptr"], tree["w_idx"]))
+
+                def route(b, kernel=kernel, tree=tree):
+                    leaves[b[0]:b[1]] = kernel.route_rows(X, *b)[:, 0]
+                    sums.add_tree(tree["l_ptr"], tree["l_idx"], tree["l_val"], leaves, *b)
+                list(pool.map(route, bounds))
+                sums.count_tree()
+                tree = kernel = route = None    # (the tree goes here)
+                if progress is not None:
+                    progress(n * (i + 1) // T - n * i // T)
+        topk = 0 if k is None else int(k)
+        return score_rows(lambda r0, r1: sums.score_rows(r0, r1, topk), n, self.n_labels,
+                          threads, None, block)
 
 
 def score_rows(run, n, n_cols, threads=1, progress=None, chunk=CHUNK_ROWS):
