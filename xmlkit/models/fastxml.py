@@ -126,7 +126,8 @@ class FastXML(TreeEnsemble):
             proximal-gradient step at zero: the class-balanced difference of
             the two sides' mean rows, soft-thresholded, scaled by a line
             search) or "zero" (the C++ tool's). With max_newton=3 the warm
-            start gains 0.2-0.4 P@k on Bibtex for ~15% more solver work
+            start gains 0.1-0.4 in P@k on Bibtex (Delicious: within two
+            standard errors) for ~20% more solver work
             (scripts/results/solver.md); max_newton=10, init="zero" is the
             C++ tool's solver.
         """
