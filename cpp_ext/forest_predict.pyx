@@ -77,15 +77,9 @@ cdef class ForestKernel:
     def _leaves(self, const indptr_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
                 int64_t r0, int64_t r1):
         cdef Py_ssize_t t, n_trees = self.roots.shape[0]
-        cdef vector[int32_t] leaf, order, spare
-        cdef vector[float] dense
-        cdef vector[Span] todo
+        cdef vector[int32_t] leaf
         with nogil:
-            dense.assign(self.n_features + 1, 0.0)
-            leaf.resize((r1 - r0) * n_trees)
-            for t in range(n_trees):
-                _route(self, t, &xp[0], &xi[0], &xv[0], r0, r1 - r0, leaf, dense, order,
-                       spare, todo)
+            _route_all(self, &xp[0], &xi[0], &xv[0], r0, r1 - r0, leaf)
         out = np.empty((r1 - r0, n_trees), np.int32)
         cdef int32_t[:, ::1] o = out
         cdef int64_t i
@@ -266,6 +260,20 @@ cdef void _route(ForestKernel f, Py_ssize_t t, const indptr_t* xp, const int32_t
         todo.push_back(Span(child[2 * node], lo, a))
 
 
+cdef void _route_all(ForestKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
+                     int64_t r0, int64_t n, vector[int32_t]& leaf) except + nogil:
+    """leaf[i * n_trees + t] = the leaf of tree t that point r0 + i reaches,
+    for every tree t and i < n (leaf is resized)."""
+    cdef vector[float] dense
+    cdef vector[int32_t] order, spare
+    cdef vector[Span] todo
+    cdef Py_ssize_t t, n_trees = f.roots.shape[0]
+    dense.assign(f.n_features + 1, 0.0)
+    leaf.resize(n * n_trees)
+    for t in range(n_trees):
+        _route(f, t, xp, xi, xv, r0, n, leaf, dense, order, spare, todo)
+
+
 cdef void _accumulate(const int64_t* lp, const int32_t* li, const float* lv,
                       int64_t n_labels, const int32_t* leaf, int64_t n, Py_ssize_t n_trees,
                       int topk, RowsOut& out) except + nogil:
@@ -301,17 +309,10 @@ cdef void _predict(ForestKernel f, const indptr_t* xp, const int32_t* xi, const 
                    int64_t r0, int64_t r1, int topk, RowsOut& out) except + nogil:
     """ForestKernel.predict_rows without the GIL: route the block through
     each tree, then add up each point's leaves, tree by tree."""
-    cdef vector[float] dense
-    cdef vector[int32_t] leaf, order, spare
-    cdef vector[Span] todo
-    cdef int64_t n = r1 - r0
-    cdef Py_ssize_t t, n_trees = f.roots.shape[0]
-    dense.assign(f.n_features + 1, 0.0)
-    leaf.resize(n * n_trees)
-    for t in range(n_trees):
-        _route(f, t, xp, xi, xv, r0, n, leaf, dense, order, spare, todo)
-    _accumulate(&f.l_ptr[0], &f.l_idx[0], &f.l_val[0], f.n_labels, leaf.data(), n, n_trees,
-                topk, out)
+    cdef vector[int32_t] leaf
+    _route_all(f, xp, xi, xv, r0, r1 - r0, leaf)
+    _accumulate(&f.l_ptr[0], &f.l_idx[0], &f.l_val[0], f.n_labels, leaf.data(), r1 - r0,
+                f.roots.shape[0], topk, out)
 def scatter_rows(const int64_t[::1] ptr, const int32_t[::1] idx, const float[::1] val,
                  const int64_t[::1] rows, float[:, ::1] out):
     """out[k, idx[j]] = val[j] for the entries j of CSR row rows[k] (out

@@ -136,7 +136,7 @@ def load_folder(cls, folder, trees=None, threads=1, stream=False):
     release the GIL). Every file is checked against the manifest's record
     and every array before a kernel sees it.
 
-    stream=True (families whose forest can stream, cls.streams_trees): the
+    stream=True (families whose forest can stream, cls._streamed_forest): the
     trees stay on disk and are read one at a time by each predict call
     (model.streamed_forest_), so that prediction holds one tree's weights
     at a time; the model then has no trees_ to save or inspect."""
@@ -160,7 +160,7 @@ def load_folder(cls, folder, trees=None, threads=1, stream=False):
     if not wanted:
         raise XmlkitError(f"{folder}: holds no trees (was its training interrupted? "
                           "rerun xml-train to resume)")
-    if stream and getattr(cls, "streams_trees", False):
+    if stream and hasattr(cls, "_streamed_forest"):
         model.streamed_forest_ = model._streamed_forest(
             lambda i: load_tree(model, folder, wanted[i], m), len(wanted))
     elif threads > 1 and len(wanted) > 1:

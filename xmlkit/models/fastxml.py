@@ -252,10 +252,9 @@ class FastXML(TreeEnsemble):
         return super().from_manifest(manifest, folder)
 
     # -- prediction
-    #: xmlkit.driver.load_folder(stream=True) may leave the trees on disk
-    streams_trees = True
-
     def _streamed_forest(self, load, n_trees):
+        """The forest of xmlkit.driver.load_folder(stream=True): the trees
+        stay on disk, `load(i)` reads tree i."""
         return StreamedForest(load, n_trees, self.n_features_in_, self.n_labels_,
                               self.params.bias)
 

@@ -185,10 +185,7 @@ class PackedForest:
         """Mean leaf distribution over trees for each row of X (Rows or any
         scipy sparse matrix), as :class:`Rows`; only the k best labels per row
         when k is given."""
-        X = as_rows(X, "the data")
-        if X.shape[1] > self.n_features:
-            raise XmlkitError(f"the data have {X.shape[1]} features but the model was "
-                              f"trained on {self.n_features}")
+        X = _model_rows(X, self.n_features)
         kernel = ForestKernel(self.roots, self.child, self.w_ptr, self.w_idx, self.w_val,
                               self.l_ptr, self.l_idx, self.l_val,
                               self.n_features, self.n_labels, self.bias, self.ascending)
@@ -196,10 +193,29 @@ class PackedForest:
 
         def run(r0, r1):
             return kernel.predict_rows(X, r0, r1, topk)
-        # the larger the block, the more points share each scattered weight
-        # row; the scores do not depend on the blocks
-        block = min(FOREST_BLOCK, max(CHUNK_ROWS, -(-X.shape[0] // (4 * threads))))
-        return score_rows(run, X.shape[0], self.n_labels, threads, progress, block)
+        return score_rows(run, X.shape[0], self.n_labels, threads, progress,
+                          forest_block(X.shape[0], threads))
+
+
+def _model_rows(X, n_features):
+    """X as Rows, refused when it has more features than the model."""
+    X = as_rows(X, "the data")
+    if X.shape[1] > n_features:
+        raise XmlkitError(f"the data have {X.shape[1]} features but the model was "
+                          f"trained on {n_features}")
+    return X
+
+
+def forest_block(n, threads):
+    """Rows per block a forest routes at a time: the larger the block, the
+    more points share each scattered weight row (the scores do not depend
+    on the blocks); about four blocks per thread, CHUNK_ROWS..FOREST_BLOCK."""
+    return min(FOREST_BLOCK, max(CHUNK_ROWS, -(-n // (4 * threads))))
+
+
+def row_blocks(n, size):
+    """(r0, r1) of the blocks of `size` rows covering rows 0..n-1."""
+    return [(r, min(n, r + size)) for r in range(0, n, size)]
 
 
 class StreamedForest:
@@ -220,14 +236,10 @@ class StreamedForest:
     def predict(self, X, k=None, threads=1, progress=None):
         """As PackedForest.predict; `progress(rows)` as each tree is done
         (the rows' share of the trees)."""
-        X = as_rows(X, "the data")
-        if X.shape[1] > self.n_features:
-            raise XmlkitError(f"the data have {X.shape[1]} features but the model was "
-                              f"trained on {self.n_features}")
+        X = _model_rows(X, self.n_features)
         n, T = X.shape[0], self.n_trees
         sums = ScoreSums(n, self.n_labels)
-        block = min(FOREST_BLOCK, max(CHUNK_ROWS, -(-n // (4 * threads))))
-        bounds = [(r, min(n, r + block)) for r in range(0, n, block)]
+        block = forest_block(n, threads)
         leaves = np.empty(n, np.int32)
         with ThreadPoolExecutor(threads) as pool:
             for i in range(T):
@@ -240,7 +252,7 @@ class StreamedForest:
                 def route(b, kernel=kernel, tree=tree):
                     leaves[b[0]:b[1]] = kernel.route_rows(X, *b)[:, 0]
                     sums.add_tree(tree["l_ptr"], tree["l_idx"], tree["l_val"], leaves, *b)
-                list(pool.map(route, bounds))
+                list(pool.map(route, row_blocks(n, block)))
                 sums.count_tree()
                 tree = kernel = route = None    # (the tree goes here)
                 if progress is not None:
@@ -259,7 +271,7 @@ def score_rows(run, n, n_cols, threads=1, progress=None, chunk=CHUNK_ROWS):
         if progress is not None:
             progress(b[1] - b[0])
         return out
-    bounds = [(r, min(n, r + chunk)) for r in range(0, n, chunk)]
+    bounds = row_blocks(n, chunk)
     if threads > 1 and len(bounds) > 1:
         with ThreadPoolExecutor(threads) as pool:
             parts = list(pool.map(one, bounds))
