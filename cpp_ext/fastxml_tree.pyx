@@ -22,7 +22,7 @@
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport srand, free
 from libc.math cimport log2, fabs, exp, log1p, INFINITY
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 from libcpp cimport bool as cbool
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
@@ -182,8 +182,9 @@ cdef class SeparatorSolver:
 
         minimise  ||w||_1 + sum_a C_a log(1 + exp(-y_a w.x_a))
 
-    The caller fills the problem (n points, nf columns given feature-major in
-    col_ptr / col_pt / col_val, labels y, costs cw) and calls solve(); the
+    The caller sets the problem with fill() (n points, nf columns gathered
+    feature-major into col_ptr / col_pt / col_val, labels y, costs cw) and
+    calls solve(); the
     solution is in w, the margins w.x_a in u. Defaults are the C++ FastXML
     tool's: 10 Newton iterations, 10 coordinate-descent passes each, 20
     halvings, stop once the L1 norm of the minimum-norm subgradient is at
@@ -197,6 +198,63 @@ cdef class SeparatorSolver:
         self.max_halvings = max_halvings
         self.eps = eps
         self.warm = warm
+
+    cdef void fill(self, const int32_t* pts, int64_t n, const int64_t* xp, const int32_t* xi,
+                   const float* xv, const int32_t* fmap, int64_t* fcount, const int32_t* act,
+                   int64_t nf, double bias, bint with_bias, const signed char* sign,
+                   double cpos, double cneg) noexcept nogil:
+        """Set the problem: the points pts[0:n] of the CSR rows (xp, xi, xv),
+        column i as local column fmap[i] (local column k holds column act[k],
+        fcount[act[k]] of the points' entries; fcount is zeroed on return),
+        then with `with_bias` a last column of value `bias` for every point;
+        labels from sign (> 0: +1 with cost cpos, else -1 with cost cneg).
+        With `warm`, the loss gradient at w = 0 is added up into grad0 in the
+        same pass (point by point, so in each column's entry order)."""
+        cdef int64_t a, j, k, pos, ncol = nf + (1 if with_bias else 0)
+        cdef int32_t p
+        cdef double coef
+        self.n = n
+        self.nf = ncol
+        self.col_ptr.resize(ncol + 1)
+        self.col_ptr[0] = 0
+        for k in range(nf):
+            self.col_ptr[k + 1] = self.col_ptr[k] + fcount[act[k]]
+            fcount[act[k]] = self.col_ptr[k]
+        if with_bias:
+            self.col_ptr[ncol] = self.col_ptr[nf] + n
+        self.col_pt.resize(self.col_ptr[ncol])
+        self.col_val.resize(self.col_ptr[ncol])
+        self.y.resize(n)
+        self.cw.resize(n)
+        if self.warm:
+            self.grad0.assign(ncol, 0.0)
+        for a in range(n):
+            p = pts[a]
+            if sign[a] > 0:
+                self.y[a] = 1
+                self.cw[a] = cpos
+            else:
+                self.y[a] = -1
+                self.cw[a] = cneg
+            # the loss gradient at u = 0: r_a = -y_a C_a / 2
+            coef = -0.5 * self.y[a] * self.cw[a]
+            for j in range(xp[p], xp[p + 1]):
+                pos = fcount[xi[j]]
+                self.col_pt[pos] = <int32_t> a
+                self.col_val[pos] = xv[j]
+                fcount[xi[j]] = pos + 1
+                if self.warm:
+                    self.grad0[fmap[xi[j]]] += coef * xv[j]
+            if with_bias:
+                pos = self.col_ptr[nf] + a
+                self.col_pt[pos] = <int32_t> a
+                self.col_val[pos] = <float> bias
+                if self.warm:
+                    self.grad0[nf] += coef * <float> bias
+        for k in range(nf):
+            fcount[act[k]] = 0
+        if self.warm:
+            self.visits += self.col_ptr[ncol]     # (the gradient's pass)
 
     cdef void _point_terms(self, bint trial) noexcept nogil:
         """r, D and the loss terms at the margins u: from the line search's
@@ -216,35 +274,32 @@ cdef class SeparatorSolver:
             self.D[a] = c * q * (1.0 - q)
             self.lossv[a] = c * sp
 
-    cdef inline double _column_grad(self, int64_t j) noexcept nogil:
-        """The loss gradient in column j (two partial sums: see _dot_gather)."""
+    cdef inline double _column_grad_hess(self, int64_t j, double nu, double* h) noexcept nogil:
+        """The loss gradient in column j, and into h the Hessian diagonal
+        (+ nu), in one pass (two partial sums each: see _dot_gather)."""
         cdef int64_t e = self.col_ptr[j], e1 = self.col_ptr[j + 1]
         cdef const int32_t* pt = self.col_pt.data()
         cdef const float* val = self.col_val.data()
         cdef const double* r = self.r.data()
-        cdef double g0 = 0.0, g1 = 0.0
-        while e + 2 <= e1:
-            g0 += val[e] * r[pt[e]]
-            g1 += val[e + 1] * r[pt[e + 1]]
-            e += 2
-        if e < e1:
-            g0 += val[e] * r[pt[e]]
-        return g0 + g1
-
-    cdef inline double _column_hess(self, int64_t j, double nu) noexcept nogil:
-        """The Hessian diagonal (+ nu) in column j."""
-        cdef int64_t e = self.col_ptr[j], e1 = self.col_ptr[j + 1]
-        cdef const int32_t* pt = self.col_pt.data()
-        cdef const float* val = self.col_val.data()
         cdef const double* D = self.D.data()
-        cdef double h0 = 0.0, h1 = 0.0
+        cdef double g0 = 0.0, g1 = 0.0, h0 = 0.0, h1 = 0.0, v0, v1
+        cdef int32_t p0, p1
         while e + 2 <= e1:
-            h0 += val[e] * val[e] * D[pt[e]]
-            h1 += val[e + 1] * val[e + 1] * D[pt[e + 1]]
+            p0 = pt[e]
+            p1 = pt[e + 1]
+            v0 = val[e]
+            v1 = val[e + 1]
+            g0 += v0 * r[p0]
+            g1 += v1 * r[p1]
+            h0 += v0 * v0 * D[p0]
+            h1 += v1 * v1 * D[p1]
             e += 2
         if e < e1:
-            h0 += val[e] * val[e] * D[pt[e]]
-        return h0 + (h1 + nu)
+            v0 = val[e]
+            g0 += v0 * r[pt[e]]
+            h0 += v0 * v0 * D[pt[e]]
+        h[0] = h0 + (h1 + nu)
+        return g0 + g1
 
     cdef double _warm_start(self) noexcept nogil:
         """Start from w = t d instead of 0: d is the proximal-gradient step
@@ -253,16 +308,16 @@ cdef class SeparatorSolver:
         shrunk), t >= 0 minimises the objective along d (1-d Newton steps on
         the margins, O(n) each). Sets w, u and the point terms; returns the
         L1 norm of the minimum-norm subgradient at 0 (the stopping rule's
-        reference, as from a cold start). One pass over the entries for the
-        gradient, one for the margins of d."""
+        reference, as from a cold start). The gradient at 0 is grad0 (filled
+        with the columns by fill); one pass over d's columns for the margins
+        of d."""
         cdef int64_t n = self.n, nf = self.nf, a, j
         cdef double g, dnorm = 0.0, t = 0.0, f1, f2, m, q, sp, step
         cdef int it
         for a in range(n):
             self.xTd[a] = 0.0
         for j in range(nf):
-            g = self._column_grad(j)
-            self.visits += self.col_ptr[j + 1] - self.col_ptr[j]
+            g = self.grad0[j]
             if g + 1.0 < 0:
                 self.w[j] = -(g + 1.0)
             elif g - 1.0 > 0:
@@ -309,7 +364,7 @@ cdef class SeparatorSolver:
         cdef double nu = 1e-12, sigma = 0.01, inf = INFINITY
         cdef double inner_eps = 1.0, gmax_old = inf, qp_gmax_old, gmax_new, gnorm1
         cdef double gnorm1_init = 0.0, qp_gmax_new, qp_gnorm1, g, h, gp, gn, viol, z
-        cdef double w_norm = 0.0, w_norm_new, delta, cond, wj
+        cdef double w_norm = 0.0, w_norm_new, w_norm_rest, delta, cond, wj
         cdef bint shrink
         self.w.assign(nf, 0.0)
         self.wpd.resize(nf)
@@ -331,6 +386,8 @@ cdef class SeparatorSolver:
             gnorm1_init = self._warm_start()
             for j in range(nf):
                 w_norm += fabs(self.w[j])
+        for j in range(nf):
+            self.wpd[j] = self.w[j]
         while newton < self.max_newton:
             # -- gradient and Hessian diagonal; outer shrinking
             gmax_new = 0.0
@@ -339,7 +396,7 @@ cdef class SeparatorSolver:
             s = 0
             while s < active:
                 j = self.index[s]
-                g = self._column_grad(j)
+                g = self._column_grad_hess(j, nu, &self.hdiag[j])
                 self.visits += self.col_ptr[j + 1] - self.col_ptr[j]
                 self.grad[j] = g
                 viol = _violation(g, self.w[j], gmax_old / n, &shrink)
@@ -347,9 +404,6 @@ cdef class SeparatorSolver:
                     active -= 1
                     _swap(self.index, s, active)
                     continue
-                # (the Hessian only where the coordinate passes will look)
-                self.hdiag[j] = self._column_hess(j, nu)
-                self.visits += self.col_ptr[j + 1] - self.col_ptr[j]
                 if viol > gmax_new:
                     gmax_new = viol
                 gnorm1 += viol
@@ -359,9 +413,8 @@ cdef class SeparatorSolver:
             if gnorm1 <= self.eps * gnorm1_init:
                 break
 
-            # -- direction: coordinate descent on the quadratic model
-            for j in range(nf):
-                self.wpd[j] = self.w[j]
+            # -- direction: coordinate descent on the quadratic model (wpd
+            # equals w here; only the active columns [0, active) move)
             for a in range(n):
                 self.xTd[a] = 0.0
             inner = 0
@@ -370,8 +423,9 @@ cdef class SeparatorSolver:
             while inner < self.max_inner:
                 qp_gmax_new = 0.0
                 qp_gnorm1 = 0.0
+                # (a uniform draw from [0, qp - s) by multiply and shift)
                 for s in range(qp):
-                    _swap(self.index, s, s + <int64_t> (rng() % <uint32_t> (qp - s)))
+                    _swap(self.index, s, s + <int64_t> ((<uint64_t> rng() * <uint64_t> (qp - s)) >> 32))
                 s = 0
                 while s < qp:
                     j = self.index[s]
@@ -417,12 +471,16 @@ cdef class SeparatorSolver:
                 qp_gmax_old = qp_gmax_new
             self.last_inner += inner
 
-            # -- line search along d
+            # -- line search along d (which is 0 outside the active columns)
             delta = 0.0
+            w_norm_rest = w_norm
             w_norm_new = 0.0
-            for j in range(nf):
+            for s in range(active):
+                j = self.index[s]
                 delta += self.grad[j] * (self.wpd[j] - self.w[j])
+                w_norm_rest -= fabs(self.w[j])
                 w_norm_new += fabs(self.wpd[j])
+            w_norm_new += w_norm_rest
             delta += w_norm_new - w_norm
             halvings = 0
             while halvings < self.max_halvings:
@@ -434,20 +492,27 @@ cdef class SeparatorSolver:
                 if cond <= 0:
                     break
                 w_norm_new = 0.0
-                for j in range(nf):
+                for s in range(active):
+                    j = self.index[s]
                     self.wpd[j] = (self.w[j] + self.wpd[j]) * 0.5
                     w_norm_new += fabs(self.wpd[j])
+                w_norm_new += w_norm_rest
                 delta *= 0.5
                 for a in range(n):
                     self.xTd[a] *= 0.5
                 halvings += 1
             if halvings < self.max_halvings:
                 w_norm = w_norm_new
-                for j in range(nf):
+                for s in range(active):
+                    j = self.index[s]
                     self.w[j] = self.wpd[j]
                 for a in range(n):
                     self.u[a] += self.xTd[a]
                 self._point_terms(True)
+            else:
+                for s in range(active):
+                    j = self.index[s]
+                    self.wpd[j] = self.w[j]
             if inner == 1:
                 inner_eps *= 0.25
             newton += 1
@@ -466,39 +531,19 @@ cdef class SeparatorSolver:
         cdef const int32_t[::1] xi = np.ascontiguousarray(X_indices, dtype=np.int32)
         cdef const float[::1] xv = np.ascontiguousarray(X_data, dtype=np.float32)
         cdef const signed char[::1] yy = np.ascontiguousarray(y, dtype=np.int8)
-        cdef int64_t n = xp.shape[0] - 1, nf, a, j, c
+        cdef int64_t n = xp.shape[0] - 1, nf
         cdef mt19937 rng
         if yy.shape[0] != n:
             raise ValueError("y and X have different numbers of rows")
         if xi.shape[0] and (np.min(xi) < 0):
             raise ValueError("negative column index")
         nf = (int(np.max(xi)) + 1) if xi.shape[0] else 0
-        self.n = n
-        self.nf = nf
-        self.col_ptr.clear()
-        self.col_ptr.resize(nf + 1, 0)
-        for j in range(xp[n]):
-            self.col_ptr[xi[j] + 1] += 1
-        for j in range(nf):
-            self.col_ptr[j + 1] += self.col_ptr[j]
-        self.col_pt.resize(xp[n])
-        self.col_val.resize(xp[n])
-        fill = np.asarray(<int64_t[:nf + 1]> self.col_ptr.data()).copy()
-        cdef int64_t[::1] f = fill
-        self.y.resize(n)
-        self.cw.resize(n)
-        for a in range(n):
-            if yy[a] > 0:
-                self.y[a] = 1
-                self.cw[a] = cost_pos
-            else:
-                self.y[a] = -1
-                self.cw[a] = cost_neg
-            for j in range(xp[a], xp[a + 1]):
-                c = xi[j]
-                self.col_pt[f[c]] = <int32_t> a
-                self.col_val[f[c]] = xv[j]
-                f[c] += 1
+        cdef const int32_t[::1] pts = np.arange(max(n, 1), dtype=np.int32)
+        cdef const int32_t[::1] ident = np.arange(max(nf, 1), dtype=np.int32)
+        cdef int64_t[::1] fcount = np.bincount(np.asarray(xi), minlength=max(nf, 1)).astype(np.int64)
+        self.fill(&pts[0], n, &xp[0], &xi[0] if xi.shape[0] else NULL,
+                  &xv[0] if xv.shape[0] else NULL, &ident[0], &fcount[0], &ident[0], nf,
+                  0.0, False, <const signed char*> &yy[0] if n else NULL, cost_pos, cost_neg)
         rng.seed(<uint32_t> seed)
         with nogil:
             self.solve(rng)
@@ -540,6 +585,62 @@ cdef inline void _release(vector[int32_t]& local, vector[int32_t]& act) noexcept
         local[act[k]] = -1
 
 
+cdef inline void _add_row(double* sums, const int32_t* idx, const float* val, int64_t e0,
+                          int64_t e1, double scale) noexcept nogil:
+    """sums[idx[e]] += scale * val[e] for e in [e0, e1)."""
+    cdef int64_t e
+    for e in range(e0, e1):
+        sums[idx[e]] += scale * val[e]
+
+
+cdef inline uint64_t _rank_key(double s, int64_t l) noexcept nogil:
+    """The sort key of label l with sum s (see NdcgPartition._rank)."""
+    cdef float f
+    cdef uint32_t bits = 0
+    if s > 0:
+        f = <float> s
+        memcpy(&bits, &f, 4)
+    return ((<uint64_t> (0xFFFFFFFFU - bits)) << 32) | <uint64_t> l
+
+
+cdef void _radix_sort_high(vector[uint64_t]& a, vector[uint64_t]& tmp) noexcept nogil:
+    """Sort `a` by its upper 32 bits, stably (entries with equal upper bits
+    keep their order): least-significant-digit radix sort, a byte per pass,
+    passes where every entry has the same byte skipped. On keys already
+    ascending in their lower 32 bits this is the full 64-bit sort."""
+    cdef int64_t n = a.size(), i, b, c, total
+    cdef int64_t count[4][256]
+    cdef int pas
+    cdef uint64_t* src = a.data()
+    cdef uint64_t* dst
+    cdef uint64_t* t
+    if n < 2:
+        return
+    tmp.resize(n)
+    dst = tmp.data()
+    memset(count, 0, sizeof(count))
+    for i in range(n):
+        for pas in range(4):
+            count[pas][(src[i] >> (32 + 8 * pas)) & 0xFF] += 1
+    for pas in range(4):
+        if count[pas][(src[0] >> (32 + 8 * pas)) & 0xFF] == n:
+            continue
+        total = 0
+        for b in range(256):
+            c = count[pas][b]
+            count[pas][b] = total
+            total += c
+        for i in range(n):
+            b = (src[i] >> (32 + 8 * pas)) & 0xFF
+            dst[count[pas][b]] = src[i]
+            count[pas][b] += 1
+        t = src
+        src = dst
+        dst = t
+    if src != a.data():
+        memcpy(a.data(), src, n * sizeof(uint64_t))
+
+
 cdef class NdcgPartition:
     """The FastXML split criterion: a node's points are given random sides,
     then sides and per-side label rankings alternate, each maximising the
@@ -568,33 +669,65 @@ cdef class NdcgPartition:
         self.lmap.clear()
         self.lmap.resize(n_labels, -1)
 
+    def rank_labels(self, sums, previous=None):
+        """The ranks _rank gives the labels with these sums (tests):
+        from scratch, or from the order `previous` (a permutation of the
+        labels) as after the second step of an alternation."""
+        cdef int64_t m = len(sums), k
+        cdef vector[double] s
+        cdef vector[int32_t] r, order
+        s.resize(m)
+        r.resize(m)
+        order.resize(m)
+        for k in range(m):
+            s[k] = sums[k]
+        if previous is not None:
+            if sorted(previous) != list(range(m)):
+                raise ValueError("previous is not a permutation of the labels")
+            for k in range(m):
+                order[k] = previous[k]
+        self._rank(s, r, order, m, previous is None)
+        return np.array([r[k] for k in range(m)], dtype=np.int32)
+
     cdef int64_t partition(self, const int32_t* pts, int64_t n, const int64_t* yp,
                            const int32_t* yi, const float* yv, vector[signed char]& sign,
                            mt19937& rng) noexcept nogil:
         """Sides of the points pts[0:n] (label rows of Y: yp, yi, yv) into
         sign[0:n] (+1 / -1); returns how many are on the + side (0 when the
         points carry no label: then no random numbers are drawn)."""
-        cdef int64_t a, j, k, m, n_pos
+        cdef int64_t a, j, k, m, n_pos, step
         cdef int32_t p
         cdef double obj, prev, delta
+        cdef double* sp
+        cdef double* sn
+        cdef double* gain
+        cdef float* lval
+        cdef int32_t* lidx
         cdef signed char sg
+        cdef bint last
 
         # -- active labels, local label rows, per-point nDCG normaliser
         m = _gather(pts, n, yp, yi, self.lmap, self.act_l, NULL)
         if m == 0:
             return 0
         self.ly_ptr.resize(n + 1)
-        self.ly_idx.clear()
-        self.ly_val.clear()
-        self.inorm.resize(n)
-        sign.resize(n)
         self.ly_ptr[0] = 0
         for a in range(n):
             p = pts[a]
+            self.ly_ptr[a + 1] = self.ly_ptr[a] + (yp[p + 1] - yp[p])
+        self.ly_idx.resize(self.ly_ptr[n])
+        self.ly_val.resize(self.ly_ptr[n])
+        self.inorm.resize(n)
+        sign.resize(n)
+        lidx = self.ly_idx.data()
+        lval = self.ly_val.data()
+        k = 0
+        for a in range(n):
+            p = pts[a]
             for j in range(yp[p], yp[p + 1]):
-                self.ly_idx.push_back(self.lmap[yi[j]])
-                self.ly_val.push_back(yv[j])
-            self.ly_ptr[a + 1] = self.ly_idx.size()
+                lidx[k] = self.lmap[yi[j]]
+                lval[k] = yv[j]
+                k += 1
             self.inorm[a] = 1.0 / self.cs[yp[p + 1] - yp[p]]
             # (typed temporaries: Cython mistypes `x if c else y` stored
             # through a vector reference)
@@ -602,40 +735,47 @@ cdef class NdcgPartition:
             sign[a] = sg
         _release(self.lmap, self.act_l)
 
-        # -- the alternation
-        self.sp.resize(m)
-        self.sn.resize(m)
+        # -- the alternation; each step's side sums are added up as the
+        # previous step assigns the sides
+        self.sp.assign(m, 0.0)
+        self.sn.assign(m, 0.0)
         self.rp.resize(m)
         self.rn.resize(m)
         self.gain.resize(m)
+        sp = self.sp.data()
+        sn = self.sn.data()
+        for a in range(n):
+            _add_row(sp if sign[a] > 0 else sn, lidx, lval, self.ly_ptr[a],
+                     self.ly_ptr[a + 1], self.inorm[a])
         prev = -2.0
+        step = 0
         while True:
-            for k in range(m):
-                self.sp[k] = 0.0
-                self.sn[k] = 0.0
-            for a in range(n):
-                if sign[a] > 0:
-                    for j in range(self.ly_ptr[a], self.ly_ptr[a + 1]):
-                        self.sp[self.ly_idx[j]] += self.inorm[a] * self.ly_val[j]
-                else:
-                    for j in range(self.ly_ptr[a], self.ly_ptr[a + 1]):
-                        self.sn[self.ly_idx[j]] += self.inorm[a] * self.ly_val[j]
-            self._rank(self.sp, self.rp, self.op, m, prev == -2.0)
-            self._rank(self.sn, self.rn, self.on, m, prev == -2.0)
+            # (the first reassignment moves about half the points: the step
+            # after it is re-sorted from scratch too)
+            self._rank(self.sp, self.rp, self.op, m, step < 2)
+            self._rank(self.sn, self.rn, self.on, m, step < 2)
+            step += 1
             obj = 0.0
             for k in range(m):
-                obj += self.disc[self.rp[k]] * self.sp[k] + self.disc[self.rn[k]] * self.sn[k]
+                obj += self.disc[self.rp[k]] * sp[k] + self.disc[self.rn[k]] * sn[k]
                 self.gain[k] = self.disc[self.rp[k]] - self.disc[self.rn[k]]
+                sp[k] = 0.0
+                sn[k] = 0.0
             obj /= n
+            last = obj - prev < 1e-6
+            gain = self.gain.data()
             for a in range(n):
                 delta = 0.0
                 for j in range(self.ly_ptr[a], self.ly_ptr[a + 1]):
-                    delta += self.ly_val[j] * self.gain[self.ly_idx[j]]
+                    delta += lval[j] * gain[lidx[j]]
                 if delta > 0:
                     sign[a] = 1
                 elif delta < 0:
                     sign[a] = -1
-            if obj - prev < 1e-6:
+                if not last:
+                    _add_row(sp if sign[a] > 0 else sn, lidx, lval, self.ly_ptr[a],
+                             self.ly_ptr[a + 1], self.inorm[a])
+            if last:
                 break
             prev = obj
         n_pos = 0
@@ -649,26 +789,28 @@ cdef class NdcgPartition:
         with a zero sum follow in index order: r[l] := rank of l, and
         order[k] := the label of rank k.
 
-        After the first step of an alternation the previous `order` is
-        nearly right (few points change sides), so it is re-sorted by
-        insertion, which costs the number of moves; past a budget of 8 moves
-        per label the full sort below takes over. Both give the same total
-        order, so the ranks do not depend on which ran."""
-        cdef int64_t k, q, moves = 0
-        cdef int32_t l
-        cdef double key
-        cdef pair[double, int32_t]* kv
-        cdef pair[double, int32_t] item
+        Labels are sorted as 64-bit keys packing the sum rounded to float32
+        (whose bit pattern orders like the value for positive floats;
+        inverted, so that ascending keys are decreasing sums; all ones for a
+        sum that is not positive) above the label. Rounding is monotone, so
+        only runs of equal float32 sums can be out of the exact order: those
+        are re-sorted on the double sums.
+
+        After the second step of an alternation (`first` False) the previous
+        `order` is nearly right (few points change sides), so the keys are
+        re-sorted from that order by insertion, which costs the number of
+        moves; past a budget of 8 moves per label a full sort (radix sort on
+        large sets) takes over. Both give the same total order, so the ranks
+        do not depend on which ran."""
+        cdef int64_t k, q, a, b, l, moves = 0
+        cdef uint64_t item
+        cdef uint64_t* kv
+        cdef bint sorted_ = False
+        self.keys.resize(m)
+        kv = self.keys.data()
         if not first:
-            # (sort key, label) in the previous order: negated sums (0 when
-            # not positive), so that ascending pairs are the rank order
-            self.order.resize(m)
-            kv = self.order.data()
             for k in range(m):
-                l = order[k]
-                key = -s[l] if s[l] > 0 else 0.0
-                kv[k].first = key
-                kv[k].second = l
+                kv[k] = _rank_key(s[order[k]], order[k])
             for k in range(1, m):
                 item = kv[k]
                 q = k
@@ -680,55 +822,37 @@ cdef class NdcgPartition:
                 if moves > 8 * m:
                     break
             else:
-                for k in range(m):
-                    order[k] = kv[k].second
-                    r[kv[k].second] = <int32_t> k
-                return
-        self._rank_sorted(s, r, m)
+                sorted_ = True
+        if not sorted_:
+            # keys in label order, so that a stable sort on the sums is the
+            # full sort
+            for l in range(m):
+                kv[l] = _rank_key(s[l], l)
+            if m >= 64:
+                _radix_sort_high(self.keys, self.keys_tmp)
+                kv = self.keys.data()
+            else:
+                sort(self.keys.begin(), self.keys.end())
         order.resize(m)
-        for k in range(m):
-            order[r[k]] = <int32_t> k
-
-    cdef void _rank_sorted(self, vector[double]& s, vector[int32_t]& r,
-                           int64_t m) noexcept nogil:
-        """_rank by sorting.
-
-        Fast path: sort 64-bit keys packing the sum rounded to float32 (whose
-        bit pattern orders like the value for positive floats) above the
-        index; rounding is monotone, so only runs of equal float32 keys can be
-        out of the exact order, and those are re-sorted on the double sums."""
-        cdef int64_t l, k, a, b, n
-        cdef float f
-        cdef uint32_t bits
-        self.keys.clear()
-        for l in range(m):
-            if s[l] > 0:
-                f = <float> s[l]
-                memcpy(&bits, &f, 4)
-                self.keys.push_back(((<uint64_t> (0xFFFFFFFFU - bits)) << 32) | <uint64_t> l)
-        sort(self.keys.begin(), self.keys.end())
-        n = <int64_t> self.keys.size()
         a = 0
-        while a < n:
+        while a < m:
             b = a + 1
-            while b < n and (self.keys[b] >> 32) == (self.keys[a] >> 32):
+            while b < m and (kv[b] >> 32) == (kv[a] >> 32):
                 b += 1
-            if b - a > 1:
+            if b - a > 1 and (kv[a] >> 32) != 0xFFFFFFFFULL:
                 self.order.clear()
                 for k in range(a, b):
-                    l = <int64_t> (self.keys[k] & 0xFFFFFFFFULL)
+                    l = <int64_t> (kv[k] & 0xFFFFFFFFULL)
                     self.order.push_back(pair[double, int32_t](-s[l], <int32_t> l))
                 sort(self.order.begin(), self.order.end())
                 for k in range(a, b):
-                    r[self.order[k - a].second] = <int32_t> k
+                    order[k] = self.order[k - a].second
             else:
-                r[<int64_t> (self.keys[a] & 0xFFFFFFFFULL)] = <int32_t> a
+                for k in range(a, b):
+                    order[k] = <int32_t> (kv[k] & 0xFFFFFFFFULL)
             a = b
-        k = n
-        for l in range(m):
-            if not s[l] > 0:
-                r[l] = <int32_t> k
-                k += 1
+        for k in range(m):
+            r[order[k]] = <int32_t> k
 
 
 cdef class NodeSeparator:
@@ -788,42 +912,12 @@ cdef class NodeSeparator:
                    vector[signed char]& sign, mt19937& rng) noexcept nogil:
         """Class-balanced L1-regularised logistic regression on the node by
         xmlkit's solver into wvec (local feature order, bias last)."""
-        cdef int64_t a, j, k, pos
-        cdef int32_t p
+        cdef int64_t k
         cdef double cpos = self.cost * n / <double> n_pos
         cdef double cneg = self.cost * n / <double> (n - n_pos)
-        # the node's points feature-major: counts per local column, then fill
-        self.solver.n = n
-        self.solver.nf = nf + 1
-        self.solver.col_ptr.resize(nf + 2)
-        self.solver.col_ptr[0] = 0
-        for k in range(nf):
-            self.solver.col_ptr[k + 1] = self.solver.col_ptr[k] + self.fcount[self.act_f[k]]
-            self.fcount[self.act_f[k]] = self.solver.col_ptr[k]
-        self.solver.col_ptr[nf + 1] = self.solver.col_ptr[nf] + n
-        self.solver.col_pt.resize(self.solver.col_ptr[nf + 1])
-        self.solver.col_val.resize(self.solver.col_ptr[nf + 1])
-        self.solver.y.resize(n)
-        self.solver.cw.resize(n)
-        for a in range(n):
-            p = pts[a]
-            for j in range(self.xp[p], self.xp[p + 1]):
-                k = self.xi[j]
-                pos = self.fcount[k]
-                self.solver.col_pt[pos] = <int32_t> a
-                self.solver.col_val[pos] = self.xv[j]
-                self.fcount[k] = pos + 1
-            pos = self.solver.col_ptr[nf] + a
-            self.solver.col_pt[pos] = <int32_t> a
-            self.solver.col_val[pos] = <float> self.bias
-            if sign[a] > 0:
-                self.solver.y[a] = 1
-                self.solver.cw[a] = cpos
-            else:
-                self.solver.y[a] = -1
-                self.solver.cw[a] = cneg
-        for k in range(nf):
-            self.fcount[self.act_f[k]] = 0
+        self.solver.fill(pts, n, &self.xp[0], &self.xi[0], &self.xv[0], self.fmap.data(),
+                         self.fcount.data(), self.act_f.data(), nf, self.bias, True,
+                         sign.data(), cpos, cneg)
         self.solver.solve(rng)
         self.wvec.resize(nf + 1)
         for k in range(nf + 1):

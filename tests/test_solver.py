@@ -147,3 +147,36 @@ def test_warm_start_reaches_the_same_optimum():
         start, s = solve(X, y, cp, cn, max_newton=1, max_inner=1, eps=0.0, warm=True)
         zero, _ = solve(X, y, cp, cn, max_newton=1, max_inner=1, eps=0.0)
         assert s.last_newton == 1 and not np.array_equal(start, zero)
+
+
+def _ranks_by_hand(s):
+    """Labels by decreasing sum, ties to the lower index; sums that are not
+    positive after them, in index order."""
+    key = np.where(s > 0, -s, 0.0)
+    order = np.lexsort((np.arange(len(s)), key))
+    r = np.empty(len(s), dtype=np.int32)
+    r[order] = np.arange(len(s))
+    return r
+
+
+@pytest.mark.parametrize("m", [1, 5, 63, 64, 300, 5000])
+def test_label_ranks_from_scratch_and_from_a_previous_order(m):
+    from xmlkit._ext.fastxml_tree import NdcgPartition
+    rng = np.random.default_rng(m)
+    part = NdcgPartition(True)
+    base = rng.integers(0, 6, m).astype(float)        # many exact ties and zeros
+    base[rng.random(m) < 0.1] *= -1.0
+    # sums equal as float32 but not as doubles, and tiny positive ones
+    near = 3.0 + rng.integers(0, 4, m) * 1e-12
+    tiny = rng.random(m) * 1e-30
+    for s in (base, near, tiny, rng.random(m)):
+        want = _ranks_by_hand(s)
+        assert np.array_equal(part.rank_labels(s), want)
+        exact = np.argsort(want)                       # the right order already
+        assert np.array_equal(part.rank_labels(s, list(exact)), want)
+        shuffled = rng.permutation(m)                  # too far: the full sort takes over
+        assert np.array_equal(part.rank_labels(s, list(shuffled)), want)
+        swapped = exact.copy()                         # a few moves
+        if m > 2:
+            swapped[[0, m // 2]] = swapped[[m // 2, 0]]
+        assert np.array_equal(part.rank_labels(s, list(swapped)), want)

@@ -84,6 +84,7 @@ cdef class SeparatorSolver:
     cdef vector[double] wpd               # w + d, the trial point
     cdef vector[double] xTd               # d.x_a for each point
     cdef vector[double] grad              # gradient of the loss at w
+    cdef vector[double] grad0             # gradient of the loss at w = 0 (filled by fill, warm only)
     cdef vector[double] hdiag             # Hessian diagonal (+ nu) at w
     cdef vector[int32_t] index            # columns: [0, active) outer-active, [0, qp) inner-active
     cdef public int last_newton           # Newton iterations of the last solve
@@ -93,9 +94,12 @@ cdef class SeparatorSolver:
     cdef public int64_t newtons           # Newton iterations, summed over solves
     cdef public int64_t solves            # solves since the counters were zeroed
 
+    cdef void fill(self, const int32_t* pts, int64_t n, const int64_t* xp, const int32_t* xi,
+                   const float* xv, const int32_t* fmap, int64_t* fcount, const int32_t* act,
+                   int64_t nf, double bias, bint with_bias, const signed char* sign,
+                   double cpos, double cneg) noexcept nogil
     cdef void _point_terms(self, bint trial) noexcept nogil
-    cdef inline double _column_grad(self, int64_t j) noexcept nogil
-    cdef inline double _column_hess(self, int64_t j, double nu) noexcept nogil
+    cdef inline double _column_grad_hess(self, int64_t j, double nu, double* h) noexcept nogil
     cdef double _warm_start(self) noexcept nogil
     cdef int solve(self, mt19937& rng) noexcept nogil
 
@@ -109,7 +113,7 @@ cdef class NdcgPartition:
     cdef vector[int32_t] act_l            # the node's labels (local index -> label)
     cdef vector[int64_t] ly_ptr           # local labels of point a: ly_ptr[a] .. ly_ptr[a + 1] - 1
     cdef vector[int32_t] ly_idx           # local label of each entry
-    cdef vector[double] ly_val            # value of each entry
+    cdef vector[float] ly_val             # value of each entry
     cdef vector[double] inorm             # 1 / ideal DCG of each point
     cdef vector[double] sp, sn            # per local label: normalised sums on the + / - side
     cdef vector[double] gain              # per local label: disc(rank +) - disc(rank -)
@@ -117,6 +121,7 @@ cdef class NdcgPartition:
     cdef vector[int32_t] op, on           # local labels in rank order on the + / - side
     cdef vector[pair[double, int32_t]] order   # scratch: (key, label) pairs being ranked
     cdef vector[uint64_t] keys            # scratch: packed (float32 key, label) sort keys
+    cdef vector[uint64_t] keys_tmp        # scratch: the radix sort's second buffer
 
     cdef void reset(self, int64_t n_labels)
     cdef int64_t partition(self, const int32_t* pts, int64_t n, const int64_t* yp,
@@ -124,8 +129,6 @@ cdef class NdcgPartition:
                            mt19937& rng) noexcept nogil
     cdef void _rank(self, vector[double]& s, vector[int32_t]& r, vector[int32_t]& order,
                     int64_t m, bint first) noexcept nogil
-    cdef void _rank_sorted(self, vector[double]& s, vector[int32_t]& r,
-                           int64_t m) noexcept nogil
 
 
 cdef class NodeSeparator:
