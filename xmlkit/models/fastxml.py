@@ -119,17 +119,18 @@ class FastXML(TreeEnsemble):
             `max_newton` Newton steps of at most 10 coordinate-descent passes)
             or "liblinear" (liblinear-official's L1R_LR, 100 / 1000).
         max_newton : Newton steps at most per node (newglmnet). The C++ tool
-            takes 10; 3 grows trees about 1.3-1.6x faster at the same
-            accuracy (scripts/results/solver.md). max_newton=10 reproduces
-            the C++ tool's stopping rules.
+            takes 10; 3 (with the warm start) takes 0.6x its solver passes
+            at the same accuracy (scripts/results/solver.md).
+            max_newton=10, init="zero" reproduces the C++ tool's stopping
+            rules.
         init : where each node's solver starts (newglmnet): "warm" (from one
             proximal-gradient step at zero: the class-balanced difference of
             the two sides' mean rows, soft-thresholded, scaled by a line
             search) or "zero" (the C++ tool's). With max_newton=3 the warm
-            start gains 0.1-0.4 in P@k on Bibtex (Delicious: within two
-            standard errors) for ~20% more solver work
-            (scripts/results/solver.md); max_newton=10, init="zero" is the
-            C++ tool's solver.
+            start gains 0.2-0.3 in P@1 and PSP@1 on Bibtex, where a zero
+            start falls below the C++ tool's P@1 (Delicious: 0.05-0.13
+            lower, within two standard errors), for ~25% more solver passes
+            (scripts/results/solver.md).
         """
         self.n_trees = n_trees
         self.start_tree = start_tree
