@@ -159,6 +159,13 @@ cdef void _add_leaves(ScoreSums s, const int64_t* lp, const int32_t* li, const f
             pos[row[0][q].first] = -1
 
 
+cdef inline pair[double, int32_t] _ranked(double total, double inv_t, int32_t l) noexcept nogil:
+    """The emit_top entry of label l summed to `total` over trees: its mean
+    (1 / n_trees = inv_t) as the float32 written out, negated (best first).
+    ForestKernel and ScoreSums both rank by it: the same scores."""
+    return pair[double, int32_t](-<double> (<float> (total * inv_t)), l)
+
+
 cdef void _emit_sums(ScoreSums s, int64_t r0, int64_t r1, int topk, RowsOut& out) except + nogil:
     cdef vector[pair[double, int32_t]] ranked
     cdef vector[pair[int32_t, float]] sel
@@ -167,8 +174,7 @@ cdef void _emit_sums(ScoreSums s, int64_t r0, int64_t r1, int topk, RowsOut& out
     for i in range(r0, r1):
         ranked.clear()
         for q in range(<int64_t> s.rows[i].size()):
-            ranked.push_back(pair[double, int32_t](
-                -<double> (<float> (s.rows[i][q].second * inv_t)), s.rows[i][q].first))
+            ranked.push_back(_ranked(s.rows[i][q].second, inv_t, s.rows[i][q].first))
         emit_top(ranked, topk, sel, out)
 
 
@@ -300,7 +306,7 @@ cdef void _accumulate(const int64_t* lp, const int32_t* li, const float* lv,
         ranked.clear()
         for k in range(<int64_t> touched.size()):
             l = touched[k]
-            ranked.push_back(pair[double, int32_t](-<double> (<float> (acc[l] * inv_t)), l))
+            ranked.push_back(_ranked(acc[l], inv_t, l))
             acc[l] = 0.0
         emit_top(ranked, topk, sel, out)
 
@@ -313,6 +319,8 @@ cdef void _predict(ForestKernel f, const indptr_t* xp, const int32_t* xi, const 
     _route_all(f, xp, xi, xv, r0, r1 - r0, leaf)
     _accumulate(&f.l_ptr[0], &f.l_idx[0], &f.l_val[0], f.n_labels, leaf.data(), r1 - r0,
                 f.roots.shape[0], topk, out)
+
+
 def scatter_rows(const int64_t[::1] ptr, const int32_t[::1] idx, const float[::1] val,
                  const int64_t[::1] rows, float[:, ::1] out):
     """out[k, idx[j]] = val[j] for the entries j of CSR row rows[k] (out

@@ -54,6 +54,16 @@ def as_rows(M, name="matrix", dtype=np.float32):
                 np.ascontiguousarray(M.data, dtype=dtype), M.shape)
 
 
+def model_rows(X, n_features):
+    """X (what as_rows takes) as Rows of "the data", refused when it has more
+    features than the model's n_features: what every predict starts with."""
+    R = as_rows(X, "the data")
+    if R.shape[1] > n_features:
+        raise XmlkitError(f"the data have {R.shape[1]} features but the model was "
+                          f"trained on {n_features}")
+    return R
+
+
 def like(template, rows):
     """``rows`` as the kind of matrix ``template`` is: a Rows for a Rows,
     else a scipy csr_matrix (what the Python API returns)."""

@@ -23,7 +23,7 @@ a block of rows/labels.
 import numpy as np
 
 from xmlkit import checks
-from xmlkit.csr import Rows, as_rows, like
+from xmlkit.csr import Rows, like, model_rows
 from xmlkit.errors import XmlkitError
 from xmlkit.models.arrays import (ROW_BLOCK, ArrayModel, coo_rows, scored_blocks, selector,
                                   sigmoid)
@@ -327,10 +327,7 @@ class Embed(ArrayModel):
         self._require_fitted()
         if decision not in DECISIONS:
             raise XmlkitError(f"unknown decision '{decision}' (known: {', '.join(DECISIONS)})")
-        R = as_rows(X, "the data")
-        if R.shape[1] > self.n_features_in_:
-            raise XmlkitError(f"the data have {R.shape[1]} features but the model was "
-                              f"trained on {self.n_features_in_}")
+        R = model_rows(X, self.n_features_in_)
         n, L = R.shape[0], self.n_labels_
         V = self.arrays_["V"].astype(np.float64)
         if decision == "f1":

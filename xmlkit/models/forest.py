@@ -14,7 +14,7 @@ import numpy as np
 
 from xmlkit._ext.forest_predict import (ForestKernel, ScoreSums, scatter_rows,
                                         unplane_floats, unplane_row_deltas)
-from xmlkit.csr import Rows, as_rows
+from xmlkit.csr import Rows, model_rows
 from xmlkit import checks
 from xmlkit.checks import DamagedModel
 from xmlkit.errors import XmlkitError
@@ -185,7 +185,7 @@ class PackedForest:
         """Mean leaf distribution over trees for each row of X (Rows or any
         scipy sparse matrix), as :class:`Rows`; only the k best labels per row
         when k is given."""
-        X = _model_rows(X, self.n_features)
+        X = model_rows(X, self.n_features)
         kernel = ForestKernel(self.roots, self.child, self.w_ptr, self.w_idx, self.w_val,
                               self.l_ptr, self.l_idx, self.l_val,
                               self.n_features, self.n_labels, self.bias, self.ascending)
@@ -195,15 +195,6 @@ class PackedForest:
             return kernel.predict_rows(X, r0, r1, topk)
         return score_rows(run, X.shape[0], self.n_labels, threads, progress,
                           forest_block(X.shape[0], threads))
-
-
-def _model_rows(X, n_features):
-    """X as Rows, refused when it has more features than the model."""
-    X = as_rows(X, "the data")
-    if X.shape[1] > n_features:
-        raise XmlkitError(f"the data have {X.shape[1]} features but the model was "
-                          f"trained on {n_features}")
-    return X
 
 
 def forest_block(n, threads):
@@ -236,7 +227,7 @@ class StreamedForest:
     def predict(self, X, k=None, threads=1, progress=None):
         """As PackedForest.predict; `progress(rows)` as each tree is done
         (the rows' share of the trees)."""
-        X = _model_rows(X, self.n_features)
+        X = model_rows(X, self.n_features)
         n, T = X.shape[0], self.n_trees
         sums = ScoreSums(n, self.n_labels)
         block = forest_block(n, threads)

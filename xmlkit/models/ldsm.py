@@ -29,8 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from xmlkit import checks
-from xmlkit.csr import as_rows, like
-from xmlkit.errors import XmlkitError, XmlkitWarning
+from xmlkit.csr import like, model_rows
+from xmlkit.errors import XmlkitWarning
 from xmlkit.models.base import SEED, boolean, integer, real
 from xmlkit.models.ensemble import TreeEnsemble
 from xmlkit.models.forest import dense_rows, score_rows
@@ -299,10 +299,7 @@ class LdSM(TreeEnsemble):
         Rows in, Rows out; else a scipy csr_matrix."""
         from xmlkit._ext.ldsm_predict import LdsmKernel
         self._require_whole_trees()
-        R = as_rows(X, "the data")
-        if R.shape[1] > self.n_features_in_:
-            raise XmlkitError(f"the data have {R.shape[1]} features but the model was "
-                              f"trained on {self.n_features_in_}")
+        R = model_rows(X, self.n_features_in_)
         kernel = LdsmKernel(self._pack(), self.arity, self.n_features_in_ + 1, self.bias,
                             self.n_labels_, self.route_threshold)
         n = R.shape[0]

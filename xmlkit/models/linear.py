@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 
 from xmlkit import checks
-from xmlkit.csr import as_rows, like, unit_rows
+from xmlkit.csr import as_rows, like, model_rows, unit_rows
 from xmlkit.errors import XmlkitError, XmlkitWarning
 from xmlkit.models.arrays import ArrayModel, scored_blocks, selector, sigmoid
 from xmlkit.models.base import SEED, auto_or, boolean, integer, one_of, real
@@ -418,10 +418,7 @@ class Linear(ArrayModel):
         if decision not in DECISIONS:
             raise XmlkitError(f"unknown decision '{decision}' for a linear model (known: "
                               f"{', '.join(DECISIONS)})")
-        R = as_rows(X, "the data")
-        if R.shape[1] > self.n_features_in_:
-            raise XmlkitError(f"the data have {R.shape[1]} features but the model was "
-                              f"trained on {self.n_features_in_}")
+        R = model_rows(X, self.n_features_in_)
         if self.params.unit_rows:
             R = unit_rows(R)
         Xs = R.to_scipy()
