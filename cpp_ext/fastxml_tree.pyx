@@ -150,10 +150,51 @@ cdef inline void _scatter_add(const float* v, const int32_t* idx, double* x,
         x[idx[e]] += v[e] * z
 
 
-cdef inline void _swap(vector[int32_t]& v, int64_t i, int64_t j) noexcept nogil:
-    cdef int32_t t = v[i]
-    v[i] = v[j]
-    v[j] = t
+ctypedef fused _Scratch:
+    vector[int32_t]
+    vector[int64_t]
+    vector[uint64_t]
+    vector[float]
+    vector[double]
+    vector[signed char]
+    vector[ll_node]
+    vector[ll_node*]
+
+
+cdef inline void _fit(_Scratch& v, int64_t n) noexcept nogil:
+    """Give back v's memory when it has room for more than twice n entries,
+    before v is resized to n. Nodes shrink level by level: scratch sized for
+    the root would otherwise stay at that size for the whole tree, and in
+    every thread (the root's feature columns are as large as X)."""
+    if <int64_t> v.capacity() > 2 * n + 1024:
+        v.clear()
+        v.shrink_to_fit()
+
+
+cdef inline double _grad_hess(const int32_t* pt, const float* val, const double* r,
+                              const double* D, int64_t e, int64_t e1, double nu,
+                              double* h) noexcept nogil:
+    """The loss gradient of the column of entries [e, e1) (points pt, values
+    val; per-point loss derivatives r and D), and into h the Hessian
+    diagonal (+ nu), in one pass (two partial sums each: see _dot_gather)."""
+    cdef double g0 = 0.0, g1 = 0.0, h0 = 0.0, h1 = 0.0, v0, v1
+    cdef int32_t p0, p1
+    while e + 2 <= e1:
+        p0 = pt[e]
+        p1 = pt[e + 1]
+        v0 = val[e]
+        v1 = val[e + 1]
+        g0 += v0 * r[p0]
+        g1 += v1 * r[p1]
+        h0 += v0 * v0 * D[p0]
+        h1 += v1 * v1 * D[p1]
+        e += 2
+    if e < e1:
+        v0 = val[e]
+        g0 += v0 * r[pt[e]]
+        h0 += v0 * v0 * D[pt[e]]
+    h[0] = h0 + (h1 + nu)
+    return g0 + g1
 
 
 cdef inline double _violation(double g, double wj, double margin, bint* shrink) noexcept nogil:
@@ -215,6 +256,7 @@ cdef class SeparatorSolver:
         cdef double coef
         self.n = n
         self.nf = ncol
+        _fit(self.col_ptr, ncol + 1)
         self.col_ptr.resize(ncol + 1)
         self.col_ptr[0] = 0
         for k in range(nf):
@@ -222,11 +264,16 @@ cdef class SeparatorSolver:
             fcount[act[k]] = self.col_ptr[k]
         if with_bias:
             self.col_ptr[ncol] = self.col_ptr[nf] + n
+        _fit(self.col_pt, self.col_ptr[ncol])
+        _fit(self.col_val, self.col_ptr[ncol])
+        _fit(self.y, n)
+        _fit(self.cw, n)
         self.col_pt.resize(self.col_ptr[ncol])
         self.col_val.resize(self.col_ptr[ncol])
         self.y.resize(n)
         self.cw.resize(n)
         if self.warm:
+            _fit(self.grad0, ncol)
             self.grad0.assign(ncol, 0.0)
         for a in range(n):
             p = pts[a]
@@ -273,33 +320,6 @@ cdef class SeparatorSolver:
             self.r[a] = -self.y[a] * c * q
             self.D[a] = c * q * (1.0 - q)
             self.lossv[a] = c * sp
-
-    cdef inline double _column_grad_hess(self, int64_t j, double nu, double* h) noexcept nogil:
-        """The loss gradient in column j, and into h the Hessian diagonal
-        (+ nu), in one pass (two partial sums each: see _dot_gather)."""
-        cdef int64_t e = self.col_ptr[j], e1 = self.col_ptr[j + 1]
-        cdef const int32_t* pt = self.col_pt.data()
-        cdef const float* val = self.col_val.data()
-        cdef const double* r = self.r.data()
-        cdef const double* D = self.D.data()
-        cdef double g0 = 0.0, g1 = 0.0, h0 = 0.0, h1 = 0.0, v0, v1
-        cdef int32_t p0, p1
-        while e + 2 <= e1:
-            p0 = pt[e]
-            p1 = pt[e + 1]
-            v0 = val[e]
-            v1 = val[e + 1]
-            g0 += v0 * r[p0]
-            g1 += v1 * r[p1]
-            h0 += v0 * v0 * D[p0]
-            h1 += v1 * v1 * D[p1]
-            e += 2
-        if e < e1:
-            v0 = val[e]
-            g0 += v0 * r[pt[e]]
-            h0 += v0 * v0 * D[pt[e]]
-        h[0] = h0 + (h1 + nu)
-        return g0 + g1
 
     cdef double _warm_start(self) noexcept nogil:
         """Start from w = t d instead of 0: d is the proximal-gradient step
@@ -366,6 +386,10 @@ cdef class SeparatorSolver:
         cdef double gnorm1_init = 0.0, qp_gmax_new, qp_gnorm1, g, h, gp, gn, viol, z
         cdef double w_norm = 0.0, w_norm_new, w_norm_rest, delta, cond, wj
         cdef bint shrink
+        _fit(self.w, nf); _fit(self.wpd, nf); _fit(self.grad, nf); _fit(self.hdiag, nf)
+        _fit(self.index, nf)
+        _fit(self.u, n); _fit(self.xTd, n); _fit(self.r, n); _fit(self.D, n)
+        _fit(self.lossv, n); _fit(self.tq, n); _fit(self.tsp, n)
         self.w.assign(nf, 0.0)
         self.wpd.resize(nf)
         self.grad.resize(nf)
@@ -379,15 +403,36 @@ cdef class SeparatorSolver:
         self.tq.resize(n)
         self.tsp.resize(n)
         self._point_terms(False)
+        # (the vectors' data as local pointers: the compiler cannot keep
+        # members in registers across the stores of the loops below)
+        cdef double* w = self.w.data()
+        cdef double* wpd = self.wpd.data()
+        cdef double* grad = self.grad.data()
+        cdef double* hdiag = self.hdiag.data()
+        cdef int32_t* index = self.index.data()
+        cdef double* u = self.u.data()
+        cdef double* xTd = self.xTd.data()
+        cdef const double* D = self.D.data()
+        cdef const double* r = self.r.data()
+        cdef const double* cw = self.cw.data()
+        cdef const double* lossv = self.lossv.data()
+        cdef double* tq = self.tq.data()
+        cdef double* tsp = self.tsp.data()
+        cdef const signed char* y = self.y.data()
+        cdef const int64_t* cptr = self.col_ptr.data()
+        cdef const int32_t* cpt = self.col_pt.data()
+        cdef const float* cval = self.col_val.data()
+        cdef int64_t visits = 0
+        cdef int32_t tmp
         for j in range(nf):
-            self.index[j] = <int32_t> j
+            index[j] = <int32_t> j
         self.last_inner = 0
         if self.warm:
             gnorm1_init = self._warm_start()
             for j in range(nf):
-                w_norm += fabs(self.w[j])
+                w_norm += fabs(w[j])
         for j in range(nf):
-            self.wpd[j] = self.w[j]
+            wpd[j] = w[j]
         while newton < self.max_newton:
             # -- gradient and Hessian diagonal; outer shrinking
             gmax_new = 0.0
@@ -395,14 +440,15 @@ cdef class SeparatorSolver:
             active = nf
             s = 0
             while s < active:
-                j = self.index[s]
-                g = self._column_grad_hess(j, nu, &self.hdiag[j])
-                self.visits += self.col_ptr[j + 1] - self.col_ptr[j]
-                self.grad[j] = g
-                viol = _violation(g, self.w[j], gmax_old / n, &shrink)
+                j = index[s]
+                g = _grad_hess(cpt, cval, r, D, cptr[j], cptr[j + 1], nu, &hdiag[j])
+                visits += cptr[j + 1] - cptr[j]
+                grad[j] = g
+                viol = _violation(g, w[j], gmax_old / n, &shrink)
                 if shrink:
                     active -= 1
-                    _swap(self.index, s, active)
+                    index[s] = index[active]
+                    index[active] = <int32_t> j
                     continue
                 if viol > gmax_new:
                     gmax_new = viol
@@ -416,7 +462,7 @@ cdef class SeparatorSolver:
             # -- direction: coordinate descent on the quadratic model (wpd
             # equals w here; only the active columns [0, active) move)
             for a in range(n):
-                self.xTd[a] = 0.0
+                xTd[a] = 0.0
             inner = 0
             qp_gmax_old = inf
             qp = active
@@ -425,20 +471,23 @@ cdef class SeparatorSolver:
                 qp_gnorm1 = 0.0
                 # (a uniform draw from [0, qp - s) by multiply and shift)
                 for s in range(qp):
-                    _swap(self.index, s, s + <int64_t> ((<uint64_t> rng() * <uint64_t> (qp - s)) >> 32))
+                    e = s + <int64_t> ((<uint64_t> rng() * <uint64_t> (qp - s)) >> 32)
+                    tmp = index[s]
+                    index[s] = index[e]
+                    index[e] = tmp
                 s = 0
                 while s < qp:
-                    j = self.index[s]
-                    h = self.hdiag[j]
-                    g = self.grad[j] + (self.wpd[j] - self.w[j]) * nu + _dot_gather(
-                        self.col_val.data(), self.col_pt.data(), self.D.data(), self.xTd.data(),
-                        self.col_ptr[j], self.col_ptr[j + 1])
-                    wj = self.wpd[j]
-                    self.visits += self.col_ptr[j + 1] - self.col_ptr[j]
+                    j = index[s]
+                    h = hdiag[j]
+                    wj = wpd[j]
+                    g = grad[j] + (wj - w[j]) * nu + _dot_gather(
+                        cval, cpt, D, xTd, cptr[j], cptr[j + 1])
+                    visits += cptr[j + 1] - cptr[j]
                     viol = _violation(g, wj, qp_gmax_old / n, &shrink)
                     if shrink:
                         qp -= 1
-                        _swap(self.index, s, qp)
+                        index[s] = index[qp]
+                        index[qp] = <int32_t> j
                         continue
                     gp = g + 1.0
                     gn = g - 1.0
@@ -458,9 +507,8 @@ cdef class SeparatorSolver:
                         z = 10.0
                     elif z < -10.0:
                         z = -10.0
-                    self.wpd[j] = wj + z
-                    _scatter_add(self.col_val.data(), self.col_pt.data(), self.xTd.data(),
-                                 self.col_ptr[j], self.col_ptr[j + 1], z)
+                    wpd[j] = wj + z
+                    _scatter_add(cval, cpt, xTd, cptr[j], cptr[j + 1], z)
                 inner += 1
                 if qp_gnorm1 <= inner_eps * gnorm1_init:
                     if qp == active:
@@ -476,47 +524,47 @@ cdef class SeparatorSolver:
             w_norm_rest = w_norm
             w_norm_new = 0.0
             for s in range(active):
-                j = self.index[s]
-                delta += self.grad[j] * (self.wpd[j] - self.w[j])
-                w_norm_rest -= fabs(self.w[j])
-                w_norm_new += fabs(self.wpd[j])
+                j = index[s]
+                delta += grad[j] * (wpd[j] - w[j])
+                w_norm_rest -= fabs(w[j])
+                w_norm_new += fabs(wpd[j])
             w_norm_new += w_norm_rest
             delta += w_norm_new - w_norm
             halvings = 0
             while halvings < self.max_halvings:
                 cond = w_norm_new - w_norm - sigma * delta
                 for a in range(n):
-                    self.tq[a] = _sigmoid_softplus(-self.y[a] * (self.u[a] + self.xTd[a]),
-                                                   &self.tsp[a])
-                    cond += self.cw[a] * self.tsp[a] - self.lossv[a]
+                    tq[a] = _sigmoid_softplus(-y[a] * (u[a] + xTd[a]), &tsp[a])
+                    cond += cw[a] * tsp[a] - lossv[a]
                 if cond <= 0:
                     break
                 w_norm_new = 0.0
                 for s in range(active):
-                    j = self.index[s]
-                    self.wpd[j] = (self.w[j] + self.wpd[j]) * 0.5
-                    w_norm_new += fabs(self.wpd[j])
+                    j = index[s]
+                    wpd[j] = (w[j] + wpd[j]) * 0.5
+                    w_norm_new += fabs(wpd[j])
                 w_norm_new += w_norm_rest
                 delta *= 0.5
                 for a in range(n):
-                    self.xTd[a] *= 0.5
+                    xTd[a] *= 0.5
                 halvings += 1
             if halvings < self.max_halvings:
                 w_norm = w_norm_new
                 for s in range(active):
-                    j = self.index[s]
-                    self.w[j] = self.wpd[j]
+                    j = index[s]
+                    w[j] = wpd[j]
                 for a in range(n):
-                    self.u[a] += self.xTd[a]
+                    u[a] += xTd[a]
                 self._point_terms(True)
             else:
                 for s in range(active):
-                    j = self.index[s]
-                    self.wpd[j] = self.w[j]
+                    j = index[s]
+                    wpd[j] = w[j]
             if inner == 1:
                 inner_eps *= 0.25
             newton += 1
             gmax_old = gmax_new
+        self.visits += visits
         self.last_newton = newton
         self.newtons += newton
         self.solves += 1
@@ -616,6 +664,7 @@ cdef void _radix_sort_high(vector[uint64_t]& a, vector[uint64_t]& tmp) noexcept 
     cdef uint64_t* t
     if n < 2:
         return
+    _fit(tmp, n)
     tmp.resize(n)
     dst = tmp.data()
     memset(count, 0, sizeof(count))
@@ -710,11 +759,16 @@ cdef class NdcgPartition:
         m = _gather(pts, n, yp, yi, self.lmap, self.act_l, NULL)
         if m == 0:
             return 0
+        _fit(self.ly_ptr, n + 1)
         self.ly_ptr.resize(n + 1)
         self.ly_ptr[0] = 0
         for a in range(n):
             p = pts[a]
             self.ly_ptr[a + 1] = self.ly_ptr[a] + (yp[p + 1] - yp[p])
+        _fit(self.ly_idx, self.ly_ptr[n])
+        _fit(self.ly_val, self.ly_ptr[n])
+        _fit(self.inorm, n)
+        _fit(sign, n)
         self.ly_idx.resize(self.ly_ptr[n])
         self.ly_val.resize(self.ly_ptr[n])
         self.inorm.resize(n)
@@ -737,6 +791,8 @@ cdef class NdcgPartition:
 
         # -- the alternation; each step's side sums are added up as the
         # previous step assigns the sides
+        _fit(self.sp, m); _fit(self.sn, m); _fit(self.gain, m); _fit(self.rp, m)
+        _fit(self.rn, m)
         self.sp.assign(m, 0.0)
         self.sn.assign(m, 0.0)
         self.rp.resize(m)
@@ -806,6 +862,8 @@ cdef class NdcgPartition:
         cdef uint64_t item
         cdef uint64_t* kv
         cdef bint sorted_ = False
+        _fit(self.keys, m)
+        _fit(order, m)
         self.keys.resize(m)
         kv = self.keys.data()
         if not first:
@@ -935,7 +993,10 @@ cdef class NodeSeparator:
         cdef int[2] wlabel
         cdef double[2] wweight
         cdef ll_node node
+        _fit(self.xbuf, 0)       # (filled by push_back; rarely smaller than before)
         self.xbuf.clear()
+        _fit(self.yvec, n)
+        _fit(self.xrows, n)
         self.yvec.resize(n)
         self.xrows.resize(n)
         for a in range(n):
@@ -1058,6 +1119,37 @@ cdef class TreeGrower:
         self.acc.resize(self.n_labels, 0.0)
         self.seen.resize(self.n_labels, 0)
 
+    def held_bytes(self):
+        """Bytes of memory the grower's vectors hold (their capacities), with
+        its criterion's, separator's and solver's: between trees, scratch
+        sized for the last nodes, not for the root (tests)."""
+        cdef NdcgPartition c = self.criterion
+        cdef NodeSeparator sep = self.separator
+        cdef SeparatorSolver s = sep.solver
+        return int(
+            self.child.capacity() * 4 + self.depth.capacity() * 4 + self.start.capacity() * 8
+            + self.stop.capacity() * 8 + self.w_ptr.capacity() * 8 + self.l_ptr.capacity() * 8
+            + self.w_idx.capacity() * 4 + self.l_idx.capacity() * 4
+            + self.w_val.capacity() * 4 + self.l_val.capacity() * 4
+            + self.pts.capacity() * 4 + self.tmp_pts.capacity() * 4 + self.sign.capacity()
+            + self.acc.capacity() * 8 + self.seen.capacity() + self.act_l.capacity() * 4
+            + self.order.capacity() * 16
+            + c.lmap.capacity() * 4 + c.act_l.capacity() * 4 + c.ly_ptr.capacity() * 8
+            + c.ly_idx.capacity() * 4 + c.ly_val.capacity() * 4 + c.inorm.capacity() * 8
+            + (c.sp.capacity() + c.sn.capacity() + c.gain.capacity()) * 8
+            + (c.rp.capacity() + c.rn.capacity() + c.op.capacity() + c.on.capacity()) * 4
+            + (c.keys.capacity() + c.keys_tmp.capacity()) * 8 + c.order.capacity() * 16
+            + sep.fmap.capacity() * 4 + sep.act_f.capacity() * 4 + sep.fcount.capacity() * 8
+            + sep.wvec.capacity() * 8 + sep.wsel.capacity() * 8
+            + sep.xbuf.capacity() * sizeof(ll_node) + sep.xrows.capacity() * 8
+            + sep.yvec.capacity() * 8
+            + s.col_ptr.capacity() * 8 + s.col_pt.capacity() * 4 + s.col_val.capacity() * 4
+            + s.y.capacity() + s.cw.capacity() * 8 + s.index.capacity() * 4
+            + (s.w.capacity() + s.u.capacity() + s.r.capacity() + s.D.capacity()
+               + s.lossv.capacity() + s.tq.capacity() + s.tsp.capacity() + s.wpd.capacity()
+               + s.xTd.capacity() + s.grad.capacity() + s.grad0.capacity()
+               + s.hdiag.capacity()) * 8)
+
     def solver_work(self):
         """What xmlkit's separator solver did since this grower was made:
         {"solves", "newtons" (iterations), "visits" (entries of the node
@@ -1069,16 +1161,25 @@ cdef class TreeGrower:
         """Grow tree number `tree`; returns its arrays (see xmlkit.models.forest)."""
         with nogil:
             self._grow(tree_seed(seed, tree))
-        out = {
-            "child": array_copy(self.child.data(), self.child.size(), cnp.NPY_INT32).reshape(-1, 2),
-            "depth": array_copy(self.depth.data(), self.depth.size(), cnp.NPY_INT32),
-            "w_ptr": array_copy(self.w_ptr.data(), self.w_ptr.size(), cnp.NPY_INT64),
-            "w_idx": array_copy(self.w_idx.data(), self.w_idx.size(), cnp.NPY_INT32),
-            "w_val": array_copy(self.w_val.data(), self.w_val.size(), cnp.NPY_FLOAT32),
-            "l_ptr": array_copy(self.l_ptr.data(), self.l_ptr.size(), cnp.NPY_INT64),
-            "l_idx": array_copy(self.l_idx.data(), self.l_idx.size(), cnp.NPY_INT32),
-            "l_val": array_copy(self.l_val.data(), self.l_val.size(), cnp.NPY_FLOAT32),
-        }
+        # each vector's memory is given back as soon as it is copied: the tree
+        # is then held once, not twice (vectors keep up to twice their size)
+        out = {}
+        out["child"] = array_copy(self.child.data(), self.child.size(), cnp.NPY_INT32).reshape(-1, 2)
+        _fit(self.child, 0)
+        out["depth"] = array_copy(self.depth.data(), self.depth.size(), cnp.NPY_INT32)
+        _fit(self.depth, 0)
+        out["w_ptr"] = array_copy(self.w_ptr.data(), self.w_ptr.size(), cnp.NPY_INT64)
+        _fit(self.w_ptr, 0)
+        out["w_idx"] = array_copy(self.w_idx.data(), self.w_idx.size(), cnp.NPY_INT32)
+        _fit(self.w_idx, 0)
+        out["w_val"] = array_copy(self.w_val.data(), self.w_val.size(), cnp.NPY_FLOAT32)
+        _fit(self.w_val, 0)
+        out["l_ptr"] = array_copy(self.l_ptr.data(), self.l_ptr.size(), cnp.NPY_INT64)
+        _fit(self.l_ptr, 0)
+        out["l_idx"] = array_copy(self.l_idx.data(), self.l_idx.size(), cnp.NPY_INT32)
+        _fit(self.l_idx, 0)
+        out["l_val"] = array_copy(self.l_val.data(), self.l_val.size(), cnp.NPY_FLOAT32)
+        _fit(self.l_val, 0)
         return out
 
     cdef void _grow(self, uint32_t seed) except + nogil:

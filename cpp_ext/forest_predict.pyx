@@ -14,7 +14,7 @@
 # is scored in (threads, pieces, Dask blocks).
 
 from libc.math cimport log2
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint32_t
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
 
@@ -336,7 +336,45 @@ def scatter_rows(const int64_t[::1] ptr, const int32_t[::1] idx, const float[::1
 
 
 # Trees are stored as byte planes (see xmlkit.models.forest.encode_tree):
-# these decode them in one pass, without the temporaries of numpy's way.
+# these encode and decode them in one pass, without the temporaries of
+# numpy's way (a tree of the 1M-point set holds ~10M weights).
+
+def plane_floats(const float[::1] values):
+    """Byte planes (4, n) of float32 values: row b holds byte b of each
+    value, in the machine's order (the inverse of unplane_floats)."""
+    cdef Py_ssize_t j, n = values.shape[0]
+    out = np.empty((4, n), np.uint8)
+    cdef unsigned char[:, ::1] o = out
+    cdef const unsigned char* b
+    with nogil:
+        for j in range(n):
+            b = <const unsigned char*> &values[j]
+            o[0, j], o[1, j], o[2, j], o[3, j] = b[0], b[1], b[2], b[3]
+    return out
+
+
+def plane_row_deltas(const int64_t[::1] ptr, const int32_t[::1] idx):
+    """Byte planes (4, n) of the int32 indices of CSR rows (pointers `ptr`),
+    each stored as its difference to the previous index of its row (a row's
+    first index as it is): the inverse of unplane_row_deltas."""
+    cdef Py_ssize_t r, n_rows = ptr.shape[0] - 1
+    cdef int64_t j, n = idx.shape[0]
+    cdef int32_t d
+    cdef const unsigned char* b = <const unsigned char*> &d
+    if n_rows < 0 or ptr[0] != 0 or ptr[n_rows] != n:
+        raise ValueError("row pointers do not cover the entries")
+    for r in range(n_rows):
+        if ptr[r + 1] < ptr[r]:
+            raise ValueError("row pointers decrease")
+    out = np.empty((4, n), np.uint8)
+    cdef unsigned char[:, ::1] o = out
+    with nogil:
+        for r in range(n_rows):
+            for j in range(ptr[r], ptr[r + 1]):
+                d = idx[j] if j == ptr[r] else <int32_t> (<uint32_t> idx[j] - <uint32_t> idx[j - 1])
+                o[0, j], o[1, j], o[2, j], o[3, j] = b[0], b[1], b[2], b[3]
+    return out
+
 
 def unplane_floats(const unsigned char[:, ::1] planes):
     """The float32 array whose bytes, in the machine's order, are the

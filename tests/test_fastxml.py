@@ -140,6 +140,51 @@ def test_tree_encoding_round_trip(bibtex):
         assert np.array_equal(back[key], tree[key]), key
 
 
+def test_grower_holds_no_root_sized_scratch_between_trees(bibtex):
+    # the root's feature columns alone are a copy of X (8 bytes an entry);
+    # without giving scratch back as the nodes shrink, and the tree's own
+    # vectors once copied out, the grower would hold ~1.5x that between trees
+    from xmlkit._ext.fastxml_tree import NdcgPartition, NodeSeparator, TreeGrower
+    from xmlkit.models.fastxml import _as_training_csr
+    X, Y, _, _ = bibtex
+    g = TreeGrower(_as_training_csr(X, "f", X.shape[1]), _as_training_csr(Y, "l", Y.shape[1]),
+                   NdcgPartition(True), NodeSeparator(1.0, 1.0, "newglmnet", warm=True))
+    first = g.grow(0, 0)
+    assert g.held_bytes() < X.nnz * 8 / 4
+    again = TreeGrower(_as_training_csr(X, "f", X.shape[1]),
+                       _as_training_csr(Y, "l", Y.shape[1]), NdcgPartition(True),
+                       NodeSeparator(1.0, 1.0, "newglmnet", warm=True)).grow(0, 0)
+    assert all(np.array_equal(first[k], again[k]) for k in first)
+    g.grow(0, 1)            # a grower that gave its memory back grows on as before
+    assert all(np.array_equal(first[k], v) for k, v in g.grow(0, 0).items())
+
+
+def test_tree_encoding_by_hand():
+    # rows [5 7] [] [3] [9 2] []: differences to the previous index of the row
+    # 5 2 | 3 | 9 -7, stored little-endian byte by byte (x86: the machine's order)
+    tree = {"child": np.array([[1, 2], [-1, -1], [3, 4], [-1, -1], [-1, -1]]),
+            "depth": np.array([0, 1, 1, 2, 2]),
+            "w_ptr": np.array([0, 2, 2, 3, 5, 5]), "w_idx": np.array([5, 7, 3, 9, 2]),
+            "w_val": np.array([1.0, -2.0, 0.5, 0.0, 3.0]),
+            "l_ptr": np.array([0, 0, 1, 1, 1, 1]), "l_idx": np.array([4]),
+            "l_val": np.array([1.0])}
+    enc = encode_tree(tree)
+    assert enc["w_count"].tolist() == [2, 0, 1, 2, 0]
+    assert enc["w_idx_delta_planes"].tolist() == [[5, 2, 3, 9, 249], [0, 0, 0, 0, 255],
+                                                  [0, 0, 0, 0, 255], [0, 0, 0, 0, 255]]
+    # 1.0 = 0x3F800000, -2.0 = 0xC0000000, 0.5 = 0x3F000000, 3.0 = 0x40400000
+    assert enc["w_val_planes"].tolist() == [[0, 0, 0, 0, 0], [0, 0, 0, 0, 0],
+                                            [0x80, 0, 0, 0, 0x40], [0x3F, 0xC0, 0x3F, 0, 0x40]]
+    assert enc["l_idx_delta_planes"].tolist() == [[4], [0], [0], [0]]
+    back = decode_tree(enc, "t")
+    assert back["w_idx"].tolist() == [5, 7, 3, 9, 2]
+    assert back["w_val"].tolist() == [1.0, -2.0, 0.5, 0.0, 3.0]
+    with pytest.raises(ValueError, match="do not cover"):
+        encode_tree(dict(tree, w_ptr=np.array([0, 2, 2, 3, 4, 4])))
+    with pytest.raises(ValueError, match="decrease"):
+        encode_tree(dict(tree, w_ptr=np.array([0, 3, 2, 3, 5, 5])))
+
+
 def test_bad_options_and_folders(tmp_path):
     model_dir = tmp_path / "m"
 

@@ -99,7 +99,6 @@ cdef class SeparatorSolver:
                    int64_t nf, double bias, bint with_bias, const signed char* sign,
                    double cpos, double cneg) noexcept nogil
     cdef void _point_terms(self, bint trial) noexcept nogil
-    cdef inline double _column_grad_hess(self, int64_t j, double nu, double* h) noexcept nogil
     cdef double _warm_start(self) noexcept nogil
     cdef int solve(self, mt19937& rng) noexcept nogil
 

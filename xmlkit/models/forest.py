@@ -12,8 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from xmlkit._ext.forest_predict import (ForestKernel, ScoreSums, scatter_rows,
-                                        unplane_floats, unplane_row_deltas)
+from xmlkit._ext.forest_predict import (ForestKernel, ScoreSums, plane_floats,
+                                        plane_row_deltas, scatter_rows, unplane_floats,
+                                        unplane_row_deltas)
 from xmlkit.csr import Rows, model_rows
 from xmlkit import checks
 from xmlkit.checks import DamagedModel
@@ -47,30 +48,23 @@ def check_tree(tree, n_features, n_labels, name):
     checks.csr(tree["l_ptr"], tree["l_idx"], tree["l_val"], n, n_labels, name, "leaf label")
 
 
-def _planes(a):
-    """Byte planes (4, n) of a 4-byte array: deflate compresses them far
-    better than the interleaved bytes (sign/exponent bytes are repetitive)."""
-    return np.ascontiguousarray(np.ascontiguousarray(a).view(np.uint8).reshape(-1, 4).T)
-
-
-def _row_deltas(ptr, idx):
-    """Indices as differences to the previous index of the same row."""
-    d = idx.astype(np.int32, copy=True)
-    if len(d):
-        d[1:] -= idx[:-1]
-        starts = ptr[:-1][np.diff(ptr) > 0]
-        d[starts] = idx[starts]
-    return d
-
-
 def encode_tree(tree):
-    """The arrays a tree is stored as on disk (see decode_tree)."""
-    out = {"child": tree["child"].astype(np.int32), "depth": tree["depth"].astype(np.int32)}
+    """The arrays a tree is stored as on disk (see decode_tree): child and
+    depth, then per part (w: split weights, l: leaf labels) the entries per
+    node, the indices as byte planes (4, n) of their differences to the
+    previous index of the same node, and the values as byte planes of the
+    float32s (deflate compresses the planes far better than the interleaved
+    bytes: sign/exponent bytes are repetitive)."""
+    out = {"child": np.asarray(tree["child"], np.int32),
+           "depth": np.asarray(tree["depth"], np.int32)}
     for part in ("w", "l"):
-        ptr = tree[f"{part}_ptr"].astype(np.int64)
+        ptr = np.ascontiguousarray(tree[f"{part}_ptr"], np.int64)
         out[f"{part}_count"] = np.diff(ptr).astype(np.int32)
-        out[f"{part}_idx_delta_planes"] = _planes(_row_deltas(ptr, tree[f"{part}_idx"]))
-        out[f"{part}_val_planes"] = _planes(tree[f"{part}_val"].astype(np.float32))
+        # (in one pass each: no temporaries the size of the tree)
+        out[f"{part}_idx_delta_planes"] = plane_row_deltas(
+            ptr, np.ascontiguousarray(tree[f"{part}_idx"], np.int32))
+        out[f"{part}_val_planes"] = plane_floats(
+            np.ascontiguousarray(tree[f"{part}_val"], np.float32))
     return out
 
 
