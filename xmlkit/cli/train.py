@@ -10,7 +10,8 @@ import time
 import click
 
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_option,
-                               quiet_option, read_input, run, version_option)
+                               quiet_option, read_input, return_freed_memory, run,
+                               version_option)
 from xmlkit.cli.options import TRAIN_OPTIONS, click_options, families_with, flag_of
 from xmlkit import store
 from xmlkit.atomic import writable_folder
@@ -86,6 +87,7 @@ def _train(ctx, algorithm, paths, index_base, as_json, quiet, params):
 
 def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor=None):
     log = Log(quiet)
+    return_freed_memory()
     if len(paths) == 2:
         data_path, model_dir = paths
         data = read_input(log, data_path, index_base, layout="dataset")
