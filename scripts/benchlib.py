@@ -224,11 +224,22 @@ def _sbs_commands(step):
     }, base
 
 
+def import_floor_mb(module):
+    """Peak RSS (MB) of a Python process that only imports `module` (an
+    xmlkit command's module: the interpreter, numpy, click and xmlkit), the
+    memory every run of that command starts from."""
+    r = run_rss([sys.executable, "-c", f"import resource, {module}; "
+                 "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"])
+    return int(r["stdout"]) / 1024
+
+
 def side_by_side(step):
     """Alternate the C++ tool and xmlkit, train then predict, `rounds` times;
-    wall time (whole command) and peak RSS of each run."""
+    wall time (whole command) and peak RSS of each run, and the import floor
+    of xmlkit's commands (import_floor_mb)."""
     cmds, base = _sbs_commands(step)
     runs = {k: [] for k in cmds}
+    floor = {kind: import_floor_mb(f"xmlkit.cli.{kind}") for kind in ("train", "predict")}
     acc = {}
     for _ in range(step.kw["rounds"]):
         if base.exists():
@@ -240,7 +251,7 @@ def side_by_side(step):
         for tool in ("cpp", "xmlkit"):                # (the models are the same every round)
             acc[tool] = evaluate(base / f"{tool}.scores", step.kw["test"], step.kw["train"])
     shutil.rmtree(base)
-    return {"T": step.kw["T"], "runs": runs, "acc": acc}
+    return {"T": step.kw["T"], "runs": runs, "acc": acc, "floor": floor}
 
 
 def evaluate(scores, test, train):
@@ -373,7 +384,24 @@ def side_by_side_report(configs, records):
             out.append(f"| {c['label']} | {r['T']} | {len(runs['cpp_train'])} | {cell('train')} "
                        f"| {cell('predict')} | {rss('train')} | {rss('predict')} "
                        f"| {p('cpp')} / {p('xmlkit')} |")
+    floors = [r for r in records if "floor" in r]
+    if floors:
+        f = floors[-1]["floor"]
+        out += ["", f"Of xmlkit's peak RSS, {f['train']:.0f} MB (xml-train) and "
+                f"{f['predict']:.0f} MB (xml-predict) are the commands' imports alone "
+                "(Python, numpy, click, xmlkit: `python -c 'import xmlkit.cli.train'`, peak "
+                "RSS by getrusage), a floor the C++ tools do not carry; above that floor "
+                "xmlkit held " + "; ".join(
+                    f"{lab} {kind} {_peak(r, 'xmlkit', kind) - f[kind]:.0f} MB "
+                    f"(C++ {_peak(r, 'cpp', kind):.0f})"
+                    for lab, r in ((f"{c['label']} T{x['T']}", x) for c in configs
+                                   for x in floors if x["config"] == c["name"])
+                    for kind in ("train", "predict")) + "."]
     return "\n".join(out) + "\n"
+
+
+def _peak(record, tool, kind):
+    return max(x["hwm"] for x in record["runs"][f"{tool}_{kind}"])
 
 
 def mean(xs):
