@@ -49,11 +49,15 @@ def add_args(ap):
     ap.add_argument("--trees", type=int, default=10)
 
 
+def floor_step():
+    return Step(WORK_S / "import_floor.json", benchlib.import_floors, [])
+
+
 def steps(a):
     out = []
     for data, cfg in configs(a):
         out += [data, *benchlib.side_by_side_steps(cfg, WORK_S, a.threads, cfg["rounds"])]
-    return out
+    return out + [floor_step()]
 
 
 def render(a, st):
@@ -62,7 +66,9 @@ def render(a, st):
            for s in st if s.action is benchlib.side_by_side]
     return (f"FastXML, {a.trees} trees, defaults otherwise, on synthetic sets "
             "(make_synthetic.py, seed 0; N points, N/10 labels, 100000 features, 10000 "
-            "test points).\n\n" + benchlib.side_by_side_report(cfgs, sbs))
+            "test points).\n\n" + benchlib.side_by_side_report(
+                cfgs, sbs, benchlib.load(floor_step().target)
+                if floor_step().target.exists() else None))
 
 
 if __name__ == "__main__":

@@ -227,19 +227,18 @@ def _sbs_commands(step):
 def import_floor_mb(module):
     """Peak RSS (MB) of a Python process that only imports `module` (an
     xmlkit command's module: the interpreter, numpy, click and xmlkit), the
-    memory every run of that command starts from."""
-    r = run_rss([sys.executable, "-c", f"import resource, {module}; "
-                 "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"])
+    memory every run of that command starts from: its own VmHWM (getrusage
+    would count the forking parent's pages, which Linux carries over exec)."""
+    r = run_rss([sys.executable, "-c", f"import {module}; print([l.split()[1] for l in "
+                 "open('/proc/self/status') if l.startswith('VmHWM:')][0])"])
     return int(r["stdout"]) / 1024
 
 
 def side_by_side(step):
     """Alternate the C++ tool and xmlkit, train then predict, `rounds` times;
-    wall time (whole command) and peak RSS of each run, and the import floor
-    of xmlkit's commands (import_floor_mb)."""
+    wall time (whole command) and peak RSS of each run."""
     cmds, base = _sbs_commands(step)
     runs = {k: [] for k in cmds}
-    floor = {kind: import_floor_mb(f"xmlkit.cli.{kind}") for kind in ("train", "predict")}
     acc = {}
     for _ in range(step.kw["rounds"]):
         if base.exists():
@@ -251,7 +250,17 @@ def side_by_side(step):
         for tool in ("cpp", "xmlkit"):                # (the models are the same every round)
             acc[tool] = evaluate(base / f"{tool}.scores", step.kw["test"], step.kw["train"])
     shutil.rmtree(base)
-    return {"T": step.kw["T"], "runs": runs, "acc": acc, "floor": floor}
+    return {"T": step.kw["T"], "runs": runs, "acc": acc}
+
+
+def import_floors(step):
+    """Step: the import floor (import_floor_mb) of xml-train and xml-predict."""
+    return {kind: import_floor_mb(f"xmlkit.cli.{kind}") for kind in ("train", "predict")}
+
+
+import_floors.commands = lambda step: [
+    ["python", "-c", f"'import xmlkit.cli.{kind}; print(open(\"/proc/self/status\").read())'"]
+    for kind in ("train", "predict")]
 
 
 def evaluate(scores, test, train):
@@ -347,10 +356,11 @@ def median(xs):
     return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2
 
 
-def side_by_side_report(configs, records):
+def side_by_side_report(configs, records, floor=None):
     """Markdown table of the side-by-side steps: per setting and thread count
     the median wall time of each tool, the ratio of the medians (xmlkit / C++)
-    and the range of the per-round ratios, and the peak RSS of both."""
+    and the range of the per-round ratios, and the peak RSS of both; with
+    `floor` (import_floors' record), how much of xmlkit's peaks it is."""
     if cpp_bin() is None and not records:
         return CPP_MISSING + "\n"
     out = ["Side by side with the C++ tool, measured in the same run: per round the C++ "
@@ -384,18 +394,17 @@ def side_by_side_report(configs, records):
             out.append(f"| {c['label']} | {r['T']} | {len(runs['cpp_train'])} | {cell('train')} "
                        f"| {cell('predict')} | {rss('train')} | {rss('predict')} "
                        f"| {p('cpp')} / {p('xmlkit')} |")
-    floors = [r for r in records if "floor" in r]
-    if floors:
-        f = floors[-1]["floor"]
+    if floor:
+        f = floor
         out += ["", f"Of xmlkit's peak RSS, {f['train']:.0f} MB (xml-train) and "
                 f"{f['predict']:.0f} MB (xml-predict) are the commands' imports alone "
-                "(Python, numpy, click, xmlkit: `python -c 'import xmlkit.cli.train'`, peak "
-                "RSS by getrusage), a floor the C++ tools do not carry; above that floor "
+                "(Python, numpy, click, xmlkit: `python -c 'import xmlkit.cli.train'`, its "
+                "VmHWM), a floor the C++ tools do not carry; above that floor "
                 "xmlkit held " + "; ".join(
                     f"{lab} {kind} {_peak(r, 'xmlkit', kind) - f[kind]:.0f} MB "
                     f"(C++ {_peak(r, 'cpp', kind):.0f})"
                     for lab, r in ((f"{c['label']} T{x['T']}", x) for c in configs
-                                   for x in floors if x["config"] == c["name"])
+                                   for x in records if x["config"] == c["name"])
                     for kind in ("train", "predict")) + "."]
     return "\n".join(out) + "\n"
 
