@@ -139,3 +139,35 @@ def test_no_flag_in_the_estimator_layer():
     root = Path(xmlkit.__file__).parent / "models"
     for path in root.glob("*.py"):
         assert '"--' not in path.read_text(), path
+
+
+@pytest.mark.parametrize("cls", FAMILIES)
+def test_save_writes_exactly_the_model(cls, small, tmp_path):
+    """save() into a folder holding another model replaces it (issue 27.1:
+    trees of the older model stayed and were loaded with the newer one); a
+    model holding only tree shapes is refused before the folder is touched,
+    and so is a folder that holds something other than a model."""
+    X, Y, Xt, _ = small
+    quick = QUICK[cls.algorithm]
+    big = dict(quick, n_trees=4) if "n_trees" in quick else dict(quick, seed=1)
+    folder = tmp_path / "m"
+    cls(**big).fit(X, Y).save(folder)
+    second = cls(**quick).fit(X, Y)
+    second.save(folder)
+    back = xmlkit.load_model(folder)
+    got, want = back.predict(Xt), second.predict(Xt)
+    assert np.array_equal(got.indices, want.indices) and np.array_equal(got.data, want.data)
+    if "n_trees" in quick:
+        assert sorted(back.trees_) == sorted(second.trees_)
+        from xmlkit.driver import fit_folder
+        shapes = fit_folder(cls(**quick), X, Y, tmp_path / "f", keep_trees=False)
+        before = {p.name: p.read_bytes() for p in folder.iterdir()}
+        with pytest.raises(xmlkit.XmlkitError, match="only the shapes"):
+            shapes.save(folder)
+        assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(xmlkit.XmlkitError, match="holds no xmlkit model"):
+        second.save(other)
+    assert [p.name for p in other.iterdir()] == ["notes.txt"]

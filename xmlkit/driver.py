@@ -99,16 +99,20 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
 
 
 def save_folder(model, folder):
-    """Write a fitted model's folder (manifest and arrays)."""
+    """Write a fitted model's folder (manifest and arrays): exactly this
+    model, replacing a model the folder held (resuming a folder's training
+    is fit_folder's)."""
+    if isinstance(model, TreeEnsemble):
+        model._require_whole_trees()
+    else:
+        model._require_fitted()
+    store.refuse_foreign(folder)        # (before the lock leaves its file there)
     with store.folder_lock(folder):
-        store.prepare_folder(folder, model.manifest())
+        store.replace_folder(folder, model.manifest())
         if not isinstance(model, TreeEnsemble):
-            model._require_fitted()
             store.save_arrays(folder, model.ARRAYS, model.arrays_)
             store.record_files(folder, [model.ARRAYS])
             return folder
-        if not getattr(model, "trees_", None):
-            raise XmlkitError("the model has no trees (fit or load it first)")
         for t, tree in model.trees_.items():
             store.save_arrays(folder, tree_name(t), model._encode_tree(tree))
         store.record_files(folder, [tree_name(t) for t in model.trees_])

@@ -163,6 +163,31 @@ def prepare_folder(folder, manifest):
     write_manifest(folder, manifest)
 
 
+def replace_folder(folder, manifest):
+    """Make `folder` hold `manifest` and no array file, for a model written
+    whole (save): a new folder, or an existing model folder whose arrays are
+    removed (its manifest first, so that a save cut short leaves a folder
+    that records no file rather than a mix of two models). A non-empty
+    folder that holds no model is refused."""
+    folder = Path(folder)
+    refuse_foreign(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_manifest(folder, manifest)
+    for p in folder.glob("*.npz"):
+        p.unlink()
+
+
+def refuse_foreign(folder):
+    """Raise unless `folder` is missing, empty (but for hidden files) or a
+    model folder: a model is never written over anything else."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise XmlkitError(f"{folder}: exists and is not a folder")
+    if (folder.is_dir() and not is_model_folder(folder)
+            and any(p for p in folder.iterdir() if not p.name.startswith("."))):
+        raise XmlkitError(f"{folder}: folder is not empty and holds no xmlkit model")
+
+
 @contextmanager
 def folder_lock(folder):
     """Hold an exclusive lock on model folder `folder` (created if missing):
