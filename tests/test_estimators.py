@@ -131,6 +131,12 @@ def test_train_refuses_another_family_option_naming_it(tmp_path):
     assert r.returncode == 2 and "-t is an option of --algorithm" in r.stderr
     r = run_cli("xml-train", TRAIN, tmp_path / "m", "--algorithm", "ldsm", "--arity", "9")
     assert r.returncode == 2 and "--arity must be an integer in [2, 8], got 9" in r.stderr
+    for twice in (["--algorithm", "ldsm", "--algorithm", "fastxml"],
+                  ["--algorithm=nope", "--algorithm", "linear"]):
+        r = run_cli("xml-train", TRAIN, tmp_path / "m", *twice)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr == "xml-train: error: --algorithm is given more than once: name one " \
+                           "family\n"
     assert not (tmp_path / "m").exists()
 
 

@@ -143,6 +143,7 @@ ARRAY_STORAGE = """The model is one array file, written when training ends; a re
 def make_command(algorithm):
     """xml-train with the options of `algorithm`."""
     cls = get_class(algorithm)
+    family = algorithm
 
     def command(paths, algorithm, index_base, as_json, quiet, **params):
         """Train a model on DATA (single-file XC data set 'N D L') or on FEATURES
@@ -154,6 +155,9 @@ def make_command(algorithm):
         The options below are those of --algorithm ALGORITHM; each family lists
         its own with `xml-train --algorithm NAME --help`.
         """
+        if algorithm != family:
+            # (the options were chosen by the first --algorithm, click kept the last)
+            fail("--algorithm is given more than once: name one family")
         _train(click.get_current_context(), algorithm, paths, index_base, as_json, quiet,
                params)
 
