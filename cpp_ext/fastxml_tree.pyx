@@ -171,6 +171,14 @@ cdef inline void _fit(_Scratch& v, int64_t n) noexcept nogil:
         v.shrink_to_fit()
 
 
+cdef object _take(_Scratch& v, int typenum):
+    """v's entries as a new numpy array of type `typenum`; v's memory is given
+    back at once (a tree's vectors are then held once, not twice)."""
+    out = array_copy(v.data(), v.size(), typenum)
+    _fit(v, 0)
+    return out
+
+
 cdef inline double _grad_hess(const int32_t* pt, const float* val, const double* r,
                               const double* D, int64_t e, int64_t e1, double nu,
                               double* h) noexcept nogil:
@@ -1161,25 +1169,14 @@ cdef class TreeGrower:
         """Grow tree number `tree`; returns its arrays (see xmlkit.models.forest)."""
         with nogil:
             self._grow(tree_seed(seed, tree))
-        # each vector's memory is given back as soon as it is copied: the tree
-        # is then held once, not twice (vectors keep up to twice their size)
-        out = {}
-        out["child"] = array_copy(self.child.data(), self.child.size(), cnp.NPY_INT32).reshape(-1, 2)
-        _fit(self.child, 0)
-        out["depth"] = array_copy(self.depth.data(), self.depth.size(), cnp.NPY_INT32)
-        _fit(self.depth, 0)
-        out["w_ptr"] = array_copy(self.w_ptr.data(), self.w_ptr.size(), cnp.NPY_INT64)
-        _fit(self.w_ptr, 0)
-        out["w_idx"] = array_copy(self.w_idx.data(), self.w_idx.size(), cnp.NPY_INT32)
-        _fit(self.w_idx, 0)
-        out["w_val"] = array_copy(self.w_val.data(), self.w_val.size(), cnp.NPY_FLOAT32)
-        _fit(self.w_val, 0)
-        out["l_ptr"] = array_copy(self.l_ptr.data(), self.l_ptr.size(), cnp.NPY_INT64)
-        _fit(self.l_ptr, 0)
-        out["l_idx"] = array_copy(self.l_idx.data(), self.l_idx.size(), cnp.NPY_INT32)
-        _fit(self.l_idx, 0)
-        out["l_val"] = array_copy(self.l_val.data(), self.l_val.size(), cnp.NPY_FLOAT32)
-        _fit(self.l_val, 0)
+        out = {"child": _take(self.child, cnp.NPY_INT32).reshape(-1, 2),
+               "depth": _take(self.depth, cnp.NPY_INT32)}
+        out["w_ptr"] = _take(self.w_ptr, cnp.NPY_INT64)
+        out["w_idx"] = _take(self.w_idx, cnp.NPY_INT32)
+        out["w_val"] = _take(self.w_val, cnp.NPY_FLOAT32)
+        out["l_ptr"] = _take(self.l_ptr, cnp.NPY_INT64)
+        out["l_idx"] = _take(self.l_idx, cnp.NPY_INT32)
+        out["l_val"] = _take(self.l_val, cnp.NPY_FLOAT32)
         return out
 
     cdef void _grow(self, uint32_t seed) except + nogil:
