@@ -161,21 +161,29 @@ ctypedef fused _Scratch:
     vector[ll_node*]
 
 
-cdef inline void _fit(_Scratch& v, int64_t n) noexcept nogil:
-    """Give back v's memory when it has room for more than twice n entries,
-    before v is resized to n. Nodes shrink level by level: scratch sized for
-    the root would otherwise stay at that size for the whole tree, and in
-    every thread (the root's feature columns are as large as X)."""
+cdef inline void _give_back(_Scratch& v, int64_t n) noexcept nogil:
+    """Give back v's memory (its entries go too) when it has room for more
+    than twice n entries: call before v is sized to n. Nodes shrink level by
+    level: scratch sized for the root would otherwise stay at that size for
+    the whole tree, and in every thread (the root's feature columns are as
+    large as X)."""
     if <int64_t> v.capacity() > 2 * n + 1024:
         v.clear()
         v.shrink_to_fit()
+
+
+cdef inline void _resize(_Scratch& v, int64_t n) noexcept nogil:
+    """v.resize(n) for scratch whose entries are all written afterwards,
+    after _give_back."""
+    _give_back(v, n)
+    v.resize(n)
 
 
 cdef object _take(_Scratch& v, int typenum):
     """v's entries as a new numpy array of type `typenum`; v's memory is given
     back at once (a tree's vectors are then held once, not twice)."""
     out = array_copy(v.data(), v.size(), typenum)
-    _fit(v, 0)
+    _give_back(v, 0)
     return out
 
 
@@ -264,24 +272,19 @@ cdef class SeparatorSolver:
         cdef double coef
         self.n = n
         self.nf = ncol
-        _fit(self.col_ptr, ncol + 1)
-        self.col_ptr.resize(ncol + 1)
+        _resize(self.col_ptr, ncol + 1)
         self.col_ptr[0] = 0
         for k in range(nf):
             self.col_ptr[k + 1] = self.col_ptr[k] + fcount[act[k]]
             fcount[act[k]] = self.col_ptr[k]
         if with_bias:
             self.col_ptr[ncol] = self.col_ptr[nf] + n
-        _fit(self.col_pt, self.col_ptr[ncol])
-        _fit(self.col_val, self.col_ptr[ncol])
-        _fit(self.y, n)
-        _fit(self.cw, n)
-        self.col_pt.resize(self.col_ptr[ncol])
-        self.col_val.resize(self.col_ptr[ncol])
-        self.y.resize(n)
-        self.cw.resize(n)
+        _resize(self.col_pt, self.col_ptr[ncol])
+        _resize(self.col_val, self.col_ptr[ncol])
+        _resize(self.y, n)
+        _resize(self.cw, n)
         if self.warm:
-            _fit(self.grad0, ncol)
+            _give_back(self.grad0, ncol)
             self.grad0.assign(ncol, 0.0)
         for a in range(n):
             p = pts[a]
@@ -394,22 +397,20 @@ cdef class SeparatorSolver:
         cdef double gnorm1_init = 0.0, qp_gmax_new, qp_gnorm1, g, h, gp, gn, viol, z
         cdef double w_norm = 0.0, w_norm_new, w_norm_rest, delta, cond, wj
         cdef bint shrink
-        _fit(self.w, nf); _fit(self.wpd, nf); _fit(self.grad, nf); _fit(self.hdiag, nf)
-        _fit(self.index, nf)
-        _fit(self.u, n); _fit(self.xTd, n); _fit(self.r, n); _fit(self.D, n)
-        _fit(self.lossv, n); _fit(self.tq, n); _fit(self.tsp, n)
+        _give_back(self.w, nf)
         self.w.assign(nf, 0.0)
-        self.wpd.resize(nf)
-        self.grad.resize(nf)
-        self.hdiag.resize(nf)
-        self.index.resize(nf)
+        _resize(self.wpd, nf)
+        _resize(self.grad, nf)
+        _resize(self.hdiag, nf)
+        _resize(self.index, nf)
+        _give_back(self.u, n)
         self.u.assign(n, 0.0)
-        self.xTd.resize(n)
-        self.r.resize(n)
-        self.D.resize(n)
-        self.lossv.resize(n)
-        self.tq.resize(n)
-        self.tsp.resize(n)
+        _resize(self.xTd, n)
+        _resize(self.r, n)
+        _resize(self.D, n)
+        _resize(self.lossv, n)
+        _resize(self.tq, n)
+        _resize(self.tsp, n)
         self._point_terms(False)
         # (the vectors' data as local pointers: the compiler cannot keep
         # members in registers across the stores of the loops below)
@@ -672,8 +673,7 @@ cdef void _radix_sort_high(vector[uint64_t]& a, vector[uint64_t]& tmp) noexcept 
     cdef uint64_t* t
     if n < 2:
         return
-    _fit(tmp, n)
-    tmp.resize(n)
+    _resize(tmp, n)
     dst = tmp.data()
     memset(count, 0, sizeof(count))
     for i in range(n):
@@ -767,20 +767,15 @@ cdef class NdcgPartition:
         m = _gather(pts, n, yp, yi, self.lmap, self.act_l, NULL)
         if m == 0:
             return 0
-        _fit(self.ly_ptr, n + 1)
-        self.ly_ptr.resize(n + 1)
+        _resize(self.ly_ptr, n + 1)
         self.ly_ptr[0] = 0
         for a in range(n):
             p = pts[a]
             self.ly_ptr[a + 1] = self.ly_ptr[a] + (yp[p + 1] - yp[p])
-        _fit(self.ly_idx, self.ly_ptr[n])
-        _fit(self.ly_val, self.ly_ptr[n])
-        _fit(self.inorm, n)
-        _fit(sign, n)
-        self.ly_idx.resize(self.ly_ptr[n])
-        self.ly_val.resize(self.ly_ptr[n])
-        self.inorm.resize(n)
-        sign.resize(n)
+        _resize(self.ly_idx, self.ly_ptr[n])
+        _resize(self.ly_val, self.ly_ptr[n])
+        _resize(self.inorm, n)
+        _resize(sign, n)
         lidx = self.ly_idx.data()
         lval = self.ly_val.data()
         k = 0
@@ -799,13 +794,13 @@ cdef class NdcgPartition:
 
         # -- the alternation; each step's side sums are added up as the
         # previous step assigns the sides
-        _fit(self.sp, m); _fit(self.sn, m); _fit(self.gain, m); _fit(self.rp, m)
-        _fit(self.rn, m)
+        _give_back(self.sp, m)
         self.sp.assign(m, 0.0)
+        _give_back(self.sn, m)
         self.sn.assign(m, 0.0)
-        self.rp.resize(m)
-        self.rn.resize(m)
-        self.gain.resize(m)
+        _resize(self.rp, m)
+        _resize(self.rn, m)
+        _resize(self.gain, m)
         sp = self.sp.data()
         sn = self.sn.data()
         for a in range(n):
@@ -870,9 +865,9 @@ cdef class NdcgPartition:
         cdef uint64_t item
         cdef uint64_t* kv
         cdef bint sorted_ = False
-        _fit(self.keys, m)
-        _fit(order, m)
-        self.keys.resize(m)
+        _resize(self.keys, m)
+        if first:
+            _give_back(order, m)    # (else it holds the previous order, read below)
         kv = self.keys.data()
         if not first:
             for k in range(m):
@@ -1001,12 +996,10 @@ cdef class NodeSeparator:
         cdef int[2] wlabel
         cdef double[2] wweight
         cdef ll_node node
-        _fit(self.xbuf, 0)       # (filled by push_back; rarely smaller than before)
+        _give_back(self.xbuf, 0)     # (filled by push_back; rarely smaller than before)
         self.xbuf.clear()
-        _fit(self.yvec, n)
-        _fit(self.xrows, n)
-        self.yvec.resize(n)
-        self.xrows.resize(n)
+        _resize(self.yvec, n)
+        _resize(self.xrows, n)
         for a in range(n):
             p = pts[a]
             for j in range(self.xp[p], self.xp[p + 1]):
@@ -1169,15 +1162,15 @@ cdef class TreeGrower:
         """Grow tree number `tree`; returns its arrays (see xmlkit.models.forest)."""
         with nogil:
             self._grow(tree_seed(seed, tree))
-        out = {"child": _take(self.child, cnp.NPY_INT32).reshape(-1, 2),
-               "depth": _take(self.depth, cnp.NPY_INT32)}
-        out["w_ptr"] = _take(self.w_ptr, cnp.NPY_INT64)
-        out["w_idx"] = _take(self.w_idx, cnp.NPY_INT32)
-        out["w_val"] = _take(self.w_val, cnp.NPY_FLOAT32)
-        out["l_ptr"] = _take(self.l_ptr, cnp.NPY_INT64)
-        out["l_idx"] = _take(self.l_idx, cnp.NPY_INT32)
-        out["l_val"] = _take(self.l_val, cnp.NPY_FLOAT32)
-        return out
+        # (one vector copied and freed after the other: the tree is held once)
+        return {"child": _take(self.child, cnp.NPY_INT32).reshape(-1, 2),
+                "depth": _take(self.depth, cnp.NPY_INT32),
+                "w_ptr": _take(self.w_ptr, cnp.NPY_INT64),
+                "w_idx": _take(self.w_idx, cnp.NPY_INT32),
+                "w_val": _take(self.w_val, cnp.NPY_FLOAT32),
+                "l_ptr": _take(self.l_ptr, cnp.NPY_INT64),
+                "l_idx": _take(self.l_idx, cnp.NPY_INT32),
+                "l_val": _take(self.l_val, cnp.NPY_FLOAT32)}
 
     cdef void _grow(self, uint32_t seed) except + nogil:
         cdef mt19937 rng
