@@ -140,8 +140,7 @@ def prepare_folder(folder, manifest):
     whose manifest records no file (a run that failed before its first file)
     is taken over with the new manifest."""
     folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise XmlkitError(f"{folder}: exists and is not a folder")
+    refuse_foreign(folder)
     if is_model_folder(folder):
         old = read_manifest(folder)
         if listed(old) == [] and not any(folder.glob("*.npz")):
@@ -157,8 +156,6 @@ def prepare_folder(folder, manifest):
             raise XmlkitError(f"{folder}: holds a model trained with other settings ("
                               + "; ".join(diffs) + "); use a new folder or the same settings")
         return
-    if folder.is_dir() and any(p for p in folder.iterdir() if not p.name.startswith(".")):
-        raise XmlkitError(f"{folder}: folder is not empty and holds no xmlkit model")
     folder.mkdir(parents=True, exist_ok=True)
     write_manifest(folder, manifest)
 
