@@ -100,27 +100,36 @@ cdef class ScoreSums:
         self.rows.resize(n_rows)
         self.n_labels = n_labels
         self.n_trees = 0
+        self.end_tree()
 
-    def add_tree(self, l_ptr, l_idx, l_val, const int32_t[::1] leaves, int64_t r0, int64_t r1):
-        """Add the label values of leaf leaves[i] (node ids of one tree whose
-        leaf rows are l_ptr, l_idx, l_val) to the sums of row i, for r0 <= i
-        < r1 (blocks of rows may be added on different threads). Call
-        count_tree() once per tree."""
-        cdef const int64_t[::1] lp = np.ascontiguousarray(l_ptr, dtype=np.int64)
-        cdef const int32_t[::1] li = padded(l_idx, np.int32)
-        cdef const float[::1] lv = padded(l_val, np.float32)
-        cdef int64_t n_nodes = lp.shape[0] - 1
-        check_row_range(self.rows.size(), r0, r1)
-        check_row_range(leaves.shape[0], r0, r1)
-        if r1 > r0 and (np.min(leaves[r0:r1]) < 0 or np.max(leaves[r0:r1]) >= n_nodes):
-            raise ValueError("leaf ids outside the tree")
+    def set_tree(self, l_ptr, l_idx, l_val):
+        """Start the next tree: its leaf rows l_ptr, l_idx, l_val (checked
+        here, once per tree), whose leaves add_leaves then adds, until
+        end_tree."""
         if np.shape(l_idx)[0] and (np.min(l_idx) < 0 or np.max(l_idx) >= self.n_labels):
             raise ValueError("labels outside the model's")
-        with nogil:
-            _add_leaves(self, &lp[0], &li[0], &lv[0], &leaves[0], r0, r1)
-
-    def count_tree(self):
+        self.lp = np.ascontiguousarray(l_ptr, dtype=np.int64)
+        self.li = padded(l_idx, np.int32)
+        self.lv = padded(l_val, np.float32)
         self.n_trees += 1
+
+    def add_leaves(self, const int32_t[::1] leaves, int64_t r0, int64_t r1):
+        """Add the label values of leaf leaves[i] (a node id of the tree of
+        set_tree) to the sums of row i, for r0 <= i < r1 (blocks of rows may
+        be added on different threads)."""
+        if self.lp is None:
+            raise ValueError("no tree set (set_tree first)")
+        check_row_range(self.rows.size(), r0, r1)
+        check_row_range(leaves.shape[0], r0, r1)
+        if r1 > r0 and (np.min(leaves[r0:r1]) < 0 or
+                        np.max(leaves[r0:r1]) >= self.lp.shape[0] - 1):
+            raise ValueError("leaf ids outside the tree")
+        with nogil:
+            _add_leaves(self, &self.lp[0], &self.li[0], &self.lv[0], &leaves[0], r0, r1)
+
+    def end_tree(self):
+        """Let the current tree's leaf rows go (until the next set_tree)."""
+        self.lp = self.li = self.lv = None
 
     def score_rows(self, int64_t r0, int64_t r1, int k):
         """Scores of rows r0..r1-1 (the mean over the trees added) as CSR
@@ -137,7 +146,7 @@ cdef class ScoreSums:
 
 cdef void _add_leaves(ScoreSums s, const int64_t* lp, const int32_t* li, const float* lv,
                       const int32_t* leaves, int64_t r0, int64_t r1) except + nogil:
-    """ScoreSums.add_tree without the GIL."""
+    """ScoreSums.add_leaves without the GIL."""
     cdef vector[int64_t] pos
     cdef vector[pair[int32_t, double]]* row
     cdef int64_t i, j, q

@@ -266,15 +266,21 @@ def test_score_sums_refuse_leaves_outside_the_tree(small):
     from xmlkit._ext.forest_predict import ScoreSums
     s = ScoreSums(2, 5)
     ptr, idx, val = np.array([0, 1, 2]), np.array([0, 4], np.int32), np.ones(2, np.float32)
-    with pytest.raises(ValueError, match="leaf ids"):
-        s.add_tree(ptr, idx, val, np.array([0, 2], np.int32), 0, 2)
     with pytest.raises(ValueError, match="labels outside"):
-        s.add_tree(ptr, np.array([0, 5], np.int32), val, np.array([0, 1], np.int32), 0, 2)
+        s.set_tree(ptr, np.array([0, 5], np.int32), val)
     with pytest.raises(ValueError, match="no trees"):
         s.score_rows(0, 2, 0)
-    s.add_tree(ptr, idx, val, np.array([1, 1], np.int32), 0, 2)
-    s.add_tree(ptr, idx, val, np.array([1, 0], np.int32), 0, 2)
-    s.count_tree()
-    s.count_tree()
+    with pytest.raises(ValueError, match="set_tree first"):
+        s.add_leaves(np.array([0, 1], np.int32), 0, 2)
+    s.set_tree(ptr, idx, val)
+    with pytest.raises(ValueError, match="leaf ids"):
+        s.add_leaves(np.array([0, 2], np.int32), 0, 2)
+    s.add_leaves(np.array([1, 1], np.int32), 0, 2)
+    s.end_tree()
+    with pytest.raises(ValueError, match="set_tree first"):
+        s.add_leaves(np.array([0, 1], np.int32), 0, 2)
+    s.set_tree(ptr, idx, val)
+    s.add_leaves(np.array([1, 0], np.int32), 0, 2)
+    s.end_tree()
     p, i, v = s.score_rows(0, 2, 0)
     assert list(p) == [0, 1, 3] and list(i) == [4, 0, 4] and list(v) == [1.0, 0.5, 0.5]

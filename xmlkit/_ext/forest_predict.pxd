@@ -29,4 +29,7 @@ cdef class ScoreSums:
     # in the order the labels were first met
     cdef vector[vector[pair[int32_t, double]]] rows
     cdef int64_t n_labels                # label columns
-    cdef int64_t n_trees                 # trees added (count_tree)
+    cdef int64_t n_trees                 # trees added (set_tree)
+    cdef const int64_t[::1] lp           # the current tree's leaf rows (set_tree)
+    cdef const int32_t[::1] li
+    cdef const float[::1] lv

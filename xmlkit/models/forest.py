@@ -234,11 +234,13 @@ class StreamedForest:
                                       tree["l_val"], self.n_features, self.n_labels,
                                       self.bias, rows_ascending(tree["w_ptr"], tree["w_idx"]))
 
-                def route(b, kernel=kernel, tree=tree):
+                sums.set_tree(tree["l_ptr"], tree["l_idx"], tree["l_val"])
+
+                def route(b, kernel=kernel):
                     leaves[b[0]:b[1]] = kernel.route_rows(X, *b)[:, 0]
-                    sums.add_tree(tree["l_ptr"], tree["l_idx"], tree["l_val"], leaves, *b)
+                    sums.add_leaves(leaves, *b)
                 list(pool.map(route, row_blocks(n, block)))
-                sums.count_tree()
+                sums.end_tree()
                 tree = kernel = route = None    # (the tree goes here)
                 if progress is not None:
                     progress(n * (i + 1) // T - n * i // T)
