@@ -90,9 +90,9 @@ def return_freed_memory():
     above which a block is mapped on its own to the largest block freed so
     far (up to 32 MiB): afterwards the reader's chunks and the growers' node
     scratch, once freed, stay resident in the heaps of the process and of
-    each thread. Training on the 100k synthetic set: 232 -> 189 MB peak RSS
-    at -T 2, the same time. (Not for prediction: there it costs ~15% of the
-    time, re-mapping the score buffers, for no saving.)"""
+    each thread, which raised xml-train's peak RSS. (Not for prediction:
+    there it slowed xml-predict, re-mapping the score buffers, for no
+    saving; see the issue notes of issue 26 for the hand measurements.)"""
     import ctypes
     try:
         mallopt = ctypes.CDLL(None).mallopt
