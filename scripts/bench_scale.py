@@ -22,12 +22,17 @@ WORK_S = WORK / "scale"
 BIG = 1_000_000
 
 
+def data_step(n):
+    """The step making the synthetic set of n points; its files' prefix."""
+    prefix = WORK_S / f"syn{n}"
+    return Step(WORK_S / f"syn{n}.data.json", generate, [HERE / "make_synthetic.py"],
+                prefix=prefix, n=n, labels=n // 10, features=100000, test_points=10000), prefix
+
+
 def configs(a):
     out = []
     for n in a.sizes:
-        prefix = WORK_S / f"syn{n}"
-        data = Step(WORK_S / f"syn{n}.data.json", generate, [HERE / "make_synthetic.py"],
-                    prefix=prefix, n=n, labels=n // 10, features=100000, test_points=10000)
+        data, prefix = data_step(n)
         out.append((data, {
             "name": f"syn{n}", "label": f"synthetic {n:,} points", "set": None,
             "train_file": Path(f"{prefix}_train.txt"), "test_file": Path(f"{prefix}_test.txt"),

@@ -1,11 +1,13 @@
 """FastXML's node solver: how its stopping rules trade work for accuracy.
 
-    python scripts/bench_solver.py [--configs bibtex delicious] [--seeds 0 ... 9]
-        [--markdown results/solver.md]  (and the step options of benchlib.cli)
+    python scripts/bench_solver.py [--configs bibtex delicious syn100000]
+        [--seeds 0 ... 9] [--syn-seeds 5] [--markdown results/solver.md]
+        (and the step options of benchlib.cli)
 
 Each setting of the separator solver (xmlkit._ext.fastxml_tree.NodeSeparator)
 grows 50 trees (-m 10 -l 10 -b 1 -c 1) per seed on 2 threads through the
-kernel API in-process, then scores the test set (P@k, PSP@k with the
+kernel API in-process (10 trees per seed, seeds 0-4, on the synthetic set
+of 100k points that bench_scale.py makes), then scores the test set (P@k, PSP@k with the
 training set's propensities). Reported per setting: the solver's passes
 over the entries of the nodes' problems per tree (entries visited by the
 gradient, Hessian and coordinate passes, over nnz(X)), Newton steps per
@@ -14,21 +16,33 @@ scale.md for those), and the means over seeds with standard errors.
 """
 import queue
 import time
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
 import benchlib
 from benchlib import WORK, Step, data_file, load, mean, sd
 
 WORK_S = WORK / "solver"
-#: name -> NodeSeparator keywords; "C++ rules" is the C++ tool's setting
+#: name -> NodeSeparator keywords, each with the number its records are
+#: filed under; "C++ rules" is the C++ tool's setting (NodeSeparator's own
+#: defaults: tolerance 0.01, 10 Newton steps from zero)
 SETTINGS = {
-    "C++ rules (max_newton 10, zero start)": {"max_newton": 10},
-    "max_newton 3, zero start": {"max_newton": 3},
-    "max_newton 3, warm start (default)": {"max_newton": 3, "warm": True},
-    "max_newton 10, warm start": {"max_newton": 10, "warm": True},
-    "max_newton 4, max_inner 4, zero start": {"max_newton": 4, "max_inner": 4},
-    "tolerance 0.03, zero start": {"max_newton": 10, "eps": 0.03},
+    "C++ rules (tol 0.01, max_newton 10, zero start)": (0, {}),
+    "max_newton 3, zero start": (1, {"max_newton": 3}),
+    "max_newton 3, warm start (the previous default)": (2, {"max_newton": 3, "warm": True}),
+    "max_newton 10, warm start": (3, {"warm": True}),
+    "max_newton 4, max_inner 4, zero start": (4, {"max_newton": 4, "max_inner": 4}),
+    "tol 0.03, zero start (default)": (5, {"eps": 0.03}),
+    "tol 0.05, zero start": (6, {"eps": 0.05}),
 }
+#: the sets: (trees per seed, settings measured), by default over seeds 0-9;
+#: the synthetic set (bench_scale.py's 100k points) with fewer trees and seeds
+CONFIGS = {
+    "bibtex": (50, list(SETTINGS)[:6]),
+    "delicious": (50, list(SETTINGS)[:6]),
+    "syn100000": (10, [k for k in SETTINGS if SETTINGS[k][0] in (0, 1, 2, 5, 6)]),
+}
+SYN_SEEDS = 5
 COLUMNS = ["P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5"]
 
 
@@ -45,7 +59,7 @@ def grow_and_score(step):
     idle = queue.SimpleQueue()
     for _ in range(2):
         idle.put(TreeGrower(Xg, Yg, NdcgPartition(True),
-                            NodeSeparator(1.0, 1.0, "newglmnet", **SETTINGS[k["setting"]]),
+                            NodeSeparator(1.0, 1.0, "newglmnet", **SETTINGS[k["setting"]][1]),
                             max_leaf=10, labels_per_leaf=10))
 
     def grow(t):
@@ -70,34 +84,46 @@ def grow_and_score(step):
 
 
 def add_args(ap):
-    ap.add_argument("--configs", nargs="+", default=["bibtex", "delicious"])
+    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     ap.add_argument("--seeds", nargs="+", type=int, default=list(range(10)))
-    ap.add_argument("--trees", type=int, default=50)
+    ap.add_argument("--syn-seeds", type=int, default=SYN_SEEDS,
+                    help="seeds 0 .. N-1 on the synthetic set")
 
 
 def steps(a):
     out = []
     for name in a.configs:
-        train, test = data_file(name, "train"), data_file(name, "test")
-        for i, setting in enumerate(SETTINGS):
-            for seed in a.seeds:
-                out.append(Step(WORK_S / f"{name}_{i}_s{seed}.json", grow_and_score,
-                                [train, test], timed=True, setting=setting, seed=seed,
-                                trees=a.trees, train=train, test=test, config=name))
+        trees, settings = CONFIGS[name]
+        seeds, deps = a.seeds, []
+        if name.startswith("syn"):
+            from bench_scale import data_step
+            data, prefix = data_step(int(name[3:]))
+            out.append(data)
+            train, test = Path(f"{prefix}_train.txt"), Path(f"{prefix}_test.txt")
+            seeds, deps = range(a.syn_seeds), [data.target]
+        else:
+            train, test = data_file(name, "train"), data_file(name, "test")
+            deps = [train, test]
+        for setting in settings:
+            for seed in seeds:
+                out.append(Step(WORK_S / f"{name}_{SETTINGS[setting][0]}_s{seed}.json",
+                                grow_and_score, deps, timed=True, setting=setting, seed=seed,
+                                trees=trees, train=train, test=test, config=name))
     return out
 
 
 def render(a, st):
-    out = ["FastXML's node solver, 50 trees (-m 10 -l 10 -b 1 -c 1) per seed, grown on 2 "
-           "threads through the kernel API; passes: entries of the node problems visited "
+    out = ["FastXML's node solver (-m 10 -l 10 -b 1 -c 1), grown on 2 threads through the "
+           "kernel API: 50 trees per seed on Bibtex and Delicious, 10 on the 100k-point "
+           "synthetic set (bench_scale.py's); passes: entries of the node problems visited "
            "(gradient, Hessian, coordinate passes) per tree, over nnz(X); grow s: mean wall "
-           "seconds of growing the 50 trees; accuracy: mean over seeds (standard error).", "",
+           "seconds of growing a seed's trees; accuracy: mean over seeds (standard error).", "",
            "| set | setting | seeds | passes / tree | Newton steps / node | grow s | "
            + " | ".join(COLUMNS) + " |", "|" + "---|" * (6 + len(COLUMNS))]
     for name in a.configs:
-        for setting in SETTINGS:
-            r = [load(s.target) for s in st if s.kw["config"] == name
-                 and s.kw["setting"] == setting]
+        for setting in CONFIGS[name][1]:
+            r = [load(s.target) for s in st if s.action is grow_and_score
+                 and s.kw["config"] == name and s.kw["setting"] == setting]
             cells = [f"{mean([x[c] for x in r]):.2f} ({sd([x[c] for x in r]) / len(r) ** 0.5:.2f})"
                      for c in COLUMNS]
             out.append(f"| {name} | {setting} | {len(r)} | {mean([x['passes'] for x in r]):.1f} "

@@ -52,7 +52,7 @@ def test_cli_and_api_give_the_same_scores(tmp_path, bibtex):
     assert manifest["algorithm"] == "fastxml" and manifest["seed"] == 7
     assert manifest["params"] == {"bias": 1.0, "log_loss_coeff": 1.0, "max_leaf": 10,
                                   "labels_per_leaf": 10, "solver": "newglmnet",
-                                  "max_newton": 3, "init": "warm"}
+                                  "tol": 0.03, "max_newton": 10, "init": "zero"}
     assert manifest["format_version"] == 2 and manifest["n_labels"] == Y.shape[1]
     assert sorted(manifest["files"]) == [f"tree_{t:05d}.npz" for t in range(3)]
 
@@ -243,37 +243,48 @@ def test_predict_command_does_not_import_scipy(tmp_path):
     assert subprocess.run([sys.executable, "-c", code], cwd=tmp_path).returncode == 0
 
 
-def test_folders_before_max_newton_keep_the_cpp_rules(tmp_path, bibtex):
-    """A folder whose manifest has no max_newton was grown with the C++ tool's
-    10 Newton steps from zero, one without init from zero: loading (and
+def test_folders_before_the_solver_rules_keep_the_cpp_rules(tmp_path, bibtex):
+    """A folder whose manifest has no tol, max_newton or init was grown with
+    the C++ tool's rules (tol 0.01, 10 Newton steps from zero): loading (and
     training into it) keeps them."""
     X, Y, _, _ = bibtex
     folder = tmp_path / "m"
-    xmlkit.FastXML(n_trees=1, max_newton=10, init="zero").fit(X[:300], Y[:300]).save(folder)
+    xmlkit.FastXML(n_trees=1, tol=0.01, max_newton=3, init="warm").fit(
+        X[:300], Y[:300]).save(folder)
     mf = folder / "manifest.json"
     m = json.loads(mf.read_text())
     del m["params"]["init"]
     mf.write_text(json.dumps(m))
-    assert xmlkit.load_model(folder).init == "zero"
+    assert (xmlkit.load_model(folder).max_newton, xmlkit.load_model(folder).init) == (3, "zero")
     del m["params"]["max_newton"]
+    del m["params"]["tol"]
     mf.write_text(json.dumps(m))
     loaded = xmlkit.load_model(folder)
-    assert (loaded.max_newton, loaded.init) == (10, "zero")
+    assert (loaded.tol, loaded.max_newton, loaded.init) == (0.01, 10, "zero")
 
 
-def test_init_zero_with_ten_newton_steps_is_the_cpp_solver(bibtex):
-    """max_newton=10, init="zero" grows the tree of the kernel's C++ rules;
-    the warm start grows another."""
+def test_tol_001_is_the_cpp_solver(bibtex):
+    """tol=0.01 (10 Newton steps from zero) grows the tree of the kernel's
+    C++ rules; the default tolerance and the warm start grow others."""
     from xmlkit._ext.fastxml_tree import NdcgPartition, NodeSeparator, TreeGrower
     from xmlkit.models.fastxml import _as_training_csr
     X, Y = bibtex[0][:600], bibtex[1][:600]
     g = TreeGrower(_as_training_csr(X, "f", X.shape[1]), _as_training_csr(Y, "l", Y.shape[1]),
                    NdcgPartition(True), NodeSeparator(1.0, 1.0, "newglmnet"))
     cpp = g.grow(0, 0)
-    zero = xmlkit.FastXML(n_trees=1, max_newton=10, init="zero").fit(X, Y).trees_[0]
-    warm = xmlkit.FastXML(n_trees=1, max_newton=10).fit(X, Y).trees_[0]
-    assert all(np.array_equal(cpp[k], zero[k]) for k in cpp)
-    assert not np.array_equal(cpp["w_val"], warm["w_val"])
+    tree = xmlkit.FastXML(n_trees=1, tol=0.01).fit(X, Y).trees_[0]
+    assert all(np.array_equal(cpp[k], tree[k]) for k in cpp)
+    for other in ({}, {"tol": 0.01, "init": "warm"}):
+        tree = xmlkit.FastXML(n_trees=1, **other).fit(X, Y).trees_[0]
+        assert not np.array_equal(cpp["w_val"], tree["w_val"]), other
+
+
+@pytest.mark.parametrize("value", ["-0.1", "1.0", "nan"])
+def test_tol_out_of_range_is_refused(tmp_path, value):
+    r = run_cli("xml-train", TRAIN, tmp_path / "m", "-t", "1", "--tol", value)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        f"xml-train: error: --tol must be a finite number >= 0 and < 1, got {value}"]
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "2147483648"])

@@ -60,14 +60,17 @@ FASTXML = (
         "Solver of the nodes' L1 logistic regressions: xmlkit's newGLMNET (--max-newton "
         "Newton steps of 10 coordinate-descent passes at most) or liblinear-official's "
         "L1R_LR (100 / 1000).", choices=("newglmnet", "liblinear")),
+    Opt("tol", ("--tol",),
+        "Stopping tolerance of the node solver (newglmnet): stop once the subgradient's "
+        "L1 norm is at most this times its value at zero. The C++ tool's is 0.01 (give "
+        "0.01 to reproduce its stopping rules); 0.03 grows trees with fewer solver passes "
+        "at its accuracy (see docs/benchmarks.md)."),
     Opt("max_newton", ("--max-newton",),
-        "Newton steps at most per node (newglmnet). The C++ tool takes 10 (give 10 to "
-        "reproduce its stopping rules); fewer grow trees faster at the same accuracy "
-        "(see docs/benchmarks.md)."),
+        "Newton steps at most per node (newglmnet; the C++ tool's 10)."),
     Opt("init", ("--init",),
-        "Where each node's solver starts (newglmnet): warm (one proximal-gradient step "
-        "along the class-balanced mean difference of the two sides) or zero (the C++ "
-        "tool's). --max-newton 10 --init zero is the C++ tool's solver.",
+        "Where each node's solver starts (newglmnet): zero (the C++ tool's) or warm (one "
+        "proximal-gradient step along the class-balanced mean difference of the two "
+        "sides).",
         choices=("warm", "zero")),
 )
 

@@ -18,7 +18,7 @@ from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import InvalidParameterError, XmlkitError
 from xmlkit.metrics import PROPENSITY_PRESETS, inverse_propensity, propensity_ab
 from xmlkit.models.base import array_like, boolean, one_of, optional, real
-from xmlkit.models.fastxml import INIT, MAX_NEWTON, FastXML
+from xmlkit.models.fastxml import INIT, MAX_NEWTON, TOL, FastXML
 from xmlkit.models.forest import score_rows
 
 #: name of the tail-classifier arrays in a model folder
@@ -77,14 +77,14 @@ class PfastreXML(FastXML):
 
     def __init__(self, *, n_trees=50, start_tree=0, threads=1, bias=1.0, log_loss_coeff=1.0,
                  max_leaf=10, labels_per_leaf=100, seed=0, solver="newglmnet",
-                 max_newton=MAX_NEWTON, init=INIT, trees_only=False, gamma=30.0, alpha=0.8,
+                 tol=TOL, max_newton=MAX_NEWTON, init=INIT, trees_only=False, gamma=30.0, alpha=0.8,
                  propensity_preset="default", propensity_a=None, propensity_b=None,
                  inv_propensity=None):
         """
         Parameters
         ----------
         n_trees, start_tree, threads, bias, log_loss_coeff, max_leaf, seed,
-        solver, max_newton, init : as for FastXML.
+        solver, tol, max_newton, init : as for FastXML.
         labels_per_leaf : labels kept per leaf (the C++ tool's default, 100).
         trees_only : True: trees only, no tail classifiers (PfastXML).
         gamma : sharpness of the tail classifiers.
@@ -98,7 +98,7 @@ class PfastreXML(FastXML):
         super().__init__(n_trees=n_trees, start_tree=start_tree, threads=threads, bias=bias,
                          log_loss_coeff=log_loss_coeff, max_leaf=max_leaf,
                          labels_per_leaf=labels_per_leaf, seed=seed, solver=solver,
-                         max_newton=max_newton, init=init)
+                         tol=tol, max_newton=max_newton, init=init)
         self.trees_only = trees_only
         self.gamma = gamma
         self.alpha = alpha
