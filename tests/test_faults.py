@@ -130,6 +130,25 @@ def test_manifest_fields_of_the_wrong_type_are_refused(tiny, tmp_path):
         assert one_line_error(r), (key, r.stderr)
 
 
+@pytest.mark.parametrize("family", ["fastxml", "ldsm", "pfastrexml"])
+@pytest.mark.parametrize("key, value", [("n_features", 5000), ("n_labels", 2147483647)])
+def test_edited_manifest_dimensions_are_refused(family, key, value, tiny, tmp_path):
+    """A tree family's manifest is checked against the dimensions each tree
+    file holds (the files are checked against the manifest's SHA-256)."""
+    m = tmp_path / "m"
+    shutil.copytree(tiny / family, m)
+    manifest = json.loads((m / "manifest.json").read_text())
+    (m / "manifest.json").write_text(json.dumps({**manifest, key: value}))
+    out = tmp_path / "s.txt"
+    r = run_cli("xml-predict", tiny / "test.txt", out, m)
+    assert one_line_error(r), r.stderr
+    assert r.stderr.startswith(f"xml-predict: error: {m}/") and "damaged model file" in r.stderr
+    if family != "pfastrexml":      # (its tail classifiers' arrays may be read first)
+        assert r.stderr.startswith(f"xml-predict: error: {m}/tree_0000") and (
+            "the tree was grown for 1836 features and 159 labels" in r.stderr), r.stderr
+    assert not out.exists()
+
+
 # ---------------------------------------------------------------- 3: memory
 
 def _limit_memory():

@@ -3,7 +3,8 @@ the estimators (which do no I/O) meet files, shared by every family.
 
 A folder holds `manifest.json` (family, model-defining parameters, shapes,
 seed) and `.npz` arrays: one file per tree (`tree_00000.npz`, ...) for the
-tree families, plus their extra arrays (PfastreXML's propensities and tail
+tree families (each also holding the model's dimensions, checked against
+the manifest's), plus their extra arrays (PfastreXML's propensities and tail
 classifiers); one array file for the single-file families.
 
 Training into a folder (fit_folder) writes each tree as soon as it is grown
@@ -15,19 +16,20 @@ from concurrent.futures import ThreadPoolExecutor
 
 from xmlkit import store
 from xmlkit.errors import XmlkitError
-from xmlkit.models.ensemble import TreeEnsemble, stored_trees, tree_name
+from xmlkit.models.ensemble import TREE_DIMS, TreeEnsemble, stored_trees, tree_name
 
 
 class TreeWriter:
     """Writes a grown tree's file; called in the worker that grew it (a
     plain object, so that forked worker processes can receive it)."""
 
-    def __init__(self, folder, encode):
+    def __init__(self, folder, model):
         self.folder = folder
-        self.encode = encode
+        self.encode = model._encode_tree
+        self.dims = model._tree_dims()
 
     def __call__(self, t, tree):
-        store.save_arrays(self.folder, tree_name(t), self.encode(tree))
+        store.save_arrays(self.folder, tree_name(t), {**self.encode(tree), TREE_DIMS: self.dims})
 
 
 def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
@@ -86,7 +88,7 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
             log(f"{model.algorithm}: {X.shape[0]} points, {X.shape[1]} features, "
                 f"{Y.shape[1]} labels; growing {len(todo)} trees")
         tick(len(model.trees_))
-        writer = TreeWriter(folder, model._encode_tree)
+        writer = TreeWriter(folder, model)
         grow = model._grow_trees if executor is None else \
             (lambda *a, **kw: executor.grow_trees(model, *a, **kw))
         for t, tree in grow(X, Y, todo, after=writer):
@@ -113,8 +115,9 @@ def save_folder(model, folder):
             store.save_arrays(folder, model.ARRAYS, model.arrays_)
             store.record_files(folder, [model.ARRAYS])
             return folder
+        writer = TreeWriter(folder, model)
         for t, tree in model.trees_.items():
-            store.save_arrays(folder, tree_name(t), model._encode_tree(tree))
+            writer(t, tree)
         store.record_files(folder, [tree_name(t) for t in model.trees_])
         _save_extras(model, folder)
     return folder
@@ -131,7 +134,9 @@ def load_tree(model, folder, t, manifest=None):
     """Tree t of a folder, checked against its record in `manifest` (when
     given) and the model's shapes."""
     name = f"{folder}/{tree_name(t)}.npz"
-    return model._decode_tree(store.load_arrays(folder, tree_name(t), manifest), name)
+    arrays = store.load_arrays(folder, tree_name(t), manifest)
+    model._check_tree_dims(arrays.pop(TREE_DIMS, None), name)
+    return model._decode_tree(arrays, name)
 
 
 def load_folder(cls, folder, trees=None, threads=1, stream=False):

@@ -7,6 +7,9 @@ from xmlkit import store
 from xmlkit.errors import InvalidParameterError, XmlkitError
 from xmlkit.models.base import Estimator
 
+#: the array of a tree file holding the model's (n_features, n_labels)
+TREE_DIMS = "dims"
+
 
 def training_rows(X, Y, min_points=1):
     """Features and labels as Rows, checked: same number of points, at least
@@ -124,6 +127,26 @@ class TreeEnsemble(ModelBase):
     def _restore_extras(self, read, where):
         """Take back the _extra_arrays of a loaded folder: read(name) gives
         the dict of arrays `name` (`where` names the folder in messages)."""
+
+    def _tree_dims(self):
+        """The array each tree file also holds: the model's (n_features,
+        n_labels), so that a file is checked against its manifest."""
+        return np.array([self.n_features_in_, self.n_labels_], dtype=np.int64)
+
+    def _check_tree_dims(self, dims, name):
+        """Raise DamagedModel unless a tree file's `dims` array (None: a file
+        written before they were stored) is the model's."""
+        from xmlkit.checks import DamagedModel
+        if dims is None:
+            return
+        want = self._tree_dims()
+        if dims.shape != want.shape or dims.dtype.kind not in "iu":
+            raise DamagedModel(name, f"dims is {dims.dtype} of shape {dims.shape}, "
+                                     "expected 2 integers")
+        if not np.array_equal(dims, want):
+            raise DamagedModel(name, f"the tree was grown for {dims[0]} features and "
+                                     f"{dims[1]} labels, the manifest says {want[0]} and "
+                                     f"{want[1]}")
 
     #: the arrays of a tree that fit_folder(keep_trees=False) keeps: its
     #: shape (what stats() and _finish_fit read), not its weights or leaves
