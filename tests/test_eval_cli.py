@@ -99,3 +99,34 @@ def test_label_set_metrics(tmp_path):
     assert m["example_f1"] == pytest.approx((2 / 3 + 2) / 3)
     r = run_cli("xml-eval", pred, truth, "--sets")
     assert r.returncode == 0 and "macro_f1" in r.stdout
+
+
+@pytest.mark.parametrize("family", ["fastxml", "linear"])
+def test_one_based_pipeline_equals_the_zero_based_one(family, tmp_path):
+    """xml-train, xml-predict and xml-eval all given --index-base 1 on
+    1-based copies of the files: the same metrics as the 0-based pipeline;
+    the score file is the 0-based one with every label index one higher."""
+    from conftest import TEST, TRAIN
+    from xmlkit.io import write_dataset
+    metrics, scores = {}, {}
+    for base in (0, 1):
+        d = tmp_path / str(base)
+        d.mkdir()
+        for name, src, n in (("train", TRAIN, 400), ("test", TEST, 100)):
+            X, Y = read_dataset(src)
+            write_dataset(d / f"{name}.txt", X[:n], Y[:n], index_base=base)
+        flag = ["--index-base", str(base)]
+        for cmd in (["xml-train", d / "train.txt", d / "m", "--algorithm", family, "-q"]
+                    + (["-t", "2"] if family == "fastxml" else []),
+                    ["xml-predict", d / "test.txt", d / "s.txt", d / "m", "-q"],
+                    ["xml-eval", d / "s.txt", d / "test.txt", "--train-labels",
+                     d / "train.txt", "--json", "-q"]):
+            r = run_cli(*cmd, *flag)
+            assert r.returncode == 0, (cmd[0], r.stderr)
+        metrics[base] = json.loads(r.stdout)["metrics"]
+        scores[base] = (d / "s.txt").read_text().splitlines()
+    assert metrics[1] == metrics[0] and metrics[0]["P@1"] > 20
+    assert scores[1][0] == scores[0][0]
+    bump = [" ".join(f"{int(i) + 1}:{v}" for i, v in (e.split(":") for e in line.split()))
+            for line in scores[0][1:]]
+    assert scores[1][1:] == bump

@@ -124,7 +124,9 @@ quiet_option = click.option("-q", "--quiet", is_flag=True, default=False,
                             help="No progress bars or log messages on stderr.")
 index_base_option = click.option(
     "--index-base", type=click.IntRange(0, 1), default=0, show_default=True,
-    help="Index base of feature and label indices in the input files (XC files are 0-based).")
+    help="Index base of the feature and label indices in the files read and the score or "
+         "label files written (XC files are 0-based): give the same to every command of a "
+         "pipeline.")
 json_option = click.option("--json", "as_json", is_flag=True, default=False,
                            help="Print the results as JSON instead of a table.")
 version_option = click.version_option(__version__, "--version", message="%(prog)s %(version)s")

@@ -88,7 +88,7 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
     start = time.perf_counter()
     kwargs = dict(k=top_k, threads=threads, **extra)
     with log.progress(n_rows, "predicting", "points") as bar, \
-            matrix_writer(scores, n_rows, model.n_labels_) as write:
+            matrix_writer(scores, n_rows, model.n_labels_, index_base=index_base) as write:
         if dask_address is None:
             for part in pieces:
                 write(model.predict(part.feature_rows, progress=bar.update, **kwargs))
