@@ -149,6 +149,43 @@ def test_edited_manifest_dimensions_are_refused(family, key, value, tiny, tmp_pa
     assert not out.exists()
 
 
+BIG = "2147483648"      # 2^31: one more than a C int holds
+
+#: (command and arguments with {d} = the tiny folder, the first line expected)
+TOO_BIG = [
+    ("xml-predict {d}/test.txt {d}/s.txt {d}/fastxml -k " + BIG,
+     "'-k' / '--top-k': 2147483648 is not in the range 1<=x<=2147483647"),
+    ("xml-predict {d}/test.txt {d}/s.txt {d}/pfastrexml -n " + BIG,
+     "'-n' / '--rerank': 2147483648 is not in the range 1<=x<=2147483647"),
+    ("xml-eval {d}/test.txt {d}/test.txt -k 1," + BIG,
+     "-k takes comma-separated integers from 1 to 2147483647"),
+    ("xml-prune {d}/train.txt {d}/p.txt --min-keep " + BIG,
+     "'--min-keep': 2147483648 is not in the range 0<=x<=2147483647"),
+    ("xml-train {d}/train.txt {d}/m -m " + BIG,
+     "--max-leaf (-m) must be an integer in [1, 2147483647], got 2147483648"),
+    ("xml-train {d}/train.txt {d}/m -l " + BIG,
+     "--labels-per-leaf (-l) must be an integer in [1, 2147483647], got 2147483648"),
+    ("xml-train {d}/train.txt {d}/m --algorithm ldsm --epochs " + BIG,
+     "--epochs must be an integer in [1, 2147483647], got 2147483648"),
+    ("xml-train {d}/train.txt {d}/m -t " + BIG,
+     "--trees (-t) must be an integer in [1, 100000], got 2147483648"),
+    ("xml-train {d}/train.txt {d}/m --algorithm ldsm -t 100001",
+     "--trees (-t) must be an integer in [1, 100000], got 100001"),
+]
+
+
+@pytest.mark.parametrize("command, says", TOO_BIG, ids=[c.split()[0] + " " + c.split()[-2]
+                                                        for c, _ in TOO_BIG])
+def test_integers_beyond_what_the_kernels_hold_are_refused(command, says, tiny):
+    """Integers beyond a C int (and more trees than a model may ask for)
+    are one line and exit 2, before any work: no OverflowError (exit 1),
+    no memory allocated by the number."""
+    r = run_cli(*command.format(d=tiny).split(), timeout=60)
+    assert one_line_error(r), r.stderr
+    assert says in r.stderr, r.stderr
+    assert not (tiny / "m").exists() and not (tiny / "p.txt").exists()
+
+
 # ---------------------------------------------------------------- 3: memory
 
 def _limit_memory():

@@ -7,6 +7,7 @@ import click
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_option,
                                quiet_option, read_input, run, version_option)
 from xmlkit.io import read_inv_propensity
+from xmlkit.models.base import C_INT_MAX
 from xmlkit.metrics import (DEFAULT_KS, PROPENSITY_PRESETS, binned_precision, frequency_bins,
                             inverse_propensity, label_sets, propensity_ab, ranking_metrics,
                             set_metrics)
@@ -19,8 +20,8 @@ def parse_ks(text):
         ks = sorted({int(t) for t in text.split(",") if t.strip()})
     except ValueError:
         ks = []
-    if not ks or ks[0] < 1:
-        fail(f"-k takes comma-separated positive integers such as 1,3,5, not '{text}'")
+    if not ks or ks[0] < 1 or ks[-1] > C_INT_MAX:
+        fail(f"-k takes comma-separated integers from 1 to {C_INT_MAX} such as 1,3,5, not '{text}'")
     return ks
 
 

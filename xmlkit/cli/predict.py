@@ -9,6 +9,7 @@ from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, quiet_opti
                                version_option)
 from xmlkit.io import iter_xc, matrix_writer
 from xmlkit.models import load_model
+from xmlkit.models.base import C_INT_MAX
 from xmlkit.models.pfastrexml import RERANK
 
 PIECE_ROWS = 20000      # rows read, scored and written at a time
@@ -18,15 +19,15 @@ PIECE_ROWS = 20000      # rows read, scored and written at a time
 @click.argument("features", type=click.Path(dir_okay=False))
 @click.argument("scores", type=click.Path(dir_okay=False))
 @click.argument("model_dir", type=click.Path(file_okay=False))
-@click.option("-T", "--threads", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("-T", "--threads", type=click.IntRange(1, C_INT_MAX), default=1, show_default=True,
               help="Threads scoring rows in parallel.")
-@click.option("-s", "--start-tree", type=click.IntRange(min=0), default=None,
+@click.option("-s", "--start-tree", type=click.IntRange(0, C_INT_MAX), default=None,
               help="First tree to use [default: the first tree in the folder].")
-@click.option("-t", "--trees", "n_trees", type=click.IntRange(min=1), default=None,
+@click.option("-t", "--trees", "n_trees", type=click.IntRange(1, C_INT_MAX), default=None,
               help="Number of trees to use from --start-tree on [default: all of them].")
-@click.option("-k", "--top-k", type=click.IntRange(min=1), default=None,
+@click.option("-k", "--top-k", type=click.IntRange(1, C_INT_MAX), default=None,
               help="Keep only the k best-scored labels per row [default: every score].")
-@click.option("-n", "--rerank", type=click.IntRange(min=1), default=None,
+@click.option("-n", "--rerank", type=click.IntRange(1, C_INT_MAX), default=None,
               help=f"PfastreXML: tree-scored labels per point re-ranked by the tail "
                    f"classifiers [default: {RERANK}].")
 @click.option("-S", "--trees-only", type=click.IntRange(0, 1), default=None,

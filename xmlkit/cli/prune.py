@@ -9,6 +9,7 @@ from xmlkit.atomic import output_target
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_option,
                                quiet_option, read_input, run, version_option)
 from xmlkit.io import read_idf, write_dataset, write_idf, write_matrix
+from xmlkit.models.base import C_INT_MAX
 from xmlkit.prune import DEFAULT_MIN_KEEP, DEFAULT_THRESHOLD, prune
 
 
@@ -25,7 +26,7 @@ from xmlkit.prune import DEFAULT_MIN_KEEP, DEFAULT_THRESHOLD, prune
 @click.option("--idf-in", type=click.Path(dir_okay=False),
               help="Transform IN (a test set) with this saved training idf instead; "
                    "features unseen in training get weight 0 and are dropped.")
-@click.option("--min-keep", type=click.IntRange(min=0), default=DEFAULT_MIN_KEEP,
+@click.option("--min-keep", type=click.IntRange(0, C_INT_MAX), default=DEFAULT_MIN_KEEP,
               show_default=True,
               help="Keep each row's K largest entries even below the threshold, so no "
                    "point loses all its features (0: no floor).")

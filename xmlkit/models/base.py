@@ -40,8 +40,17 @@ def _is_real(v):
     return isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
 
 
-def integer(lo=None, hi=None):
-    """An integer in [lo, hi] (either bound may be None)."""
+#: the largest value of a C int: the bound of the integer parameters the
+#: kernels take as int
+C_INT_MAX = 2 ** 31 - 1
+#: the most trees a model may ask for (what is allocated per wanted tree
+#: up front stays small)
+MAX_TREES = 100_000
+
+
+def integer(lo=None, hi=C_INT_MAX):
+    """An integer in [lo, hi] (either bound may be None; hi is a C int's
+    largest value unless given)."""
     phrase = ("an integer" + (f" >= {lo}" if lo is not None and hi is None else "")
               + (f" <= {hi}" if hi is not None and lo is None else "")
               + (f" in [{lo}, {hi}]" if lo is not None and hi is not None else ""))

@@ -24,7 +24,7 @@ import numpy as np
 
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
-from xmlkit.models.base import SEED, integer, one_of, real
+from xmlkit.models.base import MAX_TREES, SEED, integer, one_of, real
 from xmlkit.models.ensemble import TreeEnsemble
 from xmlkit.models.forest import (PackedForest, StreamedForest, check_tree, decode_tree,
                                   encode_tree, tree_stats)
@@ -90,11 +90,11 @@ class FastXML(TreeEnsemble):
     algorithm = "fastxml"
     use_idcg = True
     _parameter_constraints = {
-        "n_trees": integer(1), "start_tree": integer(0), "threads": integer(1),
+        "n_trees": integer(1, MAX_TREES), "start_tree": integer(0), "threads": integer(1),
         "bias": real(), "log_loss_coeff": real(0, lo_open=True), "max_leaf": integer(1),
         "labels_per_leaf": integer(1), "seed": SEED, "solver": one_of(*SOLVERS),
         "tol": real(0, 1, hi_open=True),
-        "max_newton": integer(1, 2**31 - 1),      # (a C int in the kernel)
+        "max_newton": integer(1),
         "init": one_of(*INITS),
     }
     MODEL_KEYS = ("bias", "log_loss_coeff", "max_leaf", "labels_per_leaf", "solver",

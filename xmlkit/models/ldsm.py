@@ -31,7 +31,7 @@ import numpy as np
 from xmlkit import checks
 from xmlkit.csr import like, model_rows
 from xmlkit.errors import XmlkitWarning
-from xmlkit.models.base import SEED, boolean, integer, real
+from xmlkit.models.base import MAX_TREES, SEED, boolean, integer, real
 from xmlkit.models.ensemble import TreeEnsemble
 from xmlkit.models.forest import dense_rows, score_rows
 
@@ -112,7 +112,7 @@ class LdSM(TreeEnsemble):
 
     algorithm = "ldsm"
     _parameter_constraints = {
-        "n_trees": integer(1), "threads": integer(1), "arity": integer(2, 8),
+        "n_trees": integer(1, MAX_TREES), "threads": integer(1), "arity": integer(2, 8),
         "max_nodes": integer(1), "epochs": integer(1), "lr": real(0, lo_open=True),
         "lambda1": real(), "lambda2": real(), "route_threshold": real(), "bias": real(),
         "scale_dense": boolean(), "seed": SEED,
