@@ -149,6 +149,26 @@ def test_edited_manifest_dimensions_are_refused(family, key, value, tiny, tmp_pa
     assert not out.exists()
 
 
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_data_without_labels_or_features_is_refused_before_any_file(family, tmp_path):
+    """A header of 0 labels (or 0 features): one line naming the data file,
+    exit 2, no model folder left behind (so the corrected rerun runs); the
+    estimator refuses the same data."""
+    import scipy.sparse as sp
+    import xmlkit
+    for what, text in (("labels", "3 4 0\n 0:1 1:2\n 2:1\n 3:1\n"),
+                       ("features", "3 0 5\n1 \n2 \n3 \n")):
+        data, m = tmp_path / f"no_{what}.txt", tmp_path / f"m_{what}"
+        data.write_text(text)
+        r = run_cli("xml-train", data, m, *FAMILIES[family], "-q")
+        assert one_line_error(r), r.stderr
+        assert r.stderr.startswith(f"xml-train: error: {data}: the header says 0 {what}")
+        assert not m.exists()
+    from xmlkit.models import get_class
+    with pytest.raises(xmlkit.XmlkitError, match="the labels have 0 columns"):
+        get_class(family)().fit(sp.csr_matrix(np.ones((3, 4))), sp.csr_matrix((3, 0)))
+
+
 BIG = "2147483648"      # 2^31: one more than a C int holds
 
 #: (command and arguments with {d} = the tiny folder, the first line expected)

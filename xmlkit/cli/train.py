@@ -98,6 +98,10 @@ def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor
         Y = read_input(log, label_path, index_base, layout="matrix").feature_rows
         if X.shape[0] != Y.shape[0]:
             fail(f"{feat_path} has {X.shape[0]} points but {label_path} has {Y.shape[0]}")
+    # (refused here, naming the file, before anything is written)
+    for what, M, path in (("features", X, paths[0]), ("labels", Y, paths[-2])):
+        if M.shape[1] == 0:
+            fail(f"{path}: the header says 0 {what}: nothing to train on")
 
     cls = get_class(algorithm)
     if params.get("trees_only") is not None:

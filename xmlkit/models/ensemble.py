@@ -20,6 +20,9 @@ def training_rows(X, Y, min_points=1):
         raise XmlkitError(f"features have {X.shape[0]} rows but labels {Y.shape[0]}")
     if X.shape[0] < min_points:
         raise XmlkitError(f"at least {min_points} training point(s) needed, got {X.shape[0]}")
+    for what, M in (("features", X), ("labels", Y)):
+        if M.shape[1] == 0:
+            raise XmlkitError(f"the {what} have 0 columns: nothing to train on")
     if not np.all(np.isfinite(X.data)):
         raise XmlkitError("features contain NaN or inf")
     return X, Y
