@@ -36,3 +36,25 @@ def test_damaged_cpp_tree_is_refused(tmp_path):
     r = run_cli("xml-predict", FIX / "test_X.txt", tmp_path / "s.txt", folder, "-q")
     assert r.returncode == 2 and "0.tree" in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert not (tmp_path / "s.txt").exists()
+
+
+@pytest.mark.parametrize("value", ["inf", "nan"])
+@pytest.mark.parametrize("line", range(13))
+def test_non_finite_cpp_param_is_refused(line, value, tmp_path):
+    """Any of the param file's values inf or nan: xml-info and xml-predict
+    say which one (one line, exit 2), not an OverflowError (exit 1)."""
+    import shutil
+    from xmlkit.models.cpp_model import PARAM_KEYS, PFASTRE_KEYS
+    folder = tmp_path / "m"
+    shutil.copytree(FIX / "pfastrexml", folder)
+    values = (folder / "param").read_text().split()
+    values[line] = value
+    (folder / "param").write_text("\n".join(values) + "\n")
+    key = (PARAM_KEYS + PFASTRE_KEYS)[line]
+    for cmd in (["xml-info", folder], ["xml-predict", FIX / "test_X.txt", tmp_path / "s.txt",
+                                        folder, "-q"]):
+        r = run_cli(*cmd)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert r.stderr.endswith(f"{folder}/param: {key} must be a finite number, "
+                                 f"got {value}\n"), r.stderr
+    assert not (tmp_path / "s.txt").exists()

@@ -43,9 +43,13 @@ def read_param(folder):
     except ValueError:
         raise XmlkitError(f"{path}: malformed value") from None
     param = dict(zip(PARAM_KEYS + PFASTRE_KEYS, values))
-    for key, lo in (("num_Xf", 1), ("num_Y", 1), ("start_tree", 0), ("num_tree", 0)):
+    for key, v in param.items():
+        if not np.isfinite(v):
+            raise XmlkitError(f"{path}: {key} must be a finite number, got {v:g}")
+    for key, lo in (("num_Xf", 1), ("num_Y", 1), ("start_tree", 0), ("num_tree", 0),
+                    ("max_leaf", 1), ("lbl_per_leaf", 1)):
         v = param[key]
-        if not (v == int(v) and lo <= v < 2**31) if np.isfinite(v) else True:
+        if not (v == int(v) and lo <= v < 2**31):
             raise XmlkitError(f"{path}: {key} must be a whole number in [{lo}, 2^31), got {v:g}")
     return param
 
