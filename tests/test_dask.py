@@ -89,6 +89,29 @@ def test_addresses_and_unreachable_scheduler(tmp_path, small):
     assert not (tmp_path / "m" / "manifest.json").exists()
     r = run_cli("xml-predict", TEST, tmp_path / "s.txt", tmp_path / "m", "--dask", "local:x")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    many = f"local:{cluster.usable_cores() + 1}"
+    r = run_cli("xml-train", small, tmp_path / "m", "--dask", many)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"xml-train: error: --dask {many}: this machine has {cluster.usable_cores()} usable "
+        f"cores; local:N starts N worker processes, so N may be at most "
+        f"{cluster.usable_cores()}"], r.stderr
+
+
+def test_a_peer_that_accepts_but_never_answers_is_given_up(tmp_path, small):
+    """Something listens at the address but never speaks Dask: given up
+    after the promised CONNECT_TIMEOUT s (one line, exit 2), not hung."""
+    import socket
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        start = time.monotonic()
+        r = run_cli("xml-train", small, tmp_path / "m", "--dask", f"tcp://127.0.0.1:{port}",
+                    timeout=cluster.CONNECT_TIMEOUT + 60)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"no Dask scheduler answered within {cluster.CONNECT_TIMEOUT} s" in r.stderr
+    assert time.monotonic() - start < cluster.CONNECT_TIMEOUT + 10
+    assert not (tmp_path / "m").exists()
 
 
 def test_a_failing_task_names_its_tree_and_claims_nothing(tmp_path, small, bibtex):

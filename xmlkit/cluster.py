@@ -19,6 +19,7 @@ lands there (and again by a replacement worker).
 """
 import contextlib
 import logging
+import os
 
 from xmlkit.errors import XmlkitError
 
@@ -46,10 +47,45 @@ def parse_address(address):
         n = address[len("local:"):]
         if not n.isdigit() or int(n) < 1:
             raise XmlkitError(f"--dask {address}: local:N needs a number of workers N >= 1")
+        cores = usable_cores()
+        if int(n) > cores:
+            raise XmlkitError(f"--dask {address}: this machine has {cores} usable cores; "
+                              f"local:N starts N worker processes, so N may be at most {cores}")
         return "local", int(n)
     if not address:
         raise XmlkitError("--dask needs a scheduler address (tcp://HOST:8786) or local:N")
     return "remote", address
+
+
+def usable_cores():
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):     # pragma: no cover (not Linux)
+        return os.cpu_count() or 1
+
+
+def _client_within(distributed, where, timeout):
+    """distributed.Client(where), or TimeoutError after `timeout` s: the
+    Client's own timeout does not cover a peer that accepts the connection
+    and never answers, so the Client is made on a daemon thread (left behind,
+    not waited for, when it does not answer)."""
+    import threading
+    made = {}
+
+    def make():
+        try:
+            made["client"] = distributed.Client(where, timeout=f"{timeout}s")
+        except BaseException as exc:        # (handed to the waiting thread)
+            made["error"] = exc
+    thread = threading.Thread(target=make, name="xmlkit-dask-connect", daemon=True)
+    thread.start()
+    thread.join(timeout + 1)
+    if thread.is_alive():
+        raise TimeoutError("no answer")
+    if "error" in made:
+        raise made["error"]
+    return made["client"]
 
 
 @contextlib.contextmanager
@@ -75,7 +111,7 @@ def connect(address, timeout=CONNECT_TIMEOUT):
         client = distributed.Client(cluster)
     else:
         try:
-            client = distributed.Client(where, timeout=f"{timeout}s")
+            client = _client_within(distributed, where, timeout)
         except (OSError, TimeoutError, ValueError) as exc:
             raise XmlkitError(f"--dask {address}: no Dask scheduler answered within "
                               f"{timeout} s ({str(exc).splitlines()[0] if str(exc) else exc})"

@@ -7,6 +7,7 @@ import click
 from xmlkit.atomic import output_target
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, quiet_option, run,
                                version_option)
+from xmlkit.cluster import CONNECT_TIMEOUT
 from xmlkit.io import iter_xc, matrix_writer
 from xmlkit.models import load_model
 from xmlkit.models.base import C_INT_MAX
@@ -43,7 +44,9 @@ PIECE_ROWS = 20000      # rows read, scored and written at a time
               help="Embed models, --decision threshold: the probability cut [default: 0.5].")
 @click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
               help="Score blocks of rows as tasks on a Dask cluster: a scheduler address "
-                   "(tcp://HOST:8786) or local:N (N worker processes here); the blocks are "
+                   f"(tcp://HOST:8786, given up after {CONNECT_TIMEOUT} s without an answer) "
+                   "or local:N (N "
+                   "worker processes here, N at most its cores); the blocks are "
                    "written in order as they arrive, the same file byte for byte. Needs "
                    "pip install 'xmlkit[dask]'.")
 @index_base_option

@@ -53,8 +53,8 @@ def dask_options():
                      help="Run the tasks (one per tree; per label block for linear) on a Dask "
                           "cluster: a scheduler address (tcp://HOST:8786, given up after "
                           f"{CONNECT_TIMEOUT} s without an answer) or local:N (N worker "
-                          "processes on this machine). The model is the same, byte for byte, "
-                          f"as without it. Needs {INSTALL}."),
+                          "processes on this machine, N at most its cores). The model is the "
+                          f"same, byte for byte, as without it. Needs {INSTALL}."),
         click.option("--dask-data", type=click.Choice(DASK_DATA), default="scatter",
                      show_default=True,
                      help="How the training data reach the Dask workers: scatter (sent from "
