@@ -292,6 +292,35 @@ def test_stale_temp_files_are_removed_by_the_next_run(tiny, tmp_path):
     assert r.returncode == 0 and not list(m.glob(".*.tmp"))
 
 
+def test_a_killed_predict_leaves_no_temp_file_behind_the_next_run(tiny, tmp_path):
+    """xml-predict killed with -9 while writing: the next run to the same
+    output removes its temporary file; files of live writers and of other
+    hosts stay."""
+    import socket
+    from xmlkit.atomic import _temp_prefix
+    out = tmp_path / "s.txt"
+    big = tmp_path / "big.txt"
+    Xt, Yt = read_dataset(tiny / "test.txt")
+    import scipy.sparse as sp
+    write_dataset(big, sp.vstack([Xt] * 2000).tocsr(), sp.vstack([Yt] * 2000).tocsr())
+    p = subprocess.Popen([str(BIN / "xml-predict"), str(big), str(out), str(tiny / "fastxml"),
+                          "-q"])
+    deadline = time.time() + 60
+    while time.time() < deadline and not list(tmp_path.glob(".s.txt.*.tmp")):
+        time.sleep(0.01)
+    p.send_signal(signal.SIGKILL)
+    p.wait(30)
+    [left] = list(tmp_path.glob(".s.txt.*.tmp"))
+    assert left.name.startswith(_temp_prefix(out, p.pid)) and not out.exists()
+    live = tmp_path / f"{_temp_prefix(out, os.getpid())}x.tmp"
+    other = tmp_path / f".s.txt.not-{socket.gethostname()}.{p.pid}.x.tmp"
+    live.write_text("x")
+    other.write_text("x")
+    r = run_cli("xml-predict", tiny / "test.txt", out, tiny / "fastxml", "-q")
+    assert r.returncode == 0 and out.exists()
+    assert sorted(tmp_path.glob(".s.txt.*.tmp")) == sorted([live, other])
+
+
 # ---------------------------------------------------------------- 5: concurrent runs
 
 def test_a_second_run_into_a_locked_folder_fails_at_once(tmp_path):

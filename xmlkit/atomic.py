@@ -7,7 +7,9 @@ is not a regular file (a folder, a FIFO, a device) is refused. Errors of the
 file system (no space, no permission, read-only) are reported as XmlkitError
 naming the target, never the temporary file.
 """
+import glob
 import os
+import socket
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -66,16 +68,53 @@ def writable_folder(path):
     return path
 
 
+def _host_prefix(target):
+    """The start of the temporary names of `target` written on this host."""
+    return f".{target.name}.{socket.gethostname().replace('.', '_')}."
+
+
+def _temp_prefix(target, pid=None):
+    """The start of the temporary names of `target` written by process
+    `pid` (default: this one) of this host."""
+    return f"{_host_prefix(target)}{os.getpid() if pid is None else pid}."
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def remove_dead_temps(target):
+    """Remove the temporary files of `target` that processes of this host
+    which no longer run left behind (killed with -9, say); the files of live
+    writers and of other hosts stay."""
+    mine = _host_prefix(target)
+    for p in target.parent.glob(f"{glob.escape(mine)}*.tmp"):
+        pid = p.name[len(mine):].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            try:
+                p.unlink()
+            except OSError:
+                pass
+
+
 @contextmanager
 def atomic_path(path):
     """Yield a temporary path next to `path` (see output_target); on success
-    it replaces `path`.
+    it replaces `path`. Temporary files of `path` that killed runs left are
+    removed first (see remove_dead_temps).
 
     On any exception the temporary file is removed and `path` is untouched.
     """
     target = output_target(path)
+    remove_dead_temps(target)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(target), suffix=".tmp",
                                    dir=target.parent)
         os.close(fd)
     except OSError as exc:
