@@ -140,6 +140,20 @@ def test_propensity_options(tmp_path, bibtex):
     assert m.inv_propensity_ == pytest.approx(inverse_propensity(Y, 0.5, 1.5))
     with pytest.raises(ValueError, match="inv_propensity must hold 159"):
         xmlkit.PfastreXML(n_trees=1, inv_propensity=[2.0, 2.0]).fit(X, Y)
+    # fit refuses what loading the folder would refuse (not a model saved, then damaged)
+    for bad in (0.0, -1.0, np.nan):
+        q = np.full(Y.shape[1], 2.0)
+        q[3] = bad
+        with pytest.raises(ValueError, match="inv_propensity must be finite and > 0"):
+            xmlkit.PfastreXML(n_trees=1, inv_propensity=q).fit(X, Y)
+    good = xmlkit.PfastreXML(n_trees=1, inv_propensity=np.full(Y.shape[1], 2.0)).fit(
+        X[:300], Y[:300])
+    for bad in (0.0, np.inf):
+        good.inv_propensity_[3] = bad
+        good.save(tmp_path / "saved")
+        with pytest.raises(xmlkit.XmlkitError, match="the inverse propensities: must be "
+                                                     "finite and > 0"):
+            xmlkit.load_model(tmp_path / "saved")
 
     # a shard trained with other propensities is refused
     folder = tmp_path / "m"

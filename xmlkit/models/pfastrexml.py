@@ -117,12 +117,12 @@ class PfastreXML(FastXML):
     def propensities(self, Y):
         """Inverse propensities: `inv_propensity`, or the propensity model on Y."""
         if self.inv_propensity is not None:
-            q = np.asarray(self.inv_propensity, dtype=np.float64)
-            if q.shape != (Y.shape[1],) or not np.all(np.isfinite(q)):
-                raise InvalidParameterError(
-                    "inv_propensity", f"PfastreXML: inv_propensity must hold {Y.shape[1]} "
-                    f"finite values (one per label), got shape {q.shape}")
-            return q
+            q = np.asarray(self.inv_propensity)
+            wrong = propensity_fault(q, Y.shape[1])
+            if wrong:
+                raise InvalidParameterError("inv_propensity",
+                                            f"PfastreXML: inv_propensity {wrong}")
+            return q.astype(np.float64)
         return inverse_propensity(Y, *propensity_ab(self.propensity_preset, self.propensity_a,
                                                     self.propensity_b))
 
@@ -197,9 +197,10 @@ class PfastreXML(FastXML):
         q = read(PROPENSITY).get("inv_propensity")
         if q is None:
             raise checks.DamagedModel(name, "lacks the inverse propensities")
-        q = checks.floats(q, name, "inverse propensities", (self.n_labels_,))
-        if q.size and q.min() <= 0:
-            raise checks.DamagedModel(name, "inverse propensities not positive")
+        wrong = propensity_fault(q, self.n_labels_) or (
+            None if q.dtype.kind == "f" else f"holds {q.dtype} values, not floats")
+        if wrong:
+            raise checks.DamagedModel(name, f"the inverse propensities: {wrong}")
         self.inv_propensity_ = q
         if not self.trees_only:
             a = read(TAIL)
@@ -213,6 +214,18 @@ class PfastreXML(FastXML):
         if "trees_only" in params and params["trees_only"] in (0, 1):
             params["trees_only"] = bool(params["trees_only"])   # an int in format 1 folders
         return super().from_manifest({**manifest, "params": params}, folder)
+
+
+def propensity_fault(q, n_labels):
+    """What is wrong with inverse propensities `q` for n_labels labels
+    (None: nothing): the one rule of fit and of loading a folder."""
+    if q.shape != (n_labels,):
+        return f"must hold {n_labels} values (one per label), got shape {q.shape}"
+    if q.dtype.kind not in "iuf":
+        return f"must be numbers, got {q.dtype}"
+    if q.size and not (np.isfinite(q).all() and q.min() > 0):
+        return "must be finite and > 0"
+    return None
 
 
 def check_tail(ptr, labels, values, n_features, n_labels, name):
