@@ -63,7 +63,7 @@ def propensity_ab(preset="default", A=None, B=None):
 def inverse_propensity(Y_train, A=0.55, B=1.5):
     """q_l = 1 + (ln N − 1)(B + 1)^A (N_l + B)^(−A), N = training points,
     N_l = training points carrying label l."""
-    Y = _binary_csr(Y_train, "training labels")
+    Y = _binary_csr(Y_train, "training labels", strict=False)
     n = Y.shape[0]
     if n == 0:
         raise XmlkitError("inverse propensities need at least one training point")
@@ -72,7 +72,10 @@ def inverse_propensity(Y_train, A=0.55, B=1.5):
     return 1.0 + c * (counts + B) ** (-A)
 
 
-def _binary_csr(Y, name):
+def _binary_csr(Y, name, strict=True):
+    """Y as a csr matrix of its stored non-zero entries; `strict`: refused
+    unless every one is 1 (a truth or prediction matrix; training labels
+    only count where labels are)."""
     import scipy.sparse as sp   # here, not at import: xml-predict never needs it
     if isinstance(Y, Rows):
         Y = Y.to_scipy()
@@ -81,6 +84,11 @@ def _binary_csr(Y, name):
     Y = sp.csr_matrix(Y, copy=True)
     Y.eliminate_zeros()
     Y.sum_duplicates()
+    if strict and Y.nnz and not np.all(Y.data == 1):
+        first = int(np.flatnonzero(Y.data != 1)[0])
+        row = int(np.searchsorted(Y.indptr, first, side="right")) - 1
+        raise XmlkitError(f"{name} must be 0/1, but row {row} holds {Y.data[first]:g} "
+                          "(scores given as the truth?)")
     Y.sort_indices()
     Y.indices = Y.indices.astype(np.int32, copy=False)
     return Y
@@ -230,7 +238,7 @@ def frequency_bins(Y_train, n_bins=10):
     rarest labels) and the bins' label counts and frequency ranges. Labels
     are sorted by frequency (ties by label index) and cut into n_bins groups
     of (nearly) equal numbers of labels."""
-    Y = _binary_csr(Y_train, "training labels")
+    Y = _binary_csr(Y_train, "training labels", strict=False)
     freq = np.bincount(Y.indices, minlength=Y.shape[1])
     L = Y.shape[1]
     n_bins = max(1, min(int(n_bins), L))
