@@ -30,15 +30,41 @@ def test_a_leaf_holds_at_most_labels_per_leaf(cls, per_leaf, small):
         assert np.all(tree["l_val"] <= 1.0 + 1e-6) or cls is xmlkit.PfastreXML
 
 
-def test_max_leaf_bounds_the_leaves(small):
+def points_reaching_each_node(tree, X):
+    """Training points routed through a tree by the stored split rule (which
+    is the split: the rounded stored weights routed the points in training):
+    how many reach each node."""
+    from xmlkit._ext.forest_predict import ForestKernel
+    from xmlkit.csr import as_rows
+    from xmlkit.models.forest import rows_ascending
+    kernel = ForestKernel([0], tree["child"], tree["w_ptr"], tree["w_idx"], tree["w_val"],
+                          tree["l_ptr"], tree["l_idx"], tree["l_val"], X.shape[1], 159, 1.0,
+                          rows_ascending(tree["w_ptr"], tree["w_idx"]))
+    leaves = kernel.route_rows(as_rows(X), 0, X.shape[0])[:, 0]
+    reach = np.bincount(leaves, minlength=len(tree["child"]))
+    for n in range(len(reach) - 1, -1, -1):       # children come after their parent
+        if tree["child"][n, 0] >= 0:
+            reach[n] = reach[tree["child"][n, 0]] + reach[tree["child"][n, 1]]
+    return reach
+
+
+@pytest.mark.parametrize("max_leaf", [3, 5, 20, 50])
+def test_max_leaf_decides_which_nodes_split(max_leaf, small):
+    """A node with at most max_leaf training points is a leaf: every internal
+    node received more than max_leaf of them; and a split sends points both
+    ways, so every node receives some. (A leaf may hold more than max_leaf
+    points: where the separator put every point on one side, the node stays
+    a leaf; no larger node is split further.)"""
     X, Y, _, _ = small
-    for max_leaf in (5, 50):
-        m = xmlkit.FastXML(n_trees=1, max_leaf=max_leaf).fit(X, Y)
-        tree = m.trees_[0]
-        # route the training points: no leaf receives more than max_leaf of them
-        # unless its split failed (both sides non-empty is required of a split)
-        leaves = np.flatnonzero(tree["child"][:, 0] < 0)
-        assert len(leaves) >= X.shape[0] // (2 * max_leaf)
+    m = xmlkit.FastXML(n_trees=2, max_leaf=max_leaf).fit(X, Y)
+    for tree in m.trees_.values():
+        reach = points_reaching_each_node(tree, X)
+        internal = tree["child"][:, 0] >= 0
+        assert reach[0] == X.shape[0]
+        assert reach[internal].min() > max_leaf
+        assert reach.min() >= 1
+        # most nodes of max_leaf points or fewer are reached as leaves
+        assert np.mean(reach[~internal] <= max_leaf) > 0.9
 
 
 def test_predict_threads_give_the_same_scores(small):
