@@ -279,17 +279,15 @@ def test_tol_001_is_the_cpp_solver(bibtex):
         assert not np.array_equal(cpp["w_val"], tree["w_val"]), other
 
 
-@pytest.mark.parametrize("value", ["-0.1", "1.0", "nan"])
-def test_tol_out_of_range_is_refused(tmp_path, value):
-    r = run_cli("xml-train", TRAIN, tmp_path / "m", "-t", "1", "--tol", value)
+@pytest.mark.parametrize("flag, value, rule", [
+    ("--tol", "-0.1", "a finite number >= 0 and < 1"),
+    ("--tol", "1.0", "a finite number >= 0 and < 1"),
+    ("--tol", "nan", "a finite number >= 0 and < 1"),
+    ("--max-newton", "0", "an integer in [1, 2147483647]"),
+    ("--max-newton", "-1", "an integer in [1, 2147483647]"),
+    ("--max-newton", "2147483648", "an integer in [1, 2147483647]")])
+def test_solver_options_out_of_range_are_refused(tmp_path, flag, value, rule):
+    r = run_cli("xml-train", TRAIN, tmp_path / "m", "-t", "1", flag, value)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
-        f"xml-train: error: --tol must be a finite number >= 0 and < 1, got {value}"]
-
-
-@pytest.mark.parametrize("value", ["0", "-1", "2147483648"])
-def test_max_newton_out_of_range_is_refused(tmp_path, value):
-    r = run_cli("xml-train", TRAIN, tmp_path / "m", "-t", "1", "--max-newton", value)
-    assert r.returncode == 2
-    assert r.stderr.strip().splitlines() == [
-        f"xml-train: error: --max-newton must be an integer in [1, 2147483647], got {value}"]
+        f"xml-train: error: {flag} must be {rule}, got {value}"]
