@@ -21,3 +21,20 @@ def test_readme_is_short_and_links_resolve():
     for doc in (ROOT / "docs").glob("*.md"):
         for target in re.findall(r"\]\(([^)#:]+)\)", doc.read_text()):
             assert (doc.parent / target).exists(), f"{doc.name}: {target}"
+
+
+def test_readme_headline_is_read_from_the_results():
+    """The README's headline figures are scripts/headline.py's reading of
+    scripts/results/*.md, and README.md and docs/benchmarks.md hold each
+    results file as it is (make -C scripts readme)."""
+    import importlib.util
+    import re
+    spec = importlib.util.spec_from_file_location("headline", ROOT / "scripts" / "headline.py")
+    headline = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(headline)
+    results = ROOT / "scripts" / "results"
+    assert (results / "headline.md").read_text() == headline.render()
+    for doc in ("README.md", "docs/benchmarks.md"):
+        text = (ROOT / doc).read_text()
+        for name, body in re.findall(r"<!-- begin (\S+) -->\n(.*?)<!-- end \1 -->", text, re.S):
+            assert body == (ROOT / name).read_text().rstrip("\n") + "\n", (doc, name)

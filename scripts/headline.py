@@ -1,0 +1,151 @@
+"""The README's headline figures, read from the results files (each written
+from its benchmark's run records), so that the README states no number by
+hand:
+
+    python scripts/headline.py [--out results/headline.md]
+
+FastXML and PfastreXML: accuracy against the C++ tool's seeds and the
+side-by-side speed ratios of fastxml.md / pfastrexml.md, and the 100k / 1M
+ratios of scale.md; LdSM, embed and linear: their Bibtex rows. A results
+file or row that is missing is an error (run its make target first).
+"""
+import argparse
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+
+def tables(name):
+    """The markdown tables of results/<name>: a list of row lists, each row a
+    dict from the table's header to the cell's text."""
+    path = RESULTS / name
+    if not path.is_file():
+        sys.exit(f"{path}: missing (run make -C scripts {path.stem} first)")
+    out, header = [], None
+    for line in path.read_text().splitlines():
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = cells
+            out.append([])
+        elif not set(line) <= set("|-: "):
+            out[-1].append(dict(zip(header, cells)))
+    return out
+
+
+def find(name, column, **match):
+    """The rows of results/<name>'s tables that have `column` and whose cells
+    start with the given texts (a key names the header it starts, so data
+    matches 'data (mulan split)')."""
+    def cell(row, key):
+        return next((v for h, v in row.items() if h == key or h.startswith(key + " ")), "")
+    rows = [r for t in tables(name) for r in t if column in r and all(
+        cell(r, k).startswith(v) for k, v in match.items())]
+    if not rows:
+        sys.exit(f"results/{name}: no row with {column} and {match}")
+    return rows
+
+
+def ratio(cell):
+    """The median ratio of a side-by-side cell '0.65 (0.62–0.66)'."""
+    return float(cell.split()[0])
+
+
+def span(values, unit="×"):
+    lo, hi = min(values), max(values)
+    return f"{lo:.2f}{unit}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}{unit}"
+
+
+def rss_ratio(cell):
+    """The ratio of a peak-RSS cell '161 / 192, 1.20'."""
+    return float(cell.rsplit(",", 1)[1])
+
+
+def train_ratios(results, sets):
+    """The side-by-side rows of `sets` in results/<results> and the span of
+    their training ratios."""
+    sbs = [r for s in sets for r in find(results, "train ratio (range)", setting=s)]
+    return sbs, span([ratio(r["train ratio (range)"]) for r in sbs])
+
+
+def fastxml():
+    acc = find("fastxml.md", "C++ mean (se)", setting="Bibtex", metric="P@1")[0]
+    seeds = re.search(r"\((\d+) / \d+ seeds\)", acc["setting"]).group(1)
+    _, train = train_ratios("fastxml.md", ["Bibtex", "Delicious"])
+    scale = [find("scale.md", "train ratio (range)", setting=f"synthetic {n}")[0]
+             for n in ("100,000", "1,000,000")]
+    rss = [rss_ratio(r["train peak RSS MB (C++ / xmlkit, ratio)"]) for r in scale]
+    return (f"P@1 {acc['xmlkit mean (se)'].split()[0]} (C++ {acc['C++ mean (se)'].split()[0]}), "
+            f"means of {seeds} seeds of each; training {train} the C++ tool's time (Bibtex, "
+            f"Delicious), {span([ratio(r['train ratio (range)']) for r in scale])} on 100k and "
+            f"1M synthetic points; training peak memory {rss[1]:.2f}× the C++ tool's at 1M "
+            f"({rss[0]:.2f}× at 100k, where xmlkit's import floor is most of it); prediction "
+            f"{span([ratio(r['predict ratio (range)']) for r in scale])} there")
+
+
+def pfastrexml():
+    row = find("pfastrexml.md", "PSP@1 sd", setting="Bibtex PfastreXML")[0]
+    cpp = re.search(r"PSP ([\d.]+)", row["C++ tool"]).group(1)
+    sbs, train = train_ratios("pfastrexml.md", ["Bibtex PfastreXML", "Delicious PfastreXML"])
+    return (f"PSP@1 {row['PSP@1']} (C++ {cpp}); training {train}, prediction "
+            f"{span([ratio(r['predict ratio (range)']) for r in sbs])} the C++ tool's time "
+            "(Bibtex, Delicious)")
+
+
+def ldsm():
+    row = find("ldsm.md", "P@1/3/5", setting="**xmlkit defaults**")[0]
+    paper = find("ldsm.md", "P@1/3/5", setting="paper")[0]
+    return (f"P@1 {row['P@1/3/5'].split('/')[0]} (paper {paper['P@1/3/5'].split('/')[0]}), "
+            f"trees of depth {row['depth'].split()[0]}")
+
+
+def embed():
+    row = find("embed.md", "Hamming (defaults)", data="bibtex")[0]
+    lo, hi = row["paper HL"].strip("[]").split(", ")
+    return f"Hamming loss {row['Hamming (defaults)']} (paper {lo}–{hi})"
+
+
+def linear():
+    row = find("linear.md", "best one-vs-all baseline", data="bibtex, defaults")[0]
+    svc = re.search(r"liblinear L2-SVC ([\d.]+)", row["best one-vs-all baseline"]).group(1)
+    return f"P@1 {row['P@1/3/5'].split('/')[0]} (liblinear L2-SVC {svc})"
+
+
+FAMILIES = [
+    ("FastXML", "nDCG-splitting trees with L1-logistic separators (Prabhu & Varma, 2014)",
+     fastxml),
+    ("PfastreXML", "propensity-scored trees and tail-label re-ranking (Jain et al., 2016)",
+     pfastrexml),
+    ("LdSM", "logarithm-depth streaming multi-label trees (Majzoubi & Choromanska, 2020)",
+     ldsm),
+    ("embed", "randomized label embedding, random Fourier features, F1 inference "
+              "(Karampatziakis & Mineiro)", embed),
+    ("linear", "elastic-net one-vs-all by lazy proximal SGD, F1-optimal thresholds "
+               "(Lipton & Elkan)", linear),
+]
+
+
+def render():
+    out = ["| family | what it is | headline |", "|---|---|---|"]
+    out += [f"| {name} | {what} | {figures()} |" for name, what, figures in FAMILIES]
+    out.append("| PrunEX | data pruning before training (Khandagale & Babbar) | see "
+               "[docs/benchmarks.md](docs/benchmarks.md) |")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=RESULTS / "headline.md")
+    a = ap.parse_args()
+    text = render()
+    a.out.write_text(text)
+    print(text, end="")
+
+
+if __name__ == "__main__":
+    main()
