@@ -38,3 +38,23 @@ def test_readme_headline_is_read_from_the_results():
         text = (ROOT / doc).read_text()
         for name, body in re.findall(r"<!-- begin (\S+) -->\n(.*?)<!-- end \1 -->", text, re.S):
             assert body == (ROOT / name).read_text().rstrip("\n") + "\n", (doc, name)
+
+
+def test_every_decimal_in_the_docs_is_in_a_results_file():
+    """Prose carries no figure of its own: every decimal number in README.md
+    and docs/*.md outside the generated blocks and code examples appears in
+    a file of scripts/results/ (docs/cli.md is generated from --help)."""
+    import re
+    found = set()
+    for f in (ROOT / "scripts" / "results").glob("*.md"):
+        found |= set(re.findall(r"\d+\.\d+", f.read_text()))
+    missing = []
+    for doc in [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md")):
+        if doc.name == "cli.md":
+            continue
+        text = re.sub(r"<!-- begin (\S+) -->.*?<!-- end \1 -->", "", doc.read_text(), flags=re.S)
+        text = re.sub(r"```.*?```", "", text, flags=re.S)
+        for line in text.splitlines():
+            missing += [(doc.name, n, line.strip()[:80])
+                        for n in re.findall(r"(?<![\w.])\d+\.\d+(?![\w.])", line) if n not in found]
+    assert not missing, missing
