@@ -11,10 +11,9 @@ Size N has N/10 labels (1M points: 100k labels), 100k features and a fixed
 test set of 10,000 points from the same generator (seed 0). Each size is
 three steps (records in work/scaling/): generate the data, `xml-train -t 10
 -T 2` (timed, alone), `xml-predict -T 2` + `xml-eval` (timed, alone). Times
-are whole-command wall seconds. Memory: xml-train grows FastXML trees in
-forked worker processes, so its peak is given as the largest process and as
-the sampled sum over the process tree (an upper bound: pages the workers
-share with the parent count twice) — see benchlib.py. The plot needs
+are whole-command wall seconds. Memory: the peak of the largest process and
+the sampled sum over the process tree (see benchlib.py); FastXML grows its
+trees in threads of one process, so the two differ only by sampling. The plot needs
 matplotlib (pip install .[bench]); without it the table is still written.
 """
 import math
@@ -104,8 +103,8 @@ def render(a, st):
            f"(make_synthetic.py, seed 0): N training points, N/{a.labels_ratio} labels with "
            f"power-law frequencies, {a.features} features, ~5 labels and ~38 non-zero "
            f"features per point; {a.test_points} test points. Wall seconds of the whole "
-           "command; peak RSS train: largest process / sum over the process tree (workers are "
-           "forked; shared pages count twice in the sum).", "",
+           "command; peak RSS train: largest process / sum over the process tree (the trees "
+           "grow in threads of one process: the two differ only by sampling).", "",
            "| N | labels | train s | train µs / point / tree | peak RSS train MB | predict s "
            "| predict ms / point | peak RSS predict MB | model MB | P@1/3/5 |",
            "|---|---|---|---|---|---|---|---|---|---|"]
