@@ -194,7 +194,8 @@ def test_bad_options_and_folders(tmp_path):
         assert says in r.stderr, r.stderr
         assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
-    fails("xml-train", TRAIN, model_dir, "-t", "0", says="--trees (-t) must be an integer >= 1")
+    fails("xml-train", TRAIN, model_dir, "-t", "0",
+          says="--trees (-t) must be an integer in [1, 100000]")
     fails("xml-train", TRAIN, model_dir, "-m", "x", says="is not a valid integer")
     fails("xml-train", TRAIN, says="expected DATA MODEL_DIR")
     fails("xml-train", TRAIN, TRAIN, TRAIN, model_dir, says="expected DATA MODEL_DIR")
@@ -225,7 +226,7 @@ def test_bad_options_and_folders(tmp_path):
 
 def test_api_rejects_bad_parameters(bibtex):
     X, Y, _, _ = bibtex
-    for bad, says in ((dict(max_leaf=0), "max_leaf must be an integer >= 1, got 0"),
+    for bad, says in ((dict(max_leaf=0), r"max_leaf must be an integer in \[1, 2147483647\], got 0"),
                       (dict(log_loss_coeff=0), "log_loss_coeff must be a finite number > 0"),
                       (dict(solver="sgd"), "solver must be one of")):
         model = xmlkit.FastXML(**bad)          # stored unchanged, checked by fit

@@ -74,8 +74,8 @@ def inverse_propensity(Y_train, A=0.55, B=1.5):
 
 def _binary_csr(Y, name, strict=True):
     """Y as a csr matrix of its stored non-zero entries; `strict`: refused
-    unless every one is 1 (a truth or prediction matrix; training labels
-    only count where labels are)."""
+    unless every one is 1 (a truth matrix; training labels and predicted
+    label sets, which may carry their scores, count where entries are)."""
     import scipy.sparse as sp   # here, not at import: xml-predict never needs it
     if isinstance(Y, Rows):
         Y = Y.to_scipy()
@@ -210,7 +210,7 @@ def set_metrics(Y_true, Y_pred):
     label or point with neither true nor predicted entries has F1 = 1 (the
     convention of mulan's F-measure: nothing to find, nothing wrong)."""
     Y = _binary_csr(Y_true, "true labels")
-    P = _binary_csr(Y_pred, "predicted labels")
+    P = _binary_csr(Y_pred, "predicted labels", strict=False)   # (any stored entry)
     if P.shape != Y.shape:
         raise XmlkitError(f"predictions are {P.shape[0]}×{P.shape[1]} but true labels "
                           f"{Y.shape[0]}×{Y.shape[1]}")

@@ -35,7 +35,8 @@ class AutoOr(click.ParamType):
 
 
 def _trees(n_default_help):
-    return Opt("n_trees", ("-t", "--trees"), n_default_help)
+    from xmlkit.models.base import MAX_TREES
+    return Opt("n_trees", ("-t", "--trees"), f"{n_default_help[:-1]} (at most {MAX_TREES}).")
 
 
 SEED_TREES = Opt("seed", ("--seed",), "Random seed; tree t draws from a stream derived "
