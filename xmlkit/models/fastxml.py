@@ -18,7 +18,8 @@ xmlkit._ext.fastxml_tree).
 import multiprocessing
 import os
 import queue
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import (FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor,
+                                wait)
 
 import numpy as np
 
@@ -45,6 +46,26 @@ INIT = CPP_INIT = "zero"
 # Worker state of liblinear runs: set in the parent before forking, inherited
 # by the worker processes.
 _GROWER = None
+
+
+def _completed(submit, items, window):
+    """The results of submit(item) (a future) for each item, yielded as they
+    complete, with at most `window` submitted and not yet yielded: what is
+    held does not grow with the number of items (a future holds its tree
+    until it is dropped; none is kept after it is yielded)."""
+    items = iter(items)
+    pending = set()
+    while True:
+        for item in items:
+            pending.add(submit(item))
+            if len(pending) >= window:
+                break
+        if not pending:
+            return
+        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+        for f in done:
+            yield f.result()
+        done = f = None
 
 
 def _die_with(parent):
@@ -215,10 +236,7 @@ class FastXML(TreeEnsemble):
                 idle.put(g)
         pool = ThreadPoolExecutor(workers)
         try:
-            # (no list of the futures is kept: a future holds its tree until it
-            # is dropped, and as_completed drops each one it has yielded)
-            for f in as_completed([pool.submit(task, t) for t in todo]):
-                yield f.result()
+            yield from _completed(lambda t: pool.submit(task, t), todo, 2 * workers)
         finally:
             # (on an error or interrupt, trees still growing are not waited for)
             pool.shutdown(wait=False, cancel_futures=True)
@@ -238,8 +256,8 @@ class FastXML(TreeEnsemble):
             pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_die_with,
                                        initargs=(os.getpid(),))
             try:
-                for f in as_completed([pool.submit(_grow_one, seed, t, after) for t in todo]):
-                    yield f.result()
+                yield from _completed(lambda t: pool.submit(_grow_one, seed, t, after),
+                                      todo, 2 * workers)
             finally:
                 pool.shutdown(wait=False, cancel_futures=True)
         finally:
