@@ -296,6 +296,11 @@ def test_stale_temp_files_are_removed_by_the_next_run(tiny, tmp_path):
     (m / ".tree_00005.npz.abc123.tmp").write_bytes(b"x" * 1000)
     r = run_cli("xml-train", tiny / "train.txt", m, "-t", "2", "-q")
     assert r.returncode == 0 and not list(m.glob(".*.tmp"))
+    # and by save, which writes the folder under the same lock
+    import xmlkit
+    (m / ".tree_00001.npz.vm.1.abc123.tmp").write_bytes(b"x")
+    xmlkit.load_model(m).save(m)
+    assert not list(m.glob(".*.tmp"))
 
 
 def test_a_killed_predict_leaves_no_temp_file_behind_the_next_run(tiny, tmp_path):

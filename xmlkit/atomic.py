@@ -104,15 +104,18 @@ def remove_dead_temps(target):
 
 
 @contextmanager
-def atomic_path(path):
+def atomic_path(path, remove_dead=True):
     """Yield a temporary path next to `path` (see output_target); on success
-    it replaces `path`. Temporary files of `path` that killed runs left are
-    removed first (see remove_dead_temps).
+    it replaces `path`. With `remove_dead`, temporary files of `path` that
+    killed runs left are removed first (see remove_dead_temps; model folders
+    have their own cleaning, store.remove_stale_temps under the folder's
+    lock, which spares a scan of the folder per file written).
 
     On any exception the temporary file is removed and `path` is untouched.
     """
     target = output_target(path)
-    remove_dead_temps(target)
+    if remove_dead:
+        remove_dead_temps(target)
     try:
         fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(target), suffix=".tmp",
                                    dir=target.parent)

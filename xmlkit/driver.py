@@ -110,6 +110,7 @@ def save_folder(model, folder):
         model._require_fitted()
     store.refuse_foreign(folder)        # (before the lock leaves its file there)
     with store.folder_lock(folder):
+        store.remove_stale_temps(folder)
         store.replace_folder(folder, model.manifest())
         if not isinstance(model, TreeEnsemble):
             store.save_arrays(folder, model.ARRAYS, model.arrays_)

@@ -45,7 +45,7 @@ def make_manifest(algorithm, params, n_features, n_labels, seed):
 
 
 def write_manifest(folder, manifest):
-    with atomic_path(Path(folder) / MANIFEST) as tmp:
+    with atomic_path(Path(folder) / MANIFEST, remove_dead=False) as tmp:
         tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
@@ -246,7 +246,7 @@ def save_arrays(folder, name, arrays):
     same arrays always give the same bytes (models are comparable by file).
     Deflate level 1: on FastXML trees a third of level 6's time for files 4%
     larger (training writes a tree file per tree)."""
-    with atomic_path(Path(folder) / f"{name}.npz") as tmp:
+    with atomic_path(Path(folder) / f"{name}.npz", remove_dead=False) as tmp:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
             for key in sorted(arrays):
                 info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
