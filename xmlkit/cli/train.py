@@ -18,6 +18,7 @@ from xmlkit.atomic import writable_folder
 from xmlkit.driver import fit_folder
 from xmlkit.errors import InvalidParameterError
 from xmlkit.models import REGISTRY, get_class
+from xmlkit.models.ensemble import empty_side
 
 DEFAULT_ALGORITHM = "fastxml"
 
@@ -99,9 +100,10 @@ def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor
         if X.shape[0] != Y.shape[0]:
             fail(f"{feat_path} has {X.shape[0]} points but {label_path} has {Y.shape[0]}")
     # (refused here, naming the file, before anything is written)
-    for what, M, path in (("features", X, paths[0]), ("labels", Y, paths[-2])):
-        if M.shape[1] == 0:
-            fail(f"{path}: the header says 0 {what}: nothing to train on")
+    what = empty_side(X, Y)
+    if what:
+        path = paths[0] if what == "features" else paths[-2]
+        fail(f"{path}: the header says 0 {what}: nothing to train on")
 
     cls = get_class(algorithm)
     if params.get("trees_only") is not None:

@@ -11,6 +11,14 @@ from xmlkit.models.base import Estimator
 TREE_DIMS = "dims"
 
 
+def empty_side(X, Y):
+    """"features" or "labels" when that matrix has 0 columns (nothing to
+    train on), else None: the rule of training_rows, which xml-train applies
+    first to name the file."""
+    return next((what for what, M in (("features", X), ("labels", Y)) if M.shape[1] == 0),
+                None)
+
+
 def training_rows(X, Y, min_points=1):
     """Features and labels as Rows, checked: same number of points, at least
     `min_points` of them, finite feature values."""
@@ -20,9 +28,9 @@ def training_rows(X, Y, min_points=1):
         raise XmlkitError(f"features have {X.shape[0]} rows but labels {Y.shape[0]}")
     if X.shape[0] < min_points:
         raise XmlkitError(f"at least {min_points} training point(s) needed, got {X.shape[0]}")
-    for what, M in (("features", X), ("labels", Y)):
-        if M.shape[1] == 0:
-            raise XmlkitError(f"the {what} have 0 columns: nothing to train on")
+    what = empty_side(X, Y)
+    if what:
+        raise XmlkitError(f"the {what} have 0 columns: nothing to train on")
     if not np.all(np.isfinite(X.data)):
         raise XmlkitError("features contain NaN or inf")
     return X, Y
