@@ -21,7 +21,8 @@ def parse_ks(text):
     except ValueError:
         ks = []
     if not ks or ks[0] < 1 or ks[-1] > C_INT_MAX:
-        fail(f"-k takes comma-separated integers from 1 to {C_INT_MAX} such as 1,3,5, not '{text}'")
+        fail(f"-k takes comma-separated integers from 1 to {C_INT_MAX} such as 1,3,5, "
+             f"not '{text}'")
     return ks
 
 

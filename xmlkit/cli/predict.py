@@ -45,8 +45,7 @@ PIECE_ROWS = 20000      # rows read, scored and written at a time
 @click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
               help="Score blocks of rows as tasks on a Dask cluster: a scheduler address "
                    f"(tcp://HOST:8786, given up after {CONNECT_TIMEOUT} s without an answer) "
-                   "or local:N (N "
-                   "worker processes here, N at most its cores); the blocks are "
+                   "or local:N (N worker processes here, N at most its cores); the blocks are "
                    "written in order as they arrive, the same file byte for byte. Needs "
                    "pip install 'xmlkit[dask]'.")
 @index_base_option

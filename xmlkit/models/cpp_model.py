@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from xmlkit.errors import InvalidParameterError, XmlkitError
+from xmlkit.models.base import C_INT_MAX
 from xmlkit.models.forest import check_tree
 
 PARAM_KEYS = ("num_Xf", "num_Y", "log_loss_coeff", "max_leaf", "lbl_per_leaf", "bias",
@@ -49,7 +50,7 @@ def read_param(folder):
     for key, lo in (("num_Xf", 1), ("num_Y", 1), ("start_tree", 0), ("num_tree", 0),
                     ("max_leaf", 1), ("lbl_per_leaf", 1)):
         v = param[key]
-        if not (v == int(v) and lo <= v < 2**31):
+        if not (v == int(v) and lo <= v <= C_INT_MAX):
             raise XmlkitError(f"{path}: {key} must be a whole number in [{lo}, 2^31), got {v:g}")
     return param
 

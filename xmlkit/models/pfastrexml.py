@@ -77,8 +77,8 @@ class PfastreXML(FastXML):
 
     def __init__(self, *, n_trees=50, start_tree=0, threads=1, bias=1.0, log_loss_coeff=1.0,
                  max_leaf=10, labels_per_leaf=100, seed=0, solver="newglmnet",
-                 tol=TOL, max_newton=MAX_NEWTON, init=INIT, trees_only=False, gamma=30.0, alpha=0.8,
-                 propensity_preset="default", propensity_a=None, propensity_b=None,
+                 tol=TOL, max_newton=MAX_NEWTON, init=INIT, trees_only=False, gamma=30.0,
+                 alpha=0.8, propensity_preset="default", propensity_a=None, propensity_b=None,
                  inv_propensity=None):
         """
         Parameters
