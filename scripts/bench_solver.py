@@ -6,9 +6,9 @@
 
 Each setting of the separator solver (xmlkit._ext.fastxml_tree.NodeSeparator)
 grows 50 trees (-m 10 -l 10 -b 1 -c 1) per seed on 2 threads through the
-kernel API in-process (10 trees per seed, seeds 0-4, on the synthetic set
-of 100k points that bench_scale.py makes), then scores the test set (P@k, PSP@k with the
-training set's propensities). Reported per setting: the solver's passes
+kernel API in-process (10 trees per seed, seeds 0-4, on the synthetic
+set of 100k points that bench_scale.py makes), then scores the test set
+(P@k, PSP@k with the training set's propensities). Reported per setting: the solver's passes
 over the entries of the nodes' problems per tree (entries visited by the
 gradient, Hessian and coordinate passes, over nnz(X)), Newton steps per
 node, the wall time of growing (not a whole command: see fastxml.md and
@@ -16,8 +16,8 @@ scale.md for those), and the means over seeds with standard errors.
 """
 import queue
 import time
-from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import benchlib
 from benchlib import WORK, Step, data_file, load, mean, sd
@@ -94,7 +94,6 @@ def steps(a):
     out = []
     for name in a.configs:
         trees, settings = CONFIGS[name]
-        seeds, deps = a.seeds, []
         if name.startswith("syn"):
             from bench_scale import data_step
             data, prefix = data_step(int(name[3:]))
@@ -103,7 +102,7 @@ def steps(a):
             seeds, deps = range(a.syn_seeds), [data.target]
         else:
             train, test = data_file(name, "train"), data_file(name, "test")
-            deps = [train, test]
+            seeds, deps = a.seeds, [train, test]
         for setting in settings:
             for seed in seeds:
                 out.append(Step(WORK_S / f"{name}_{SETTINGS[setting][0]}_s{seed}.json",
