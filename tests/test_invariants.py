@@ -30,7 +30,7 @@ def test_a_leaf_holds_at_most_labels_per_leaf(cls, per_leaf, small):
         assert np.all(tree["l_val"] <= 1.0 + 1e-6) or cls is xmlkit.PfastreXML
 
 
-def points_reaching_each_node(tree, X):
+def points_reaching_each_node(tree, X, n_labels):
     """Training points routed through a tree by the stored split rule (which
     is the split: the rounded stored weights routed the points in training):
     how many reach each node."""
@@ -38,7 +38,7 @@ def points_reaching_each_node(tree, X):
     from xmlkit.csr import as_rows
     from xmlkit.models.forest import rows_ascending
     kernel = ForestKernel([0], tree["child"], tree["w_ptr"], tree["w_idx"], tree["w_val"],
-                          tree["l_ptr"], tree["l_idx"], tree["l_val"], X.shape[1], 159, 1.0,
+                          tree["l_ptr"], tree["l_idx"], tree["l_val"], X.shape[1], n_labels, 1.0,
                           rows_ascending(tree["w_ptr"], tree["w_idx"]))
     leaves = kernel.route_rows(as_rows(X), 0, X.shape[0])[:, 0]
     reach = np.bincount(leaves, minlength=len(tree["child"]))
@@ -58,12 +58,12 @@ def test_max_leaf_decides_which_nodes_split(max_leaf, small):
     X, Y, _, _ = small
     m = xmlkit.FastXML(n_trees=2, max_leaf=max_leaf).fit(X, Y)
     for tree in m.trees_.values():
-        reach = points_reaching_each_node(tree, X)
+        reach = points_reaching_each_node(tree, X, Y.shape[1])
         internal = tree["child"][:, 0] >= 0
         assert reach[0] == X.shape[0]
         assert reach[internal].min() > max_leaf
         assert reach.min() >= 1
-        # most nodes of max_leaf points or fewer are reached as leaves
+        # and most leaves hold at most max_leaf points
         assert np.mean(reach[~internal] <= max_leaf) > 0.9
 
 
