@@ -8,8 +8,9 @@
 # Separators are fitted by xmlkit's own solver (SeparatorSolver below:
 # newGLMNET, Yuan, Ho & Lin, JMLR 2012, with the C++ tool's stopping rules)
 # on the node's points gathered feature-major. It keeps all its state in the
-# object and draws coordinate shuffles from the tree's own generator, so
-# trees grow in threads and a tree is the same whatever the thread count.
+# object and draws coordinate shuffles from a generator seeded by the tree's
+# own, so trees grow in threads and a tree is the same whatever the thread
+# count.
 #
 # solver="liblinear" calls liblinear-official's L1R_LR instead, through the
 # function pointers of the shared library that the `liblinear` Python package
@@ -97,6 +98,17 @@ cdef inline double round_weight(double w) noexcept nogil:
         bits = (bits + 0x40U) & 0xFFFFFF80U
     memcpy(&f, &bits, 4)
     return f
+
+
+cdef inline uint64_t _xorshift(uint64_t* state) noexcept nogil:
+    """The next 32 random bits of a xorshift64* generator (Vigna 2016: the
+    high half of its output); state must not be 0."""
+    cdef uint64_t x = state[0]
+    x ^= x >> 12
+    x ^= x << 25
+    x ^= x >> 27
+    state[0] = x
+    return (x * <uint64_t> 0x2545F4914F6CDD1DULL) >> 32
 
 
 cdef inline double _sigmoid_softplus(double z, double* sp) noexcept nogil:
@@ -265,11 +277,16 @@ cdef class SeparatorSolver:
         fcount[act[k]] of the points' entries; fcount is zeroed on return),
         then with `with_bias` a last column of value `bias` for every point;
         labels from sign (> 0: +1 with cost cpos, else -1 with cost cneg).
-        With `warm`, the loss gradient at w = 0 is added up into grad0 in the
-        same pass (point by point, so in each column's entry order)."""
+        The loss gradient and Hessian diagonal at w = 0 are added up into
+        grad0 and hdiag0 in the same pass (point by point, so in each
+        column's entry order): the first Newton step from zero needs no
+        pass of its own."""
         cdef int64_t a, j, k, pos, ncol = nf + (1 if with_bias else 0)
         cdef int32_t p
-        cdef double coef
+        cdef double rg, dh
+        cdef float v
+        cdef double* g0
+        cdef double* h0
         self.n = n
         self.nf = ncol
         _resize(self.col_ptr, ncol + 1)
@@ -283,9 +300,12 @@ cdef class SeparatorSolver:
         _resize(self.col_val, self.col_ptr[ncol])
         _resize(self.y, n)
         _resize(self.cw, n)
-        if self.warm:
-            _give_back(self.grad0, ncol)
-            self.grad0.assign(ncol, 0.0)
+        _give_back(self.grad0, ncol)
+        self.grad0.assign(ncol, 0.0)
+        _give_back(self.hdiag0, ncol)
+        self.hdiag0.assign(ncol, 0.0)
+        g0 = self.grad0.data()
+        h0 = self.hdiag0.data()
         for a in range(n):
             p = pts[a]
             if sign[a] > 0:
@@ -294,25 +314,27 @@ cdef class SeparatorSolver:
             else:
                 self.y[a] = -1
                 self.cw[a] = cneg
-            # the loss gradient at u = 0: r_a = -y_a C_a / 2
-            coef = -0.5 * self.y[a] * self.cw[a]
+            # the loss derivatives at u = 0: r_a = -y_a C_a / 2, D_a = C_a / 4
+            rg = -0.5 * self.y[a] * self.cw[a]
+            dh = 0.25 * self.cw[a]
             for j in range(xp[p], xp[p + 1]):
                 pos = fcount[xi[j]]
+                v = xv[j]
                 self.col_pt[pos] = <int32_t> a
-                self.col_val[pos] = xv[j]
+                self.col_val[pos] = v
                 fcount[xi[j]] = pos + 1
-                if self.warm:
-                    self.grad0[fmap[xi[j]]] += coef * xv[j]
+                k = fmap[xi[j]]
+                g0[k] += rg * v
+                h0[k] += dh * v * v
             if with_bias:
                 pos = self.col_ptr[nf] + a
                 self.col_pt[pos] = <int32_t> a
                 self.col_val[pos] = <float> bias
-                if self.warm:
-                    self.grad0[nf] += coef * <float> bias
+                g0[nf] += rg * <float> bias
+                h0[nf] += dh * <float> bias * <float> bias
         for k in range(nf):
             fcount[act[k]] = 0
-        if self.warm:
-            self.visits += self.col_ptr[ncol]     # (the gradient's pass)
+        self.visits += self.col_ptr[ncol]     # (the pass of the derivatives at 0)
 
     cdef void _point_terms(self, bint trial) noexcept nogil:
         """r, D and the loss terms at the margins u: from the line search's
@@ -442,16 +464,27 @@ cdef class SeparatorSolver:
                 w_norm += fabs(w[j])
         for j in range(nf):
             wpd[j] = w[j]
+        cdef const double* grad0 = self.grad0.data()
+        cdef const double* hdiag0 = self.hdiag0.data()
+        cdef bint at_zero = not self.warm
+        # coordinate orders: a xorshift64* generator seeded from the tree's
+        # (a third of the cost of drawing each from the Mersenne twister)
+        cdef uint64_t xs = (<uint64_t> rng() << 32) | rng() | 1
         while newton < self.max_newton:
-            # -- gradient and Hessian diagonal; outer shrinking
+            # -- gradient and Hessian diagonal (from fill at w = 0); outer
+            # shrinking
             gmax_new = 0.0
             gnorm1 = 0.0
             active = nf
             s = 0
             while s < active:
                 j = index[s]
-                g = _grad_hess(cpt, cval, r, D, cptr[j], cptr[j + 1], nu, &hdiag[j])
-                visits += cptr[j + 1] - cptr[j]
+                if at_zero:
+                    g = grad0[j]
+                    hdiag[j] = hdiag0[j] + nu
+                else:
+                    g = _grad_hess(cpt, cval, r, D, cptr[j], cptr[j + 1], nu, &hdiag[j])
+                    visits += cptr[j + 1] - cptr[j]
                 grad[j] = g
                 viol = _violation(g, w[j], gmax_old / n, &shrink)
                 if shrink:
@@ -480,7 +513,7 @@ cdef class SeparatorSolver:
                 qp_gnorm1 = 0.0
                 # (a uniform draw from [0, qp - s) by multiply and shift)
                 for s in range(qp):
-                    e = s + <int64_t> ((<uint64_t> rng() * <uint64_t> (qp - s)) >> 32)
+                    e = s + <int64_t> ((_xorshift(&xs) * <uint64_t> (qp - s)) >> 32)
                     tmp = index[s]
                     index[s] = index[e]
                     index[e] = tmp
@@ -558,6 +591,7 @@ cdef class SeparatorSolver:
                     xTd[a] *= 0.5
                 halvings += 1
             if halvings < self.max_halvings:
+                at_zero = False
                 w_norm = w_norm_new
                 for s in range(active):
                     j = index[s]
@@ -1059,12 +1093,18 @@ cdef class NodeSeparator:
         cdef int32_t p
         cdef double margin
         cdef signed char sg
+        cdef const int64_t* xp = &self.xp[0]
+        cdef const int32_t* xi = &self.xi[0]
+        cdef const float* xv = &self.xv[0]
+        cdef const int32_t* fmap = self.fmap.data()
+        cdef const double* wvec = self.wvec.data()
+        cdef double wbias = wvec[nf] * self.bias
         for a in range(n):
             p = pts[a]
             margin = 0.0
-            for j in range(self.xp[p], self.xp[p + 1]):
-                margin += self.wvec[self.fmap[self.xi[j]]] * self.xv[j]
-            margin += self.wvec[nf] * self.bias
+            for j in range(xp[p], xp[p + 1]):
+                margin += wvec[fmap[xi[j]]] * xv[j]
+            margin += wbias
             sg = 1 if margin >= 0 else -1
             sign[a] = sg
             n_new += margin >= 0
@@ -1148,7 +1188,7 @@ cdef class TreeGrower:
             + s.y.capacity() + s.cw.capacity() * 8 + s.index.capacity() * 4
             + (s.w.capacity() + s.u.capacity() + s.r.capacity() + s.D.capacity()
                + s.lossv.capacity() + s.tq.capacity() + s.tsp.capacity() + s.wpd.capacity()
-               + s.xTd.capacity() + s.grad.capacity() + s.grad0.capacity()
+               + s.xTd.capacity() + s.grad.capacity() + s.grad0.capacity() + s.hdiag0.capacity()
                + s.hdiag.capacity()) * 8)
 
     def solver_work(self):

@@ -84,7 +84,8 @@ cdef class SeparatorSolver:
     cdef vector[double] wpd               # w + d, the trial point
     cdef vector[double] xTd               # d.x_a for each point
     cdef vector[double] grad              # gradient of the loss at w
-    cdef vector[double] grad0             # gradient of the loss at w = 0 (filled by fill, warm only)
+    cdef vector[double] grad0             # gradient of the loss at w = 0 (filled by fill)
+    cdef vector[double] hdiag0            # Hessian diagonal of the loss at w = 0 (filled by fill)
     cdef vector[double] hdiag             # Hessian diagonal (+ nu) at w
     cdef vector[int32_t] index            # columns: [0, active) outer-active, [0, qp) inner-active
     cdef public int last_newton           # Newton iterations of the last solve
