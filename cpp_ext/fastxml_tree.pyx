@@ -230,17 +230,17 @@ cdef inline double _violation(double g, double wj, double margin, bint* shrink) 
     at w_j: the magnitude of the minimum-norm subgradient. shrink := w_j is 0
     and g lies inside (-1 + margin, 1 - margin), so that it will likely stay
     0 (LIBLINEAR's shrinking test, margin = last maximum violation / n)."""
-    shrink[0] = False
+    cdef double over
     if wj > 0:
+        shrink[0] = False
         return fabs(g + 1.0)
     if wj < 0:
+        shrink[0] = False
         return fabs(g - 1.0)
-    if g + 1.0 < 0:
-        return -(g + 1.0)
-    if g - 1.0 > 0:
-        return g - 1.0
-    shrink[0] = g + 1.0 > margin and g - 1.0 < -margin
-    return 0.0
+    # (|g| - 1 is -(g + 1) for g < -1 and g - 1 for g > 1, bit for bit)
+    over = fabs(g) - 1.0
+    shrink[0] = over < -margin
+    return over if over > 0 else 0.0
 
 
 cdef class SeparatorSolver:
@@ -652,20 +652,28 @@ cdef int64_t _gather(const int32_t* pts, int64_t n, const int64_t* ptr, const in
     Returns len(act)."""
     cdef int64_t a, j, k
     cdef int32_t p, i
+    cdef int32_t* loc = local.data()     # (act's growth cannot move it)
     act.clear()
+    if fcount != NULL:
+        for a in range(n):
+            p = pts[a]
+            for j in range(ptr[p], ptr[p + 1]):
+                i = idx[j]
+                if loc[i] < 0:
+                    loc[i] = <int32_t> act.size()
+                    act.push_back(i)
+                fcount[i] += 1
+        return act.size()
     for a in range(n):
         p = pts[a]
         for j in range(ptr[p], ptr[p + 1]):
             i = idx[j]
-            if local[i] < 0:
-                local[i] = <int32_t> act.size()
+            if loc[i] < 0:
+                loc[i] = <int32_t> act.size()
                 act.push_back(i)
-            if fcount != NULL:
-                fcount[i] += 1
-    if fcount == NULL:
-        sort(act.begin(), act.end())
-        for k in range(<int64_t> act.size()):
-            local[act[k]] = <int32_t> k
+    sort(act.begin(), act.end())
+    for k in range(<int64_t> act.size()):
+        loc[act[k]] = <int32_t> k
     return act.size()
 
 

@@ -95,6 +95,31 @@ def _grow_one(seed, t, after, grower=None):
     return t, tree
 
 
+def _grow_pipelined(seed, todo, after, grower):
+    """Trees `todo` one after the other on this thread, each handed to
+    after(t, tree) on a writer thread while the next one grows (growing
+    releases the GIL): at most two trees are held. Yields (t, tree) once
+    after() has returned for it."""
+    if after is None:
+        for t in todo:
+            yield _grow_one(seed, t, None, grower)
+        return
+
+    def write(t, tree):
+        after(t, tree)
+        return t, tree
+    pending = None
+    with ThreadPoolExecutor(1) as writer:
+        for t in todo:
+            tree = grower.grow(seed, t)
+            if pending is not None:
+                yield pending.result()
+            pending = writer.submit(write, t, tree)
+            tree = None
+        if pending is not None:
+            yield pending.result()
+
+
 def _as_training_csr(M, name, n_cols, dtype=np.float32):
     """M as Rows with int64 index pointers and n_cols columns, for the grower;
     NaN or inf values refused."""
@@ -220,9 +245,7 @@ class FastXML(TreeEnsemble):
         seed = self.params.seed
         workers = min(self.params.threads, len(todo))
         if workers == 1:
-            g = grower()
-            for t in todo:
-                yield _grow_one(seed, t, after, g)
+            yield from _grow_pipelined(seed, todo, after, grower())
             return
         idle = queue.SimpleQueue()
         for _ in range(workers):
