@@ -292,3 +292,41 @@ def test_solver_options_out_of_range_are_refused(tmp_path, flag, value, rule):
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
         f"xml-train: error: {flag} must be {rule}, got {value}"]
+
+
+def test_one_thread_writes_each_tree_while_the_next_grows():
+    """With one thread, after(t, tree) (the tree file's writer) runs on a
+    second thread while tree t + 1 grows; (t, tree) comes back in order once
+    its file is written, tree t + 2 starts only after tree t is written (two
+    trees held at most), and a failed write stops training with its error."""
+    import threading
+    from xmlkit.models.fastxml import _grow_pipelined
+
+    written, writers = [], set()
+
+    class Grower:
+        def __init__(self):
+            self.started = []
+
+        def grow(self, seed, t):
+            self.started.append((t, set(written)))
+            return {"t": t, "seed": seed}
+
+    def after(t, tree):
+        writers.add(threading.get_ident())
+        written.append(t)
+
+    g = Grower()
+    out = list(_grow_pipelined(7, [3, 4, 5, 6], after, g))
+    assert out == [(t, {"t": t, "seed": 7}) for t in (3, 4, 5, 6)]
+    assert written == [3, 4, 5, 6] and threading.get_ident() not in writers
+    assert all(set(range(3, t - 1)) <= seen for t, seen in g.started)
+
+    def failing(t, tree):
+        if t == 4:
+            raise OSError("disk full")
+    got = []
+    with pytest.raises(OSError, match="disk full"):
+        for t, _ in _grow_pipelined(0, [3, 4, 5, 6], failing, Grower()):
+            got.append(t)
+    assert got == [3]
