@@ -140,3 +140,41 @@ def read_input(log, path, index_base, layout=None, what="rows"):
             bar.total = total
             bar.update(done - bar.n)
         return read_xc(path, index_base=index_base, layout=layout, progress=update)
+
+
+# ---- text input (xmlkit.text; the `text` extra) ---------------------------
+
+def text_input_options(when="With --text: "):
+    """--text-format and --label-sep: how a document file is read (`when`
+    starts their help: the option that makes them apply)."""
+    from xmlkit.text import FORMATS
+    return [
+        click.option("--text-format", type=click.Choice(FORMATS), default=None,
+                     help=when + "JSON Lines ({\"id\", \"text\", \"labels\": [...]}) or "
+                          "TSV (labels<TAB>text) [default: by suffix, .tsv is TSV, anything "
+                          "else JSON Lines; JSON Lines for '-']."),
+        click.option("--label-sep", default=",", show_default=True,
+                     help=f"{when}TSV: the character between label names."),
+    ]
+
+
+def featurizer_options(when="With --text: "):
+    """The TF-IDF featurizer's options (defaults: xmlkit.text.DEFAULTS)."""
+    from xmlkit.text import DEFAULTS as D
+    return [
+        click.option("--ngram-max", type=click.IntRange(1, 5), default=D["ngram_max"],
+                     show_default=True, help=f"{when}word n-grams of 1 to this many words."),
+        click.option("--min-df", type=click.IntRange(1, C_INT_MAX_TEXT), default=D["min_df"],
+                     show_default=True,
+                     help=f"{when}keep the terms of at least this many documents."),
+        click.option("--max-features", type=click.IntRange(1, C_INT_MAX_TEXT),
+                     default=D["max_features"], show_default=True,
+                     help=f"{when}keep at most this many terms, the most frequent."),
+        click.option("--sublinear-tf/--no-sublinear-tf", default=D["sublinear_tf"],
+                     show_default=True,
+                     help=f"{when}term frequency tf counted as 1 + log(tf)."),
+    ]
+
+
+C_INT_MAX_TEXT = 2**31 - 1
+FEATURIZER_PARAMS = ("ngram_max", "min_df", "max_features", "sublinear_tf")

@@ -5,7 +5,8 @@ import math
 import click
 
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_option,
-                               quiet_option, read_input, run, version_option)
+                               quiet_option, read_input, run, text_input_options,
+                               version_option)
 from xmlkit.io import read_inv_propensity
 from xmlkit.models.base import C_INT_MAX
 from xmlkit.metrics import (DEFAULT_KS, PROPENSITY_PRESETS, binned_precision, frequency_bins,
@@ -69,12 +70,19 @@ def format_table(metrics, ks):
 @click.option("--compare", "compare", type=click.Path(dir_okay=False), multiple=True,
               help="Another score file of the same points, drawn beside SCORES in --plot "
                    "and binned in --json (repeatable).")
+@click.option("--text", is_flag=True, default=False,
+              help="SCORES (and every --compare file) are named predictions (xml-predict "
+                   "--text --names) and TRUE_LABELS (and --train-labels) files of documents "
+                   "with label names (see --text-format); labels are matched by name.")
+@text_input_options()[0]
+@text_input_options()[1]
 @index_base_option
 @json_option
 @quiet_option
 @version_option
 def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_preset,
-            prop_a, prop_b, sets, threshold, plot_path, compare, index_base, as_json, quiet):
+            prop_a, prop_b, sets, threshold, plot_path, compare, text, text_format, label_sep,
+            index_base, as_json, quiet):
     """Evaluate SCORES (a score matrix, header 'N L') against TRUE_LABELS (a label
     file 'N L' or a single-file data set 'N D L').
 
@@ -100,9 +108,21 @@ def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_pr
         require()
         output_target(plot_path)
 
-    S = read_input(log, scores, index_base, layout="matrix").features
-    truth = read_input(log, true_labels, index_base)
-    Y = truth.labels if truth.layout == "dataset" else truth.features
+    named = None
+    if text:
+        if inv_propensity:
+            fail("--inv-propensity lists labels by index: with --text give --train-labels "
+                 "(training documents)")
+        from xmlkit.text import named_matrices
+        named, Y, Ytr_named = named_matrices([scores, *compare], true_labels, train_labels,
+                                             text_format, label_sep)
+        S = named[0]
+    elif text_format is not None:
+        fail("--text-format goes with --text")
+    else:
+        S = read_input(log, scores, index_base, layout="matrix").features
+        truth = read_input(log, true_labels, index_base)
+        Y = truth.labels if truth.layout == "dataset" else truth.features
     if S.shape[0] != Y.shape[0]:
         fail(f"{scores} has {S.shape[0]} rows but {true_labels} has {Y.shape[0]} points")
     if S.shape[1] != Y.shape[1]:
@@ -123,8 +143,11 @@ def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_pr
 
     q, prop, Ytr = None, None, None
     if train_labels:
-        tr = read_input(log, train_labels, index_base)
-        Ytr = tr.labels if tr.layout == "dataset" else tr.features
+        if named is not None:
+            Ytr = Ytr_named
+        else:
+            tr = read_input(log, train_labels, index_base)
+            Ytr = tr.labels if tr.layout == "dataset" else tr.features
         if Ytr.shape[1] != Y.shape[1]:
             fail(f"{train_labels} has {Ytr.shape[1]} labels but {true_labels} has {Y.shape[1]}")
         a, b = propensity_ab(propensity_preset, prop_a, prop_b)
@@ -140,8 +163,9 @@ def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_pr
     tail = None
     if Ytr is not None:
         others = []
-        for path in compare:
-            O = read_input(log, path, index_base, layout="matrix").features
+        for n, path in enumerate(compare):
+            O = named[n + 1] if named is not None else \
+                read_input(log, path, index_base, layout="matrix").features
             if O.shape != S.shape:
                 fail(f"{path} is {O.shape[0]} x {O.shape[1]} but {scores} is "
                      f"{S.shape[0]} x {S.shape[1]}")

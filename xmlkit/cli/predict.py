@@ -6,7 +6,7 @@ import click
 
 from xmlkit.atomic import output_target
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, quiet_option, run,
-                               version_option)
+                               text_input_options, version_option)
 from xmlkit.cluster import CONNECT_TIMEOUT
 from xmlkit.io import iter_xc, matrix_writer
 from xmlkit.models import load_model
@@ -48,11 +48,22 @@ PIECE_ROWS = 20000      # rows read, scored and written at a time
                    "or local:N (N worker processes here, N at most its cores); the blocks are "
                    "written in order as they arrive, the same file byte for byte. Needs "
                    "pip install 'xmlkit[dask]'.")
+@click.option("--text", is_flag=True, default=False,
+              help="FEATURES is a file of documents (see --text-format; labels, if any, are "
+                   "ignored), featurized as MODEL_DIR's training documents were (a model "
+                   "trained with xml-train --text). Needs pip install 'xmlkit[text]'.")
+@click.option("--names", is_flag=True, default=False,
+              help="With --text: write SCORES as JSON Lines in input order, "
+                   "{\"id\", \"labels\": [names, best first], \"scores\": [...]}, "
+                   "instead of a score matrix.")
+@text_input_options()[0]
+@text_input_options()[1]
 @index_base_option
 @quiet_option
 @version_option
 def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, rerank,
-            trees_only, decision, threshold, dask_address, index_base, quiet):
+            trees_only, decision, threshold, dask_address, text, names, text_format, label_sep,
+            index_base, quiet):
     """Write the scores of MODEL_DIR's model for the points of FEATURES (a feature
     file 'N D', or a single-file data set 'N D L' whose labels are ignored) to
     SCORES, a score matrix 'N L' (6 decimals, labels ascending).
@@ -83,6 +94,14 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
     # rows are read, scored and written in pieces (memory does not grow with
     # the file), except for embed's F1 inference, which needs every row at once
     piece = None if extra.get("decision") == "f1" else PIECE_ROWS
+    if text:
+        if dask_address is not None:
+            fail("--text scores on this machine: not with --dask")
+        _predict_text(log, features, scores, model_dir, model, piece, names, text_format,
+                      label_sep, index_base, dict(k=top_k, threads=threads, **extra))
+        return
+    if names or text_format is not None:
+        fail(f"--{'names' if names else 'text-format'} goes with --text")
     header, pieces = iter_xc(features, piece, index_base)
     n_rows, n_cols = header[0], header[1]
     if n_cols > model.n_features_in_:
@@ -109,6 +128,41 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
     what = f"{n_trees} trees" if n_trees else model.algorithm
     log(f"read and scored {n_rows} points with {what} in {seconds:.2f} s "
         f"({1000 * seconds / max(1, n_rows):.3f} ms/point) -> {scores}")
+
+
+def _predict_text(log, documents, scores, model_dir, model, piece, names, text_format,
+                  label_sep, index_base, kwargs):
+    """xml-predict --text: documents featurized as the model's training
+    documents were, scored piece by piece; named JSON Lines (--names) or a
+    score matrix (then the documents are counted first, for its header)."""
+    from xmlkit.text import iter_documents, model_text, names_writer, need_sklearn
+    need_sklearn()
+    featurizer, labels = model_text(model_dir, model)
+    chunk = piece or 2**62
+
+    def pieces():
+        for docs in iter_documents(documents, text_format, label_sep, chunk=chunk):
+            yield docs.ids, featurizer.transform(docs.texts)
+    start, n_rows = time.perf_counter(), 0
+    with log.progress(None, "predicting", "documents") as bar:
+        if names:
+            with names_writer(scores, labels) as write:
+                for ids, X in pieces():
+                    write(ids, model.predict(X, progress=bar.update, **kwargs))
+                    n_rows += len(ids)
+        else:
+            if documents == "-":
+                parts = list(pieces())
+                n_rows = sum(len(ids) for ids, _ in parts)
+            else:
+                n_rows = sum(len(d) for d in iter_documents(documents, text_format, label_sep,
+                                                            chunk=chunk))
+                parts = pieces()
+            with matrix_writer(scores, n_rows, model.n_labels_, index_base=index_base) as write:
+                for ids, X in parts:
+                    write(model.predict(X, progress=bar.update, **kwargs))
+    seconds = time.perf_counter() - start
+    log(f"featurized and scored {n_rows} documents in {seconds:.2f} s -> {scores}")
 
 
 #: the family-specific options of xml-predict each family takes

@@ -8,10 +8,11 @@ import sys
 import time
 
 import click
+import numpy as np
 
-from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_option,
-                               quiet_option, read_input, return_freed_memory, run,
-                               version_option)
+from xmlkit.cli.common import (CONTEXT, FEATURIZER_PARAMS, Log, fail, featurizer_options,
+                               index_base_option, json_option, quiet_option, read_input,
+                               return_freed_memory, run, text_input_options, version_option)
 from xmlkit.cli.options import TRAIN_OPTIONS, click_options, families_with, flag_of
 from xmlkit import store
 from xmlkit.atomic import writable_folder
@@ -65,8 +66,13 @@ def dask_options():
 
 
 def _train(ctx, algorithm, paths, index_base, as_json, quiet, params):
+    text = params.pop("text_settings")
+    if text is not None and len(paths) != 2:
+        fail(f"with --text: expected DOCUMENTS MODEL_DIR, got {len(paths)} paths")
     if len(paths) not in (2, 3):
         fail(f"expected DATA MODEL_DIR or FEATURES LABELS MODEL_DIR, got {len(paths)} paths")
+    if text is not None:
+        params["text_settings"] = text
     address = params.pop("dask_address", None)
     dask_data = params.pop("dask_data", "scatter")
     writable_folder(paths[-1])
@@ -86,10 +92,53 @@ def _train(ctx, algorithm, paths, index_base, as_json, quiet, params):
                           cluster.DaskExecutor(client, shared))
 
 
+def _text_rows(log, data_path, model_dir, settings):
+    """Features and labels of a document file: the featurizer is fitted on
+    it; returns X, Y and the arrays of MODEL_DIR's text.npz."""
+    from xmlkit.text import LabelNames, TextFeaturizer, read_documents
+    docs = read_documents(data_path, settings["text_format"], settings["label_sep"],
+                          need_labels=True)
+    featurizer = TextFeaturizer(**{k: settings[k] for k in FEATURIZER_PARAMS})
+    X = featurizer.fit_transform(docs.texts)
+    names = LabelNames.fit(docs.labels)
+    if not len(names):
+        fail(f"{data_path}: no document has a label: nothing to train on")
+    Y, _ = names.encode(docs.labels)
+    log(f"{data_path}: {len(docs)} documents, {X.shape[1]} terms, {len(names)} labels")
+    arrays = featurizer.to_arrays(names)
+    _check_text_of(model_dir, arrays)
+    return X, Y, arrays
+
+
+def _check_text_of(model_dir, arrays):
+    """A folder that already holds a model from text must hold this
+    featurizer (the same documents and options): else training into it
+    would mix two vocabularies."""
+    from pathlib import Path
+    if not store.is_model_folder(model_dir):
+        return
+    recorded = store.records(store.read_manifest(model_dir)) or {}
+    if TEXT_FILE + ".npz" in recorded:
+        old = store.load_arrays(model_dir, TEXT_FILE, store.read_manifest(model_dir))
+        same = set(old) == set(arrays) and all(np.array_equal(old[k], arrays[k]) for k in old)
+        if not same:
+            fail(f"{Path(model_dir)}: holds a model trained on other documents or text "
+                 "options; choose a new folder")
+
+
+#: the featurizer and label names of a model trained with --text
+TEXT_FILE = "text"
+
+
 def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor=None):
     log = Log(quiet)
     return_freed_memory()
-    if len(paths) == 2:
+    text = params.pop("text_settings", None)
+    text_arrays = None
+    if text is not None:
+        data_path, model_dir = paths
+        X, Y, text_arrays = _text_rows(log, data_path, model_dir, text)
+    elif len(paths) == 2:
         data_path, model_dir = paths
         data = read_input(log, data_path, index_base, layout="dataset")
         X, Y = data.feature_rows, data.label_rows
@@ -118,6 +167,10 @@ def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor
                           model.progress_unit) as bar:
             fit_folder(model, X, Y, model_dir, progress=bar.update, log=log,
                        executor=executor, keep_trees=False)
+        if text_arrays is not None:
+            with store.folder_lock(model_dir):
+                store.save_arrays(model_dir, TEXT_FILE, text_arrays)
+                store.record_files(model_dir, [TEXT_FILE])
     except InvalidParameterError as exc:
         flag = flag_of(algorithm, exc.param)
         fail(str(exc).replace(f"{cls.__name__}: {exc.param}", flag, 1))
@@ -151,7 +204,8 @@ def make_command(algorithm):
     cls = get_class(algorithm)
     family = algorithm
 
-    def command(paths, algorithm, index_base, as_json, quiet, **params):
+    def command(paths, algorithm, text, text_format, label_sep, index_base, as_json, quiet,
+                **params):
         """Train a model on DATA (single-file XC data set 'N D L') or on FEATURES
         ('N D') and LABELS ('N L') split files, into the folder MODEL_DIR.
 
@@ -164,8 +218,20 @@ def make_command(algorithm):
         if algorithm != family:
             # (the options were chosen by the first --algorithm, click kept the last)
             fail("--algorithm is given more than once: name one family")
-        _train(click.get_current_context(), algorithm, paths, index_base, as_json, quiet,
-               params)
+        ctx = click.get_current_context()
+        featurize = {k: params.pop(k) for k in FEATURIZER_PARAMS}
+        if text:
+            from xmlkit.text import need_sklearn
+            need_sklearn()
+            params["text_settings"] = {"text_format": text_format, "label_sep": label_sep,
+                                       **featurize}
+        else:
+            given = [k for k in (*FEATURIZER_PARAMS, "text_format", "label_sep")
+                     if ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE]
+            if given:
+                fail(f"--{given[0].replace('_', '-')} goes with --text")
+            params["text_settings"] = None
+        _train(ctx, algorithm, paths, index_base, as_json, quiet, params)
 
     from xmlkit.models.ensemble import TreeEnsemble
     storage = TREE_STORAGE if issubclass(cls, TreeEnsemble) else ARRAY_STORAGE
@@ -177,6 +243,12 @@ def make_command(algorithm):
             click.option("--algorithm", type=click.Choice(sorted(REGISTRY)),
                          default=DEFAULT_ALGORITHM, show_default=True,
                          help="Model family: " + ", ".join(sorted(REGISTRY)) + "."),
+            click.option("--text", is_flag=True, default=False,
+                         help="DATA is a file of documents (raw text and label names; see "
+                              "--text-format): a TF-IDF featurizer is fitted on it and kept "
+                              "with the label names in MODEL_DIR, for xml-predict --text. "
+                              "Needs pip install 'xmlkit[text]'."),
+            *text_input_options(), *featurizer_options(),
             *click_options(algorithm, cls.param_defaults()),
             *(dask_options() if algorithm in DASK_FAMILIES else []),
             index_base_option, json_option, quiet_option, version_option]):
