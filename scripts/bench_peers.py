@@ -6,11 +6,18 @@ in one run: P@1/3/5, train and predict wall time, peak RSS and model size.
 
 Models: xmlkit FastXML, LdSM and Linear (their defaults, on the rows as
 read); napkinXC PLT (napkinxc, its defaults), omikuji Parabel (omikuji, its
-defaults) and a scikit-learn one-vs-rest linear SVM (LinearSVC, C = 1, the
-liblinear L2-loss SVC of anchors.md) as the baseline, on rows L2-normalised
-once before (as for the peers' figures in ../shared/specs/anchors.md).
-Peers come from `pip install .[bench]`; a peer that is not installed is
-skipped and the table says so. Everything uses 2 threads.
+defaults), PECOS XR-Linear (libpecos, its defaults: PIFA label features,
+hierarchical k-means tree), LibMultiLabel's linear one-vs-rest (its default
+liblinear options) and a scikit-learn one-vs-rest linear SVM (LinearSVC,
+C = 1, the liblinear L2-loss SVC of anchors.md) as the baseline, on rows
+L2-normalised once before (as for the peers' figures in
+../shared/specs/anchors.md). napkinXC, omikuji and scikit-learn come from
+`pip install .[bench]`; PECOS and LibMultiLabel cannot share xmlkit's
+environment (numpy < 2, and a `liblinear` module of their own) and run in
+virtual environments of their own, made by `make -C scripts peer-venvs`
+(make_peer_venvs.sh; in $XMLKIT_PEER_VENVS, default work/venvs), through
+peer_worker.py. A peer that is not installed is skipped and the table says
+so. Everything uses 2 threads (LibMultiLabel picks its own: one per core).
 
 Each (set, model) is a timed step (record in work/peers/) that runs the model
 in its own process (`bench_peers.py --worker MODEL SET`): the data are read
@@ -32,9 +39,11 @@ import benchlib
 from benchlib import WORK, Step, data_file, folder_mb, load, run_rss
 
 MODELS = ["xmlkit-fastxml", "xmlkit-ldsm", "xmlkit-linear", "napkinxc-plt", "omikuji-parabel",
-          "sklearn-ovr-svm"]
+          "pecos-xrlinear", "libmultilabel-1vsrest", "sklearn-ovr-svm"]
 NEEDS = {"napkinxc-plt": "napkinxc", "omikuji-parabel": "omikuji",
          "sklearn-ovr-svm": "sklearn"}
+# peers in a virtual environment of their own (make_peer_venvs.sh), by its name
+VENVS = {"pecos-xrlinear": "pecos", "libmultilabel-1vsrest": "libmultilabel"}
 
 
 def rss_mb():
@@ -154,8 +163,42 @@ def installed(module):
     return importlib.util.find_spec(module) is not None
 
 
+def venv_python(model):
+    """The Python of `model`'s own virtual environment (VENVS)."""
+    import os
+    return Path(os.environ.get("XMLKIT_PEER_VENVS") or WORK / "venvs") / VENVS[model] / "bin" / "python"
+
+
+def run_in_venv(step):
+    """A VENVS peer: the rows written for it (unit rows, as for every peer),
+    peer_worker.py run by its own Python, its top 5 scored here."""
+    import numpy as np
+    import scipy.sparse as sp
+    from xmlkit.io import read_dataset
+    from xmlkit.metrics import ranking_metrics
+    k = step.kw
+    python = venv_python(k["model"])
+    if not python.exists():
+        return {"skipped": f"no virtual environment at {python} (make -C scripts peer-venvs)"}
+    X, Y = read_dataset(data_file(k["set"], "train"))
+    Xt, Yt = read_dataset(data_file(k["set"], "test"))
+    with tempfile.TemporaryDirectory(prefix="xmlkit_peers_") as tmp:
+        tmp = Path(tmp)
+        for name, M in (("X", unit(X)), ("Y", Y), ("Xt", unit(Xt))):
+            sp.save_npz(tmp / f"{name}.npz", sp.csr_matrix(M))
+        r = run_rss([python, Path(__file__).resolve().with_name("peer_worker.py"), k["model"],
+                     tmp, k["threads"]])
+        top = np.load(tmp / "top.npy")
+    record = json.loads(r["stdout"].strip().splitlines()[-1])
+    S = top5_matrix([[l for l in row if l >= 0] for row in top.tolist()], Yt.shape)
+    metrics = ranking_metrics(Yt, S, (1, 3, 5))
+    return {**record, "process_rss": r["rss_mb"], **{m: 100 * v for m, v in metrics.items()}}
+
+
 def run(step):
     k = step.kw
+    if k["model"] in VENVS:
+        return run_in_venv(step)
     need = NEEDS.get(k["model"])
     if need and not installed(need):
         return {"skipped": f"{need} is not installed (pip install .[bench])"}
@@ -183,7 +226,8 @@ def steps(a):
 def render(a, st):
     out = [f"Peers on the XC splits, {a.threads} threads, each library's defaults (xmlkit: "
            "FastXML 50 trees, LdSM 6 trees, Linear elastic net 10 epochs; napkinXC PLT; "
-           "omikuji Parabel; scikit-learn OneVsRest LinearSVC C = 1). Train / predict: wall "
+           "omikuji Parabel; PECOS XR-Linear; LibMultiLabel linear one-vs-rest; scikit-learn "
+           "OneVsRest LinearSVC C = 1). Train / predict: wall "
            "seconds of fit / predict (top 5) through the Python API, reading the data "
            "excluded (except omikuji, which trains from a file); peers on unit rows. Peak RSS: after fit / "
            "whole process.", "",
