@@ -38,7 +38,8 @@ def render():
     parts = [INTRO]
     sections = [("xml-train --algorithm " + f, ["xml-train", "--algorithm", f])
                 for f in FAMILIES]
-    sections += [(c, [c]) for c in ("xml-predict", "xml-eval", "xml-prune", "xml-info")]
+    sections += [(c, [c]) for c in ("xml-predict", "xml-eval", "xml-prune", "xml-info",
+                                    "xml-text")]
     for title, argv in sections:
         parts += [f"## `{title}`", "", "```", help_text(*argv), "```", ""]
     return "\n".join(parts)

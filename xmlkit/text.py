@@ -1,5 +1,7 @@
 """Raw text in, tag names out: documents as people have them, the label
-names, and a TF-IDF featurizer saved without pickle.
+names, and a TF-IDF featurizer saved without pickle. (scipy is imported
+where it is used: the commands' option tables import this module, and
+xml-predict on XC files does not need scipy.)
 
 Documents are JSON Lines, one object per line::
 
@@ -28,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 from xmlkit.errors import InputFormatError, XmlkitError
 
@@ -203,6 +204,7 @@ class LabelNames:
                     cols.add(i)
             indices += sorted(cols)
             indptr.append(len(indices))
+        import scipy.sparse as sp
         Y = sp.csr_matrix((np.ones(len(indices), dtype=np.float32),
                            np.asarray(indices, dtype=np.int32), np.asarray(indptr, dtype=np.int64)),
                           shape=(len(label_lists), len(self)))
@@ -271,6 +273,7 @@ class TextFeaturizer:
         rows = np.repeat(np.arange(C.shape[0]), np.diff(C.indptr))
         norm = np.sqrt(np.bincount(rows, weights=v * v, minlength=C.shape[0]))
         v = v / np.where(norm > 0, norm, 1.0)[rows]
+        import scipy.sparse as sp
         return sp.csr_matrix((v.astype(np.float32), C.indices.astype(np.int32),
                               C.indptr.astype(np.int64)), shape=C.shape)
 
@@ -391,6 +394,7 @@ def names_writer(path, labels):
     {"id", "labels": [names, best first], "scores": [...]} per document
     (scores with 6 decimals, as score files). Atomic, compressed by suffix;
     "-" writes standard output."""
+    import scipy.sparse as sp
     from xmlkit.io import _output
     names = labels.names
     with _output(path) as out:
@@ -439,6 +443,7 @@ def named_matrices(pred_paths, truth_path, train_path=None, fmt=None, label_sep=
     documents and, with train_path, of the training documents, over one label
     space (every name seen in any of them, sorted). Predictions and truth
     must list the same ids in the same order."""
+    import scipy.sparse as sp
     preds = [read_named_predictions(p) for p in pred_paths]
     truth = read_documents(truth_path, fmt, label_sep, need_labels=True)
     train = read_documents(train_path, fmt, label_sep, need_labels=True) if train_path else None
