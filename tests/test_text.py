@@ -268,3 +268,22 @@ def test_without_scikit_learn_text_says_how_to_install(text_model, tmp_path):
                                 "pip install 'xmlkit[text]'")
     assert not (tmp_path / "m").exists()
 
+
+
+def test_readme_text_quick_start_runs_as_written(tmp_path):
+    """The README's "Your own data" commands, run as written (but the
+    install) from another folder, on the bundled sample."""
+    import re
+    from conftest import ROOT
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"## Your own data.*?```sh\n(.*?)```", readme, re.S).group(1)
+    lines = [line for line in block.splitlines() if line and not line.startswith("pip ")]
+    assert [line.split()[0] for line in lines] == ["xml-train", "xml-predict", "xml-eval"]
+    for line in lines:
+        r = subprocess.run(line.replace("data_samples/", f"{ROOT}/data_samples/"), shell=True,
+                           cwd=tmp_path, capture_output=True, text=True)
+        assert r.returncode == 0, (line, r.stderr)
+    first = json.loads((tmp_path / "pydists_names.jsonl").read_text(encoding="utf-8")
+                       .splitlines()[0])
+    assert len(first["labels"]) == 5 and all(isinstance(n, str) for n in first["labels"])
+    assert r.stdout.splitlines()[1].startswith("P ")
