@@ -654,16 +654,6 @@ cdef int64_t _gather(const int32_t* pts, int64_t n, const int64_t* ptr, const in
     cdef int32_t p, i
     cdef int32_t* loc = local.data()     # (act's growth cannot move it)
     act.clear()
-    if fcount != NULL:
-        for a in range(n):
-            p = pts[a]
-            for j in range(ptr[p], ptr[p + 1]):
-                i = idx[j]
-                if loc[i] < 0:
-                    loc[i] = <int32_t> act.size()
-                    act.push_back(i)
-                fcount[i] += 1
-        return act.size()
     for a in range(n):
         p = pts[a]
         for j in range(ptr[p], ptr[p + 1]):
@@ -671,9 +661,12 @@ cdef int64_t _gather(const int32_t* pts, int64_t n, const int64_t* ptr, const in
             if loc[i] < 0:
                 loc[i] = <int32_t> act.size()
                 act.push_back(i)
-    sort(act.begin(), act.end())
-    for k in range(<int64_t> act.size()):
-        loc[act[k]] = <int32_t> k
+            if fcount != NULL:
+                fcount[i] += 1
+    if fcount == NULL:
+        sort(act.begin(), act.end())
+        for k in range(<int64_t> act.size()):
+            loc[act[k]] = <int32_t> k
     return act.size()
 
 

@@ -158,6 +158,13 @@ def text_input_options(when="With --text: "):
     ]
 
 
+def text_input(command):
+    """Decorator: the text_input_options of a command that takes --text."""
+    for option in reversed(text_input_options()):
+        command = option(command)
+    return command
+
+
 def featurizer_options(when="With --text: "):
     """The TF-IDF featurizer's options (defaults: xmlkit.text.DEFAULTS)."""
     from xmlkit.text import DEFAULTS as D

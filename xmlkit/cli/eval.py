@@ -5,8 +5,7 @@ import math
 import click
 
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_option,
-                               quiet_option, read_input, run, text_input_options,
-                               version_option)
+                               quiet_option, read_input, run, text_input, version_option)
 from xmlkit.io import read_inv_propensity
 from xmlkit.models.base import C_INT_MAX
 from xmlkit.metrics import (DEFAULT_KS, PROPENSITY_PRESETS, binned_precision, frequency_bins,
@@ -74,8 +73,7 @@ def format_table(metrics, ks):
               help="SCORES (and every --compare file) are named predictions (xml-predict "
                    "--text --names) and TRUE_LABELS (and --train-labels) files of documents "
                    "with label names (see --text-format); labels are matched by name.")
-@text_input_options()[0]
-@text_input_options()[1]
+@text_input
 @index_base_option
 @json_option
 @quiet_option

@@ -6,7 +6,7 @@ import click
 
 from xmlkit.atomic import output_target
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, quiet_option, run,
-                               text_input_options, version_option)
+                               text_input, version_option)
 from xmlkit.cluster import CONNECT_TIMEOUT
 from xmlkit.io import iter_xc, matrix_writer
 from xmlkit.models import load_model
@@ -56,8 +56,7 @@ PIECE_ROWS = 20000      # rows read, scored and written at a time
               help="With --text: write SCORES as JSON Lines in input order, "
                    "{\"id\", \"labels\": [names, best first], \"scores\": [...]}, "
                    "instead of a score matrix.")
-@text_input_options()[0]
-@text_input_options()[1]
+@text_input
 @index_base_option
 @quiet_option
 @version_option
