@@ -210,6 +210,8 @@ def test_eval_on_text_labels_equals_eval_on_xc_files(text_model):
         assert a["metrics"][key] == pytest.approx(value, abs=1e-9), key
     r = run_cli("xml-text", test, tmp / "test_all.txt", feat)
     assert r.returncode == 0 and "1 label occurrences" in r.stderr
+    r = run_cli("xml-eval", "--text", named, test, "--train-labels", train)
+    assert r.returncode == 0 and "1 true label occurrences" in r.stderr
     c = json.loads(run_cli("xml-eval", "--text", named, test, "--json").stdout)
     assert c["n_labels"] == a["n_labels"] + 1
     assert c["metrics"]["P@5"] == pytest.approx(a["metrics"]["P@5"], abs=1e-9)

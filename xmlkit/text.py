@@ -442,7 +442,7 @@ def named_matrices(pred_paths, truth_path, train_path=None, fmt=None, label_sep=
     prediction files (read_named_predictions), the label matrix of the truth
     documents and, with train_path, of the training documents, over one label
     space (every name seen in any of them, sorted). Predictions and truth
-    must list the same ids in the same order."""
+    must list the same ids in the same order. (Unseen: unseen_in_training.)"""
     import scipy.sparse as sp
     preds = [read_named_predictions(p) for p in pred_paths]
     truth = read_documents(truth_path, fmt, label_sep, need_labels=True)
@@ -473,3 +473,10 @@ def named_matrices(pred_paths, truth_path, train_path=None, fmt=None, label_sep=
     Y = space.encode(truth.labels)[0]
     Ytr = space.encode(train.labels)[0] if train is not None else None
     return out, Y, Ytr
+
+
+def unseen_in_training(Y, Ytr):
+    """How many true label occurrences (entries of Y) name a label that no
+    training document has (a column of Ytr without entries)."""
+    seen = np.asarray(Ytr.getnnz(axis=0)) > 0
+    return int((~seen[Y.indices]).sum())

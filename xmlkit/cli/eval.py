@@ -115,6 +115,12 @@ def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_pr
         named, Y, Ytr_named = named_matrices([scores, *compare], true_labels, train_labels,
                                              text_format, label_sep)
         S = named[0]
+        if Ytr_named is not None:
+            from xmlkit.text import unseen_in_training
+            unseen = unseen_in_training(Y, Ytr_named)
+            if unseen:
+                log(f"{unseen} true label occurrences in {true_labels} name labels that no "
+                    f"document of {train_labels} has (counted as missed)")
     elif text_format is not None:
         fail("--text-format goes with --text")
     else:
