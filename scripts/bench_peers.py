@@ -29,7 +29,6 @@ its output folder; omikuji: Model.save; scikit-learn: the pickle, which is
 how it saves).
 """
 import json
-import resource
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ from pathlib import Path
 
 import benchlib
 from benchlib import WORK, Step, data_file, folder_mb, load, run_rss
+from peer_worker import timed
 
 MODELS = ["xmlkit-fastxml", "xmlkit-ldsm", "xmlkit-linear", "napkinxc-plt", "omikuji-parabel",
           "pecos-xrlinear", "libmultilabel-1vsrest", "sklearn-ovr-svm"]
@@ -44,10 +44,6 @@ NEEDS = {"napkinxc-plt": "napkinxc", "omikuji-parabel": "omikuji",
          "sklearn-ovr-svm": "sklearn"}
 # peers in a virtual environment of their own (make_peer_venvs.sh), by its name
 VENVS = {"pecos-xrlinear": "pecos", "libmultilabel-1vsrest": "libmultilabel"}
-
-
-def rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def top5_matrix(rows, shape):
@@ -60,17 +56,6 @@ def top5_matrix(rows, shape):
     val = np.fromiter((5 - i for r in rows for i in range(len(r))), dtype=np.float64,
                       count=indptr[-1])
     return sp.csr_matrix((val, idx, indptr), shape=shape)
-
-
-def timed(fit, predict):
-    """Run fit() then predict(): predict's result, fit seconds, peak RSS after
-    fit (MB), predict seconds."""
-    t = time.perf_counter()
-    fit()
-    fit_s, fit_rss = time.perf_counter() - t, rss_mb()
-    t = time.perf_counter()
-    out = predict()
-    return out, fit_s, fit_rss, time.perf_counter() - t
 
 
 def run_xmlkit(cls, X, Y, Xt, tmp, threads):
@@ -166,7 +151,8 @@ def installed(module):
 def venv_python(model):
     """The Python of `model`'s own virtual environment (VENVS)."""
     import os
-    return Path(os.environ.get("XMLKIT_PEER_VENVS") or WORK / "venvs") / VENVS[model] / "bin" / "python"
+    venvs = Path(os.environ.get("XMLKIT_PEER_VENVS") or WORK / "venvs")
+    return venvs / VENVS[model] / "bin" / "python"
 
 
 def run_in_venv(step):

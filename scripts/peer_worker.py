@@ -85,6 +85,9 @@ def libmultilabel_1vsrest(X, Y, Xt, out, threads):
 
 
 def timed(fit, predict):
+    """Run fit() then predict(): predict's result, fit seconds, peak RSS
+    after fit (MB), predict seconds (bench_peers times its in-process
+    peers with it too)."""
     t = time.perf_counter()
     fit()
     fit_s, fit_rss = time.perf_counter() - t, rss_mb()

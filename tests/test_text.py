@@ -135,6 +135,19 @@ def test_featurizer_reloads_and_gives_the_same_bytes_in_another_process(tmp_path
     assert feat2.read_bytes() == feat.read_bytes()
 
 
+def test_a_featurizer_file_removes_what_killed_runs_left(tmp_path):
+    """A featurizer file is an output of its own (not in a model folder): as
+    for any output, the temporary files of runs killed while writing it go."""
+    from xmlkit.atomic import _temp_prefix
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    feat = tmp_path / "feat.npz"
+    left = tmp_path / f"{_temp_prefix(feat, int(dead))}abcd.tmp"
+    left.write_bytes(b"half a file")
+    save_featurizer(feat, TextFeaturizer(ngram_max=1, min_df=1).fit(["aa bb", "bb cc"]))
+    assert feat.is_file() and not left.exists()
+
+
 def test_damaged_featurizer_is_refused(tmp_path):
     f = TextFeaturizer(ngram_max=1, min_df=1).fit(["aa bb", "bb cc"])
     arrays = f.to_arrays(LabelNames(["x"]))

@@ -239,14 +239,17 @@ def remove_stale_temps(folder):
             pass
 
 
-def save_arrays(folder, name, arrays):
+def save_arrays(folder, name, arrays, remove_dead=False):
     """Write `<folder>/<name>.npz` atomically (compressed, no pickles).
 
     Unlike numpy.savez_compressed, the zip entries carry a fixed date, so the
     same arrays always give the same bytes (models are comparable by file).
     Deflate level 1: on FastXML trees a third of level 6's time for files 4%
-    larger (training writes a tree file per tree)."""
-    with atomic_path(Path(folder) / f"{name}.npz", remove_dead=False) as tmp:
+    larger (training writes a tree file per tree). Files in a model folder
+    leave dead temporary files to remove_stale_temps (under the folder's
+    lock); a file of its own passes remove_dead=True (atomic_path's).
+    """
+    with atomic_path(Path(folder) / f"{name}.npz", remove_dead=remove_dead) as tmp:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
             for key in sorted(arrays):
                 info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))

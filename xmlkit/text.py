@@ -206,7 +206,8 @@ class LabelNames:
             indptr.append(len(indices))
         import scipy.sparse as sp
         Y = sp.csr_matrix((np.ones(len(indices), dtype=np.float32),
-                           np.asarray(indices, dtype=np.int32), np.asarray(indptr, dtype=np.int64)),
+                           np.asarray(indices, dtype=np.int32),
+                           np.asarray(indptr, dtype=np.int64)),
                           shape=(len(label_lists), len(self)))
         return Y, unknown
 
@@ -330,13 +331,24 @@ class TextFeaturizer:
         return f, labels
 
 
+def fit_documents(docs, where, **options):
+    """(TextFeaturizer, LabelNames) fitted on training documents (`where`
+    names their file in the error when no document has a label)."""
+    names = LabelNames.fit(docs.labels)
+    if not len(names):
+        raise XmlkitError(f"{where}: no document has a label: nothing to train on")
+    return TextFeaturizer(**options).fit(docs.texts), names
+
+
 def save_featurizer(path, featurizer, labels=None):
     """Write the featurizer (and label names) as the single file `path`
     (.npz, written atomically)."""
     from xmlkit import store
     path = Path(path)
     name = path.name[:-4] if path.name.endswith(".npz") else path.name
-    store.save_arrays(path.parent, name, featurizer.to_arrays(labels))
+    # (a file of its own, not in a model folder: temporary files that killed
+    # runs left beside it are removed here)
+    store.save_arrays(path.parent, name, featurizer.to_arrays(labels), remove_dead=True)
     return path.parent / f"{name}.npz"
 
 
@@ -430,8 +442,8 @@ def read_named_predictions(path):
                     and all(isinstance(v, (int, float)) and not isinstance(v, bool)
                             and np.isfinite(v) for v in scores)
                     and len(set(labels)) == len(labels)):
-                raise InputFormatError(path, lineno, "not a prediction line ({\"id\", "
-                                                     "\"labels\": [names], \"scores\": [numbers]})")
+                raise InputFormatError(path, lineno, "not a prediction line ({\"id\", \"labels\": "
+                                                     "[names], \"scores\": [numbers]})")
             ids.append(obj.get("id", lineno))
             rows.append((labels, scores))
     return ids, rows

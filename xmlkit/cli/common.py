@@ -167,14 +167,15 @@ def text_input(command):
 
 def featurizer_options(when="With --text: "):
     """The TF-IDF featurizer's options (defaults: xmlkit.text.DEFAULTS)."""
+    from xmlkit.models.base import C_INT_MAX
     from xmlkit.text import DEFAULTS as D
     return [
         click.option("--ngram-max", type=click.IntRange(1, 5), default=D["ngram_max"],
                      show_default=True, help=f"{when}word n-grams of 1 to this many words."),
-        click.option("--min-df", type=click.IntRange(1, C_INT_MAX_TEXT), default=D["min_df"],
+        click.option("--min-df", type=click.IntRange(1, C_INT_MAX), default=D["min_df"],
                      show_default=True,
                      help=f"{when}keep the terms of at least this many documents."),
-        click.option("--max-features", type=click.IntRange(1, C_INT_MAX_TEXT),
+        click.option("--max-features", type=click.IntRange(1, C_INT_MAX),
                      default=D["max_features"], show_default=True,
                      help=f"{when}keep at most this many terms, the most frequent."),
         click.option("--sublinear-tf/--no-sublinear-tf", default=D["sublinear_tf"],
@@ -183,5 +184,10 @@ def featurizer_options(when="With --text: "):
     ]
 
 
-C_INT_MAX_TEXT = 2**31 - 1
 FEATURIZER_PARAMS = ("ngram_max", "min_df", "max_features", "sublinear_tf")
+
+
+def given_on_command_line(ctx, names):
+    """The parameters of `names` the user typed (not left at their defaults)."""
+    return [k for k in names
+            if ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE]

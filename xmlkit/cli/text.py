@@ -5,8 +5,8 @@ import json
 import click
 
 from xmlkit.cli.common import (CONTEXT, FEATURIZER_PARAMS, Log, fail, featurizer_options,
-                               index_base_option, json_option, quiet_option, run,
-                               text_input_options, version_option)
+                               given_on_command_line, index_base_option, json_option,
+                               quiet_option, run, text_input_options, version_option)
 
 
 def _command(documents, out, featurizer_path, fit, text_format, label_sep, index_base,
@@ -26,14 +26,13 @@ def _command(documents, out, featurizer_path, fit, text_format, label_sep, index
     """
     from xmlkit.atomic import output_target
     from xmlkit.io import write_dataset
-    from xmlkit.text import (LabelNames, TextFeaturizer, load_featurizer, need_sklearn,
-                             read_documents, save_featurizer)
+    from xmlkit.text import (fit_documents, load_featurizer, need_sklearn, read_documents,
+                             save_featurizer)
     log = Log(quiet)
     need_sklearn()
     ctx = click.get_current_context()
     if not fit:
-        given = [k for k in FEATURIZER_PARAMS
-                 if ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE]
+        given = given_on_command_line(ctx, FEATURIZER_PARAMS)
         if given:
             fail(f"--{given[0].replace('_', '-')} goes with --fit (the featurizer is "
                  "applied as it was fitted)")
@@ -43,10 +42,7 @@ def _command(documents, out, featurizer_path, fit, text_format, label_sep, index
         output_target(featurizer_path)
     docs = read_documents(documents, text_format, label_sep, need_labels=fit)
     if fit:
-        featurizer = TextFeaturizer(**options).fit(docs.texts)
-        labels = LabelNames.fit(docs.labels)
-        if not len(labels):
-            fail(f"{documents}: no document has a label")
+        featurizer, labels = fit_documents(docs, documents, **options)
     else:
         featurizer, labels = load_featurizer(featurizer_path)
         if labels is None:

@@ -11,8 +11,9 @@ import click
 import numpy as np
 
 from xmlkit.cli.common import (CONTEXT, FEATURIZER_PARAMS, Log, fail, featurizer_options,
-                               index_base_option, json_option, quiet_option, read_input,
-                               return_freed_memory, run, text_input_options, version_option)
+                               given_on_command_line, index_base_option, json_option,
+                               quiet_option, read_input, return_freed_memory, run,
+                               text_input_options, version_option)
 from xmlkit.cli.options import TRAIN_OPTIONS, click_options, families_with, flag_of
 from xmlkit import store
 from xmlkit.atomic import writable_folder
@@ -66,13 +67,10 @@ def dask_options():
 
 
 def _train(ctx, algorithm, paths, index_base, as_json, quiet, params):
-    text = params.pop("text_settings")
-    if text is not None and len(paths) != 2:
+    if params["text_settings"] is not None and len(paths) != 2:
         fail(f"with --text: expected DOCUMENTS MODEL_DIR, got {len(paths)} paths")
     if len(paths) not in (2, 3):
         fail(f"expected DATA MODEL_DIR or FEATURES LABELS MODEL_DIR, got {len(paths)} paths")
-    if text is not None:
-        params["text_settings"] = text
     address = params.pop("dask_address", None)
     dask_data = params.pop("dask_data", "scatter")
     writable_folder(paths[-1])
@@ -94,15 +92,13 @@ def _train(ctx, algorithm, paths, index_base, as_json, quiet, params):
 
 def _text_rows(log, data_path, model_dir, settings):
     """Features and labels of a document file: the featurizer is fitted on
-    it; returns X, Y and the arrays of MODEL_DIR's text.npz."""
-    from xmlkit.text import LabelNames, TextFeaturizer, read_documents
+    it; returns X, Y and the arrays of MODEL_DIR's text file."""
+    from xmlkit.text import fit_documents, read_documents
     docs = read_documents(data_path, settings["text_format"], settings["label_sep"],
                           need_labels=True)
-    featurizer = TextFeaturizer(**{k: settings[k] for k in FEATURIZER_PARAMS})
-    X = featurizer.fit_transform(docs.texts)
-    names = LabelNames.fit(docs.labels)
-    if not len(names):
-        fail(f"{data_path}: no document has a label: nothing to train on")
+    featurizer, names = fit_documents(docs, data_path,
+                                      **{k: settings[k] for k in FEATURIZER_PARAMS})
+    X = featurizer.transform(docs.texts)
     Y, _ = names.encode(docs.labels)
     log(f"{data_path}: {len(docs)} documents, {X.shape[1]} terms, {len(names)} labels")
     arrays = featurizer.to_arrays(names)
@@ -115,19 +111,16 @@ def _check_text_of(model_dir, arrays):
     featurizer (the same documents and options): else training into it
     would mix two vocabularies."""
     from pathlib import Path
+    from xmlkit.text import MODEL_TEXT
     if not store.is_model_folder(model_dir):
         return
-    recorded = store.records(store.read_manifest(model_dir)) or {}
-    if TEXT_FILE + ".npz" in recorded:
-        old = store.load_arrays(model_dir, TEXT_FILE, store.read_manifest(model_dir))
+    manifest = store.read_manifest(model_dir)
+    if f"{MODEL_TEXT}.npz" in (store.records(manifest) or {}):
+        old = store.load_arrays(model_dir, MODEL_TEXT, manifest)
         same = set(old) == set(arrays) and all(np.array_equal(old[k], arrays[k]) for k in old)
         if not same:
             fail(f"{Path(model_dir)}: holds a model trained on other documents or text "
                  "options; choose a new folder")
-
-
-#: the featurizer and label names of a model trained with --text
-TEXT_FILE = "text"
 
 
 def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor=None):
@@ -168,9 +161,10 @@ def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor
             fit_folder(model, X, Y, model_dir, progress=bar.update, log=log,
                        executor=executor, keep_trees=False)
         if text_arrays is not None:
+            from xmlkit.text import MODEL_TEXT
             with store.folder_lock(model_dir):
-                store.save_arrays(model_dir, TEXT_FILE, text_arrays)
-                store.record_files(model_dir, [TEXT_FILE])
+                store.save_arrays(model_dir, MODEL_TEXT, text_arrays)
+                store.record_files(model_dir, [MODEL_TEXT])
     except InvalidParameterError as exc:
         flag = flag_of(algorithm, exc.param)
         fail(str(exc).replace(f"{cls.__name__}: {exc.param}", flag, 1))
@@ -226,8 +220,7 @@ def make_command(algorithm):
             params["text_settings"] = {"text_format": text_format, "label_sep": label_sep,
                                        **featurize}
         else:
-            given = [k for k in (*FEATURIZER_PARAMS, "text_format", "label_sep")
-                     if ctx.get_parameter_source(k) == click.core.ParameterSource.COMMANDLINE]
+            given = given_on_command_line(ctx, (*FEATURIZER_PARAMS, "text_format", "label_sep"))
             if given:
                 fail(f"--{given[0].replace('_', '-')} goes with --text")
             params["text_settings"] = None
