@@ -1,7 +1,10 @@
 # LdSM prediction: a point descends every tree to possibly several leaves
 # (every child whose regressor margin is >= threshold, else the first child
 # at the maximum margin); its score is the mean over trees of the mean of
-# the reached leaves' normalized label histograms.
+# the reached leaves' normalized label histograms. A row the leaves give
+# fewer than k labels is filled up to k from the forest's label marginal
+# (labels by the sum of the leaves' histograms), each filled label scored
+# below every label the leaves gave.
 
 from libc.stdint cimport int32_t, int64_t
 from libc.math cimport INFINITY
@@ -33,6 +36,9 @@ cdef void _predict(LdsmKernel f, const indptr_t* xp, const int32_t* xi, const fl
     cdef const int64_t* lp = &f.l_ptr[0]
     cdef const int32_t* li = &f.l_idx[0]
     cdef const float* lv = &f.l_val[0]
+    cdef const int32_t* fill = &f.fill_idx[0]
+    cdef const float* fill_val = &f.fill_val[0]
+    cdef size_t n_fill = <size_t> f.n_fill
     cdef vector[float] x
     cdef vector[double] acc
     cdef vector[int32_t] stack, leaves, touched
@@ -42,7 +48,8 @@ cdef void _predict(LdsmKernel f, const indptr_t* xp, const int32_t* xi, const fl
     cdef int t, j, best
     cdef int32_t node, lab
     cdef size_t a
-    cdef double z, zmax, share
+    cdef double z, zmax, share, lowest, floor
+    cdef float score
     cdef bint any_
     cdef const float* drow
     x.assign(d, 0.0)
@@ -95,10 +102,25 @@ cdef void _predict(LdsmKernel f, const indptr_t* xp, const int32_t* xi, const fl
         for q in range(xp[r], xp[r + 1]):
             x[xi[q]] = 0
         items.clear()
+        lowest = INFINITY
         for a in range(touched.size()):
             lab = touched[a]
-            items.push_back(pair[double, int32_t](-<double> (<float> acc[lab]), lab))
-            acc[lab] = 0
+            score = <float> acc[lab]
+            items.push_back(pair[double, int32_t](-<double> score, lab))
+            if score < lowest:
+                lowest = score
+        if topk > 0 and items.size() < <size_t> topk:
+            # below half the row's lowest score (1e-3 when the leaves gave none)
+            floor = 0.5 * lowest if touched.size() else 1e-3
+            a = 0
+            while items.size() < <size_t> topk and a < n_fill:
+                lab = fill[a]
+                if acc[lab] == 0:
+                    score = <float> (floor * fill_val[a])
+                    items.push_back(pair[double, int32_t](-<double> score, lab))
+                a += 1
+        for a in range(touched.size()):
+            acc[touched[a]] = 0
         emit_top(items, topk, sel, out)
 
 
@@ -123,6 +145,9 @@ cdef class LdsmKernel:
         self.l_ptr = np.ascontiguousarray(f["l_ptr"], dtype=np.int64)
         self.l_idx = padded(f["l_idx"], np.int32)
         self.l_val = padded(f["l_val"], np.float32)
+        self.n_fill = np.shape(f["fill_idx"])[0]
+        self.fill_idx = padded(f["fill_idx"], np.int32)
+        self.fill_val = padded(f["fill_val"], np.float32)
         self.M = M
         self.d = d
         self.bias = bias

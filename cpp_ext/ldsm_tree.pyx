@@ -130,11 +130,13 @@ cdef class LdsmData:
 cdef class LdsmBuild:
     """Grows one tree: grow(data, seed, tree) -> dict of arrays. Members: see
     xmlkit/_ext/ldsm_tree.pxd."""
-    def __init__(self, int arity, int64_t max_nodes, int epochs, double lr, double lambda1,
-                 double lambda2, double route_threshold):
+    def __init__(self, int arity, int64_t max_nodes, int64_t max_leaf, int epochs, double lr,
+                 double lambda1, double lambda2, double route_threshold):
         if arity < 2 or arity > 8:
             raise ValueError("arity must be between 2 and 8")
-        self.M, self.max_nodes, self.epochs = arity, max_nodes, epochs
+        if max_leaf < 1:
+            raise ValueError("max_leaf must be at least 1")
+        self.M, self.max_nodes, self.max_leaf, self.epochs = arity, max_nodes, max_leaf, epochs
         self.lr, self.l1, self.l2, self.threshold = lr, lambda1, lambda2, route_threshold
 
     def grow(self, LdsmData data, uint64_t seed, uint64_t tree):
@@ -215,7 +217,8 @@ cdef class LdsmBuild:
             queue.pop()
             node = top.second
             if (<int64_t> self.first_child.size() < self.max_nodes - M + 1
-                    and self.members[node].size() >= 2 and self._impurity(node) > 0):
+                    and <int64_t> self.members[node].size() > self.max_leaf
+                    and self._impurity(node) > 0):
                 if self._train_split(node):
                     for c in range(M):
                         queue.push(QItem(pair[double, int64_t](

@@ -164,3 +164,59 @@ def test_scaled_model_round_trip_and_old_folders(tmp_path):
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
     del manifest["params"]["scale_dense"]
     assert xmlkit.LdSM.from_manifest(manifest).scale_dense is False
+    del manifest["params"]["max_leaf"]
+    assert xmlkit.LdSM.from_manifest(manifest).max_leaf == 1
+
+
+def test_leaf_size_and_the_automatic_node_budget(bibtex):
+    """max_leaf: no node of at most that many points is split (a root of
+    fewer points stays a leaf; larger leaves, fewer nodes); max_nodes
+    "auto" stands for max(2000, N) and is what the model records; a tree
+    that reaches a budget is reported."""
+    from xmlkit.models.ldsm import MIN_AUTO_NODES
+    X, Y, _, _ = bibtex
+    X, Y = X[:600], Y[:600]
+    assert xmlkit.LdSM(n_trees=1, max_leaf=600, epochs=1).fit(X, Y).stats()["nodes"] == 1
+    sizes = [xmlkit.LdSM(n_trees=1, max_leaf=m, epochs=2).fit(X, Y).stats()["nodes"]
+             for m in (2, 10, 50)]
+    assert sizes[0] > sizes[1] > sizes[2] > 1
+    m = xmlkit.LdSM(n_trees=1, epochs=1)
+    assert m.auto_nodes(600) == MIN_AUTO_NODES and m.auto_nodes(10 ** 6) == 10 ** 6
+    m.fit(X, Y)
+    assert m.max_nodes == "auto" and m.model_params()["max_nodes"] == MIN_AUTO_NODES
+    assert m.manifest()["params"]["max_nodes"] == MIN_AUTO_NODES
+    with pytest.warns(XmlkitWarning, match="1 of 1 trees reached the node budget"):
+        xmlkit.LdSM(n_trees=1, max_nodes=9, epochs=1).fit(X, Y)
+
+
+def _forest_by_hand():
+    """One tree: a root with 2 children whose regressors read feature 0
+    (child 0) and feature 1 (child 1); leaf 1 holds labels 0 and 1 at 0.5
+    each, leaf 2 holds label 2 (and 3 features: 2 plus the bias)."""
+    m = xmlkit.LdSM(n_trees=1)
+    m.n_features_in_, m.n_labels_ = 2, 4
+    m.trees_ = {0: {
+        "first_child": np.array([1, -1, -1], np.int32), "depth": np.array([0, 1, 1], np.int32),
+        "reg_row": np.array([0, -1, -1], np.int32), "reg_ptr": np.array([0, 1, 2], np.int64),
+        "reg_idx": np.array([0, 1], np.int32), "reg_val": np.array([1, 1], np.float32),
+        "l_ptr": np.array([0, 0, 2, 3], np.int64), "l_idx": np.array([0, 1, 2], np.int32),
+        "l_val": np.array([0.5, 0.5, 1.0], np.float32)}}
+    return m
+
+
+def test_rows_are_filled_to_k_from_the_label_marginal():
+    """A point reaching leaf 1 gets labels 0 and 1 (0.5 each); with k = 3 the
+    third label comes from the forest's marginal (leaf sums: label 2 1.0,
+    labels 0 and 1 0.5, label 3 never), scored 0.5 · (lowest score 0.5) ·
+    (1.0 / 1.0) = 0.25; a point reaching leaf 2 (label 2, score 1) gets
+    labels 0 and 1 at 0.5 · 1 · (0.5 / 1.0); k = 4 adds nothing more (label 3 is in no leaf);
+    k = None (every label the leaves gave) fills nothing."""
+    import scipy.sparse as sp
+    m = _forest_by_hand()
+    X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0]], np.float32))
+    S = m.predict(X, k=3).toarray()
+    assert S[0].tolist() == [0.5, 0.5, 0.25, 0] and S[1].tolist() == [0.25, 0.25, 1.0, 0]
+    S2 = m.predict(X[1:], k=2).toarray()
+    assert S2[0].tolist() == [0.25, 0, 1.0, 0]       # ties to the lower label
+    assert m.predict(X, k=4).nnz == 6
+    assert m.predict(X, k=None).nnz == 3

@@ -18,6 +18,9 @@ cdef class LdsmKernel:
     cdef const int64_t[::1] l_ptr        # histogram of leaf i: l_ptr[i] .. l_ptr[i + 1] - 1
     cdef const int32_t[::1] l_idx        # label of each histogram entry
     cdef const float[::1] l_val          # normalized count of each histogram entry
+    cdef const int32_t[::1] fill_idx     # labels by the forest's marginal, descending (row filling)
+    cdef const float[::1] fill_val       # their marginal over the largest, in (0, 1]
+    cdef int64_t n_fill                  # labels in fill_idx
     cdef int M                           # children per internal node
     cdef int64_t d                       # feature columns with the bias column (index d - 1)
     cdef double bias                     # value of the bias feature

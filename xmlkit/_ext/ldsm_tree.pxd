@@ -24,6 +24,7 @@ cdef class LdsmBuild:
     # settings
     cdef int M                           # children per internal node (arity)
     cdef int64_t max_nodes               # node budget of a tree
+    cdef int64_t max_leaf                # a node of at most this many points is a leaf
     cdef int epochs                      # passes over a node's points
     cdef double lr                       # learning rate of the regressors
     cdef double l1                       # weight of the balance term

@@ -31,7 +31,7 @@ import numpy as np
 from xmlkit import checks
 from xmlkit.csr import like, model_rows
 from xmlkit.errors import XmlkitWarning
-from xmlkit.models.base import MAX_TREES, SEED, boolean, integer, real
+from xmlkit.models.base import MAX_TREES, SEED, auto_or, boolean, integer, real
 from xmlkit.models.ensemble import TreeEnsemble
 from xmlkit.models.forest import dense_rows, score_rows
 
@@ -42,6 +42,12 @@ from xmlkit.models.forest import dense_rows, score_rows
 # levels, which all points cross (a node at depth k sees ~1/2^k of them).
 DENSE_FRACTION = 4
 DENSE_DEPTH = 6
+
+#: max_nodes="auto": this many nodes per training point, at least MIN_AUTO_NODES
+#: (leaves of up to max_leaf points need ~2N/max_leaf nodes without copies;
+#: points sent down several branches take more)
+AUTO_NODES_PER_POINT = 1
+MIN_AUTO_NODES = 2000
 
 DENSE_DATA = 0.5      # share of non-zero feature entries above which data are dense
 SCALING = "feature_scaling"
@@ -113,15 +119,16 @@ class LdSM(TreeEnsemble):
     algorithm = "ldsm"
     _parameter_constraints = {
         "n_trees": integer(1, MAX_TREES), "threads": integer(1), "arity": integer(2, 8),
-        "max_nodes": integer(1), "epochs": integer(1), "lr": real(0, lo_open=True),
+        "max_nodes": auto_or(integer(1)), "max_leaf": integer(1), "epochs": integer(1), "lr": real(0, lo_open=True),
         "lambda1": real(), "lambda2": real(), "route_threshold": real(), "bias": real(),
         "scale_dense": boolean(), "seed": SEED,
     }
     SHAPE_KEYS = ("first_child", "depth", "l_ptr")
-    MODEL_KEYS = ("arity", "max_nodes", "epochs", "lr", "lambda1", "lambda2",
+    MODEL_KEYS = ("arity", "max_nodes", "max_leaf", "epochs", "lr", "lambda1", "lambda2",
                   "route_threshold", "bias", "scale_dense")
 
-    def __init__(self, *, n_trees=6, threads=1, arity=2, max_nodes=2000, epochs=20, lr=0.1,
+    def __init__(self, *, n_trees=6, threads=1, arity=2, max_nodes="auto", max_leaf=10,
+                 epochs=20, lr=0.1,
                  lambda1=1.0, lambda2=2.0, route_threshold=0.5, bias=1.0, scale_dense=True,
                  seed=0):
         """
@@ -130,7 +137,13 @@ class LdSM(TreeEnsemble):
         n_trees : number of trees to grow.
         threads : trees grown in parallel (threads).
         arity : children per node (M), 2 to 8.
-        max_nodes : node budget of a tree.
+        max_nodes : node budget of a tree; "auto": AUTO_NODES_PER_POINT
+            times the number of training points (at least MIN_AUTO_NODES), a guard
+            against runaway growth that trees normally stop before. A
+            fitted model records the number "auto" stood for; a tree the
+            budget stopped is reported (XmlkitWarning).
+        max_leaf : a node with at most this many points is a leaf (1: split
+            down to single points, as the authors' code does).
         epochs : passes over a node's points to train its regressors.
         lr : learning rate of the normalized adaptive SGD.
         lambda1 : weight of the multi-way penalty in the node objective.
@@ -146,6 +159,7 @@ class LdSM(TreeEnsemble):
         self.threads = threads
         self.arity = arity
         self.max_nodes = max_nodes
+        self.max_leaf = max_leaf
         self.epochs = epochs
         self.lr = lr
         self.lambda1 = lambda1
@@ -155,12 +169,35 @@ class LdSM(TreeEnsemble):
         self.scale_dense = scale_dense
         self.seed = seed
 
+    @staticmethod
+    def auto_nodes(n_points):
+        return max(MIN_AUTO_NODES, AUTO_NODES_PER_POINT * n_points)
+
+    def _settings(self, n_points=None):
+        """The parameters with "auto" replaced by what it stands for on
+        n_points training points (after fit: the recorded values)."""
+        fitted = getattr(self, "settings_", None)
+        if fitted is not None:
+            return fitted
+        p = self.params
+        if p.max_nodes == "auto" and n_points is not None:
+            p.max_nodes = self.auto_nodes(n_points)
+        return p
+
+    def model_params(self):
+        """The parameters recorded in the model folder: after fit, the
+        node budget "auto" stood for."""
+        p = self._settings()
+        return {k: getattr(p, k) for k in self.MODEL_KEYS}
+
     # -- training
     def _wanted_trees(self):
         return list(range(self.n_trees))
 
     def _start_fit(self, X, Y):
+        self.__dict__.pop("settings_", None)
         X, Y = super()._start_fit(X, Y)
+        self.settings_ = self._settings(X.shape[0])
         self.feature_scaling_ = dense_scaling(X) if self.scale_dense else None
         return X, Y
 
@@ -174,8 +211,14 @@ class LdSM(TreeEnsemble):
         return standardised(R, *scaling)
 
     def _finish_fit(self, X, Y):
-        if self.max_nodes < self.arity + 1 or X.shape[0] < 2:
-            return                          # the budget allows no split
+        p = self._settings()
+        full = sum(len(t["first_child"]) > p.max_nodes - p.arity for t in self.trees_.values())
+        if full:
+            warnings.warn(f"LdSM: {full} of {len(self.trees_)} trees reached the node budget "
+                          f"(max_nodes {p.max_nodes}) and stopped growing there",
+                          XmlkitWarning, stacklevel=3)
+        if p.max_nodes < p.arity + 1 or X.shape[0] <= p.max_leaf:
+            return                          # the budget or the leaf size allows no split
         flat = sum(len(t["first_child"]) == 1 and t["l_ptr"][1] >= 2
                    for t in self.trees_.values())
         if flat:
@@ -210,10 +253,10 @@ class LdSM(TreeEnsemble):
 
     @classmethod
     def from_manifest(cls, manifest, folder="the model"):
-        # folders written before scale_dense existed were not scaled
-        params = manifest["params"]
-        if "scale_dense" not in params:
-            manifest = {**manifest, "params": {**params, "scale_dense": False}}
+        # folders written before scale_dense / max_leaf existed were not
+        # scaled and split nodes down to single points
+        params = {"scale_dense": False, "max_leaf": 1, **manifest["params"]}
+        manifest = {**manifest, "params": params}
         return super().from_manifest(manifest, folder)
 
     def _grow_trees(self, X, Y, todo, after=None):
@@ -240,13 +283,13 @@ class LdSM(TreeEnsemble):
         """grow(t) -> tree over X, Y (the training data are prepared once;
         threads may share it)."""
         from xmlkit._ext.ldsm_tree import LdsmBuild, LdsmData
-        p = self.params
+        p = self._settings(X.shape[0])
         xp, xi, xv = with_bias(self._features(X), p.bias)
         data = LdsmData(xp, xi, xv, Y.indptr.astype(np.int64), Y.indices,
                         self.n_features_in_ + 1, self.n_labels_)
 
         def grow(t):
-            b = LdsmBuild(p.arity, p.max_nodes, p.epochs, p.lr, p.lambda1, p.lambda2,
+            b = LdsmBuild(p.arity, p.max_nodes, p.max_leaf, p.epochs, p.lr, p.lambda1, p.lambda2,
                           p.route_threshold)
             return b.grow(data, p.seed, t)
         return grow
@@ -288,6 +331,7 @@ class LdSM(TreeEnsemble):
         internal = np.flatnonzero(f["reg_row"] >= 0)
         for j in range(self.params.arity):
             row_depth[f["reg_row"][internal] + j] = depth[internal]
+        f["fill_idx"], f["fill_val"] = label_marginal(f["l_idx"], f["l_val"], self.n_labels_)
         f["dense_id"], f["dense"] = dense_rows(f["reg_ptr"], f["reg_idx"], f["reg_val"], d,
                                                DENSE_FRACTION, row_depth <= DENSE_DEPTH)
         self._packed = (picked, f)
@@ -326,6 +370,17 @@ class LdSM(TreeEnsemble):
                 "leaves": float(np.mean([(t["first_child"] < 0).sum() for t in trees])),
                 "max_depth": float(np.mean([t["depth"].max() for t in trees]))}
 
+
+
+def label_marginal(l_idx, l_val, n_labels):
+    """The labels of the leaves' histograms by their sum, descending (ties to
+    the lower label), and those sums over the largest: what rows with fewer
+    than k labels are filled from."""
+    mass = np.bincount(l_idx, weights=l_val, minlength=n_labels)
+    order = np.argsort(-mass, kind="stable")
+    order = order[mass[order] > 0]
+    top = mass[order[0]] if len(order) else 1.0
+    return order.astype(np.int32), (mass[order] / top).astype(np.float32)
 
 
 def check_tree(tree, M, n_features, n_labels, name):
