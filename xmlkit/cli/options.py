@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import click
 
 from xmlkit.metrics import PROPENSITY_PRESETS
+from xmlkit.models import ldsm as _ldsm
 from xmlkit.models import linear as _linear
 
 
@@ -101,7 +102,12 @@ LDSM = (
     _trees("Number of trees to grow."),
     Opt("threads", ("-T", "--threads"), "Trees grown in parallel (threads)."),
     Opt("arity", ("--arity",), "Children per node (M), 2 to 8."),
-    Opt("max_nodes", ("--max-nodes",), "Node budget of a tree."),
+    Opt("max_nodes", ("--max-nodes",), f"Node budget of a tree; auto: "
+        f"{_ldsm.AUTO_NODES_PER_POINT} per training point (at least {_ldsm.MIN_AUTO_NODES}), "
+        "a guard trees normally stop before (a tree that reaches it is reported).",
+        type=AutoOr(click.INT)),
+    Opt("max_leaf", ("--max-leaf",), "A node with at most this many points is a leaf (1: "
+        "split down to single points, as the authors' code does)."),
     Opt("epochs", ("--epochs",), "Passes over a node's points to train its regressors."),
     Opt("lr", ("--lr",), "Learning rate of the nodes' normalized adaptive SGD."),
     Opt("lambda1", ("--lambda1",), "Weight of the multi-way penalty in the node objective."),
@@ -124,6 +130,8 @@ EMBED = (
     Opt("oversample", ("--oversample",), "Extra columns p of the Gaussian test matrix."),
     Opt("passes", ("--passes",), "Range-finder passes q."),
     Opt("embed_lambda", ("--embed-lambda",), "Ridge of the embedding solves, times tr(XᵀX)/d."),
+    Opt("map_lambda", ("--map-lambda",), "Ridge of the feature map (x to its embedding), "
+        "times tr(XᵀX)/d (the authors' code: 1e-6, which overfits sparse text)."),
     Opt("cg_iters", ("--cg-iters",), "Conjugate-gradient iterations per solve."),
     Opt("num_features", ("--num-features",), "Random Fourier features f."),
     Opt("kernel", ("--kernel",), "Random-feature kernel.", choices=("gaussian", "cauchy")),
@@ -138,6 +146,8 @@ EMBED = (
     Opt("decay", ("--decay",), "Step-size decay per epoch of the logistic refinement "
                                "(<= 1)."),
     Opt("shrink", ("--shrink",), "Label smoothing s: targets s·y + (1−s)(1−y)."),
+    Opt("threads", ("-T", "--threads"), "Threads for the embedding's ridge solves (blocks "
+        "of columns); the rest runs in numpy's BLAS. The model does not depend on it."),
     Opt("seed", ("--seed",), "Random seed (test matrix, frequencies, minibatches)."),
 )
 

@@ -7,7 +7,8 @@ from xmlkit.csr import Rows
 from xmlkit.errors import XmlkitError
 from xmlkit.models.ensemble import ModelBase
 
-ROW_BLOCK = 2048      # points scored at once
+ROW_BLOCK = 2048      # points scored at once (fewer with many labels:
+BLOCK_ENTRIES = 1 << 22   # at most this many dense scores per block, 32 MB)
 
 
 def sigmoid(z):
@@ -47,8 +48,9 @@ def scored_blocks(n, n_cols, probabilities, select, progress=None):
     block, select(P) the boolean mask of the entries to keep."""
     from xmlkit.models.forest import _stack
     parts = []
-    for r0 in range(0, n, ROW_BLOCK):
-        r1 = min(n, r0 + ROW_BLOCK)
+    step = max(1, min(ROW_BLOCK, BLOCK_ENTRIES // max(1, n_cols)))
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
         P = probabilities(r0, r1)
         r, c = np.nonzero(select(P))
         part = coo_rows(r, c, P[r, c], (r1 - r0, n_cols))
