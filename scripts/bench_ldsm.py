@@ -36,17 +36,18 @@ AUTHORS = {
                    "61.5/55.8/50.7"),
                   ("paper, Table 2", "71.91/65.34/60.24")],
 }
-# (leaf 1 with a node budget: the authors' rule, split down to single points)
+# (leaf 1, λ2 2 and a node budget: the authors' rules, split down to single points)
 SWEEP = ([{"epochs": e} for e in (1, 5, 10, 30)]
          + [{"max_leaf": m} for m in (1, 5, 20)]
+         + [{"lambda2": 2.0}]
          + [{"max_nodes": n} for n in (1000, 4000)]
          + [{"n_trees": t} for t in (1, 3, 10)]
-         + [{"n_trees": 1, "epochs": 1, "max_nodes": 1000, "max_leaf": 1},
-            {"n_trees": 6, "epochs": 20, "max_nodes": 2000, "max_leaf": 1},
-            {"n_trees": 5, "epochs": 5, "max_nodes": 16000, "max_leaf": 1},
+         + [{"n_trees": 1, "epochs": 1, "max_nodes": 1000, "max_leaf": 1, "lambda2": 2.0},
+            {"n_trees": 6, "epochs": 20, "max_nodes": 2000, "max_leaf": 1, "lambda2": 2.0},
+            {"n_trees": 5, "epochs": 5, "max_nodes": 16000, "max_leaf": 1, "lambda2": 2.0},
             {"arity": 4},
-            {"n_trees": 10, "epochs": 20, "max_nodes": 1000, "max_leaf": 1},
-            {"n_trees": 10, "epochs": 10, "max_nodes": 8000, "max_leaf": 1}])
+            {"n_trees": 10, "epochs": 20, "max_nodes": 1000, "max_leaf": 1, "lambda2": 2.0},
+            {"n_trees": 10, "epochs": 10, "max_nodes": 8000, "max_leaf": 1, "lambda2": 2.0}])
 
 
 def run(step):
@@ -93,7 +94,7 @@ def steps(a):
 
 def describe(kw):
     names = {"n_trees": "trees", "max_nodes": "nodes", "max_leaf": "leaf", "epochs": "epochs",
-             "arity": "arity"}
+             "arity": "arity", "lambda2": "λ2"}
     return ", ".join(f"{names.get(k, k)} {v}" for k, v in kw.items()) or "defaults"
 
 

@@ -129,7 +129,7 @@ class LdSM(TreeEnsemble):
 
     def __init__(self, *, n_trees=6, threads=1, arity=2, max_nodes="auto", max_leaf=10,
                  epochs=20, lr=0.1,
-                 lambda1=1.0, lambda2=2.0, route_threshold=0.5, bias=1.0, scale_dense=True,
+                 lambda1=1.0, lambda2=4.0, route_threshold=0.5, bias=1.0, scale_dense=True,
                  seed=0):
         """
         Parameters
@@ -147,7 +147,9 @@ class LdSM(TreeEnsemble):
         epochs : passes over a node's points to train its regressors.
         lr : learning rate of the normalized adaptive SGD.
         lambda1 : weight of the multi-way penalty in the node objective.
-        lambda2 : weight of the class-integrity term in the node objective.
+        lambda2 : weight of the class-integrity term in the node objective
+            (the authors' code: 2; 4 keeps leaves purer where labels are
+            many: docs/algorithms.md).
         route_threshold : a point goes to every child whose regressor margin
             is at least this (else to the best child).
         bias : value of the bias feature added to every point.
