@@ -280,12 +280,17 @@ def test_signals_stop_at_once_and_a_rerun_resumes(sig, code, said, tmp_path):
     m = tmp_path / "m"
     p = subprocess.Popen([str(BIN / "xml-train"), str(TRAIN), str(m), "-T", "2", "-t", "200",
                           "-q"], stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 20
-    while time.time() < deadline and not (m / "tree_00001.npz").exists():
+    start = time.time()
+    while time.time() < start + 20 and not (m / "tree_00001.npz").exists():
         time.sleep(0.05)
+    running = p.poll() is None
+    waited = time.time() - start
     p.send_signal(sig)
     _, err = p.communicate(timeout=30)
-    assert p.returncode == code and err.strip() == f"xml-train: {said}"
+    trees = len(list(m.glob("tree_*.npz")))
+    assert running, f"training ended before the signal ({waited:.1f} s, {trees} trees)"
+    assert p.returncode == code and err.strip() == f"xml-train: {said}", \
+        (p.returncode, err, f"signal after {waited:.1f} s, {trees} trees at the end")
     r = run_cli("xml-train", TRAIN, m, "-t", "3", "-q")
     assert r.returncode == 0 and not list(m.glob(".*.tmp"))
 
