@@ -278,8 +278,12 @@ def test_signals_stop_at_once_and_a_rerun_resumes(sig, code, said, tmp_path):
     """SIGTERM is handled like Ctrl-C (SIGINT): one line, 143 / 130, and
     the next run resumes (and removes a temp file a worker was writing)."""
     m = tmp_path / "m"
+    # a shell starts background jobs with SIGINT ignored, and a child keeps an
+    # ignored SIGINT (as it should: Python then ignores Ctrl-C too): give the
+    # command the default disposition whatever this test runs under
     p = subprocess.Popen([str(BIN / "xml-train"), str(TRAIN), str(m), "-T", "2", "-t", "200",
-                          "-q"], stderr=subprocess.PIPE, text=True)
+                          "-q"], stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     start = time.time()
     while time.time() < start + 20 and not (m / "tree_00001.npz").exists():
         time.sleep(0.05)
