@@ -6,6 +6,8 @@ run on Bibtex; the readers, the writer and the predictors accept a
 :class:`Rows` or any scipy sparse matrix, and scipy is imported only when a
 scipy matrix is asked for (:meth:`Rows.to_scipy`) or given.
 """
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from xmlkit.errors import XmlkitError
@@ -78,3 +80,66 @@ def unit_rows(R):
     scale = 1 / np.sqrt(np.where(sq > 0, sq, 1))
     return Rows(R.indptr, R.indices, (R.data * np.repeat(scale, counts)).astype(np.float32),
                 R.shape)
+
+
+# -- blocks of rows: scoring in chunks on threads, stacking the pieces
+#: rows a scoring kernel handles per call
+CHUNK_ROWS = 256
+#: weight rows with at least n_cols / DENSE_FRACTION entries get dense copies
+DENSE_FRACTION = 4
+
+
+def row_blocks(n, size):
+    """(r0, r1) of the blocks of `size` rows covering rows 0..n-1."""
+    return [(r, min(n, r + size)) for r in range(0, n, size)]
+
+
+def score_rows(run, n, n_cols, threads=1, progress=None, chunk=CHUNK_ROWS):
+    """Rows 0..n-1 scored in chunks of `chunk` rows by `run(r0, r1)` (a nogil
+    kernel returning CSR pieces), on `threads` threads; the pieces stacked
+    into one Rows n × n_cols. `progress(rows)` after each chunk."""
+    def one(b):
+        out = run(*b)
+        if progress is not None:
+            progress(b[1] - b[0])
+        return out
+    bounds = row_blocks(n, chunk)
+    if threads > 1 and len(bounds) > 1:
+        with ThreadPoolExecutor(threads) as pool:
+            parts = list(pool.map(one, bounds))
+    else:
+        parts = [one(b) for b in bounds]
+    return stack_rows(parts, (n, n_cols))
+
+
+def stack_rows(parts, shape):
+    """One Rows of `shape` from CSR pieces (indptr from 0, indices, data) of
+    consecutive row blocks, in order."""
+    if not parts:
+        return Rows(np.zeros(shape[0] + 1, np.int64), np.zeros(0, np.int32),
+                    np.zeros(0, np.float32), shape)
+    ptrs, off = [np.zeros(1, np.int64)], 0
+    for p in parts:
+        ptrs.append(p[0][1:] + off)
+        off += len(p[1])
+    return Rows(np.concatenate(ptrs), np.concatenate([p[1] for p in parts]),
+                np.concatenate([p[2] for p in parts]), shape)
+
+
+def dense_rows(ptr, idx, val, n_cols, fraction=DENSE_FRACTION, eligible=None):
+    """Dense copies of the CSR weight rows holding at least n_cols/fraction
+    entries (the nodes near the roots), so that routing a point through them
+    costs the point's non-zeros, not the row's; at most doubles their memory.
+    `eligible` (bool per row) restricts the copies further.
+    Returns (dense_id: row -> its dense row or -1, dense float32 matrix)."""
+    counts = np.diff(ptr)
+    long_rows = counts * fraction >= n_cols
+    if eligible is not None:
+        long_rows &= eligible
+    rows = np.flatnonzero(long_rows).astype(np.int64)
+    dense_id = np.full(len(counts), -1, dtype=np.int64)
+    dense_id[rows] = np.arange(len(rows))
+    dense = np.zeros((len(rows), n_cols), dtype=np.float32)
+    from xmlkit._ext.forest_predict import scatter_rows
+    scatter_rows(np.ascontiguousarray(ptr, dtype=np.int64), idx, val, rows, dense)
+    return dense_id, dense

@@ -3,7 +3,7 @@ whose scores are computed densely by blocks of rows: the shared save/load
 and the block loop that keeps only the selected entries of each block."""
 import numpy as np
 
-from xmlkit.csr import Rows
+from xmlkit.csr import Rows, stack_rows
 from xmlkit.errors import XmlkitError
 from xmlkit.models.ensemble import ModelBase
 
@@ -46,7 +46,6 @@ def selector(k=None, threshold=None):
 def scored_blocks(n, n_cols, probabilities, select, progress=None):
     """Rows n × n_cols from dense blocks: probabilities(r0, r1) gives the
     block, select(P) the boolean mask of the entries to keep."""
-    from xmlkit.models.forest import _stack
     parts = []
     step = max(1, min(ROW_BLOCK, BLOCK_ENTRIES // max(1, n_cols)))
     for r0 in range(0, n, step):
@@ -57,7 +56,7 @@ def scored_blocks(n, n_cols, probabilities, select, progress=None):
         parts.append((part.indptr, part.indices, part.data))
         if progress is not None:
             progress(r1 - r0)
-    return _stack(parts, (n, n_cols))
+    return stack_rows(parts, (n, n_cols))
 
 
 class ArrayModel(ModelBase):

@@ -13,19 +13,17 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from xmlkit._ext.forest_predict import (ForestKernel, ScoreSums, plane_floats,
-                                        plane_row_deltas, scatter_rows, unplane_floats,
+                                        plane_row_deltas, unplane_floats,
                                         unplane_row_deltas)
-from xmlkit.csr import Rows, model_rows
+from xmlkit.csr import CHUNK_ROWS, Rows, model_rows, row_blocks, score_rows
 from xmlkit import checks
 from xmlkit.checks import DamagedModel
 from xmlkit.errors import XmlkitError
 
 TREE_KEYS = ("child", "depth", "w_ptr", "w_idx", "w_val", "l_ptr", "l_idx", "l_val")
-CHUNK_ROWS = 256
 #: the forest routes blocks of points a tree at a time: blocks of at most this
 #: many rows (about four per thread, at least CHUNK_ROWS)
 FOREST_BLOCK = 4096
-DENSE_FRACTION = 4
 
 
 def check_tree(tree, n_features, n_labels, name):
@@ -107,24 +105,6 @@ def tree_stats(trees):
             "max_depth": float(np.mean(depth))}
 
 
-def dense_rows(ptr, idx, val, n_cols, fraction=DENSE_FRACTION, eligible=None):
-    """Dense copies of the CSR weight rows holding at least n_cols/fraction
-    entries (the nodes near the roots), so that routing a point through them
-    costs the point's non-zeros, not the row's; at most doubles their memory.
-    `eligible` (bool per row) restricts the copies further.
-    Returns (dense_id: row -> its dense row or -1, dense float32 matrix)."""
-    counts = np.diff(ptr)
-    long_rows = counts * fraction >= n_cols
-    if eligible is not None:
-        long_rows &= eligible
-    rows = np.flatnonzero(long_rows).astype(np.int64)
-    dense_id = np.full(len(counts), -1, dtype=np.int64)
-    dense_id[rows] = np.arange(len(rows))
-    dense = np.zeros((len(rows), n_cols), dtype=np.float32)
-    scatter_rows(np.ascontiguousarray(ptr, dtype=np.int64), idx, val, rows, dense)
-    return dense_id, dense
-
-
 def rows_ascending(ptr, idx):
     """Whether the indices of every CSR row are strictly ascending (xmlkit's
     trees are; a C++ tool's file need not be)."""
@@ -198,11 +178,6 @@ def forest_block(n, threads):
     return min(FOREST_BLOCK, max(CHUNK_ROWS, -(-n // (4 * threads))))
 
 
-def row_blocks(n, size):
-    """(r0, r1) of the blocks of `size` rows covering rows 0..n-1."""
-    return [(r, min(n, r + size)) for r in range(0, n, size)]
-
-
 class StreamedForest:
     """Trees read one at a time while predicting, as the C++ tool does: each
     tree routes the points and adds its leaves to their running sums
@@ -247,33 +222,3 @@ class StreamedForest:
         topk = 0 if k is None else int(k)
         return score_rows(lambda r0, r1: sums.score_rows(r0, r1, topk), n, self.n_labels,
                           threads, None, block)
-
-
-def score_rows(run, n, n_cols, threads=1, progress=None, chunk=CHUNK_ROWS):
-    """Rows 0..n-1 scored in chunks of `chunk` rows by `run(r0, r1)` (a nogil
-    kernel returning CSR pieces), on `threads` threads; the pieces stacked
-    into one Rows n × n_cols. `progress(rows)` after each chunk."""
-    def one(b):
-        out = run(*b)
-        if progress is not None:
-            progress(b[1] - b[0])
-        return out
-    bounds = row_blocks(n, chunk)
-    if threads > 1 and len(bounds) > 1:
-        with ThreadPoolExecutor(threads) as pool:
-            parts = list(pool.map(one, bounds))
-    else:
-        parts = [one(b) for b in bounds]
-    return _stack(parts, (n, n_cols))
-
-
-def _stack(parts, shape):
-    if not parts:
-        return Rows(np.zeros(shape[0] + 1, np.int64), np.zeros(0, np.int32),
-                    np.zeros(0, np.float32), shape)
-    ptrs, off = [np.zeros(1, np.int64)], 0
-    for p in parts:
-        ptrs.append(p[0][1:] + off)
-        off += len(p[1])
-    return Rows(np.concatenate(ptrs), np.concatenate([p[1] for p in parts]),
-                np.concatenate([p[2] for p in parts]), shape)

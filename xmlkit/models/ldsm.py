@@ -29,11 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from xmlkit import checks
-from xmlkit.csr import like, model_rows
+from xmlkit.csr import dense_rows, like, model_rows, score_rows
 from xmlkit.errors import XmlkitWarning
 from xmlkit.models.base import MAX_TREES, SEED, auto_or, boolean, integer, real
 from xmlkit.models.ensemble import TreeEnsemble
-from xmlkit.models.forest import dense_rows, score_rows
 
 # LdSM regressors are far denser than FastXML's separators (on Bibtex ~40% of
 # the features on average, most of them near the roots). A dense copy costs

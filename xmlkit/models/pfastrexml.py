@@ -14,12 +14,11 @@ import numpy as np
 
 from xmlkit import checks
 
-from xmlkit.csr import Rows, as_rows, like
+from xmlkit.csr import Rows, as_rows, like, score_rows
 from xmlkit.errors import InvalidParameterError, XmlkitError
 from xmlkit.metrics import PROPENSITY_PRESETS, inverse_propensity, propensity_ab
 from xmlkit.models.base import array_like, boolean, one_of, optional, real
 from xmlkit.models.fastxml import INIT, MAX_NEWTON, TOL, FastXML
-from xmlkit.models.forest import score_rows
 
 #: name of the tail-classifier arrays in a model folder
 TAIL = "tail_centroids"
