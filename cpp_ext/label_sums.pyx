@@ -11,8 +11,8 @@ def add_rows_by_label(float[:, ::1] acc, const double[:, ::1] rows,
                       const indptr_t[::1] yp, const int32_t[::1] yi):
     """acc[j] += rows[i] for every label j of row i (labels: CSR yp, yi over
     the rows of `rows`); acc is float32 (half the memory of the sums of a
-    model's size; each addition rounded once). Raises ValueError on shapes that disagree or a
-    label outside acc."""
+    model's size; each addition rounded once). Raises ValueError on shapes
+    that disagree or a label outside acc."""
     cdef int64_t n = rows.shape[0], f = rows.shape[1], L = acc.shape[0]
     cdef int64_t i, q, c
     cdef int32_t j

@@ -187,5 +187,8 @@ class Estimator:
         """Checks that involve several parameters (none by default)."""
 
     def model_params(self):
-        """The parameters that define the model, as recorded in its folder."""
-        return {k: getattr(self, k) for k in self.MODEL_KEYS}
+        """The parameters that define the model, as recorded in its folder:
+        after fit, from `settings_` where the family keeps one (the values
+        its "auto" parameters stood for), else the parameters as given."""
+        p = getattr(self, "settings_", None) or self
+        return {k: getattr(p, k) for k in self.MODEL_KEYS}

@@ -333,7 +333,8 @@ class Embed(ArrayModel):
                       M - cx + c_map, p.cg_iters, keep, p.threads)
         del VE, X1
         a = {"Wx": Wx}
-        qd = median_sq_distance(self._embedded(X[rng.choice(n, min(n, SAMPLE), replace=False)], a))
+        sample = rng.choice(n, min(n, SAMPLE), replace=False)
+        qd = median_sq_distance(self._embedded(X[sample], a))
         scale = p.bandwidth * np.sqrt(2 / qd) if qd > 0 else p.bandwidth
         shape = (Wx.shape[1] + 1, p.num_features)
         G = rng.standard_normal(shape) if p.kernel == "gaussian" \

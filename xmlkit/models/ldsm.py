@@ -118,7 +118,8 @@ class LdSM(TreeEnsemble):
     algorithm = "ldsm"
     _parameter_constraints = {
         "n_trees": integer(1, MAX_TREES), "threads": integer(1), "arity": integer(2, 8),
-        "max_nodes": auto_or(integer(1)), "max_leaf": integer(1), "epochs": integer(1), "lr": real(0, lo_open=True),
+        "max_nodes": auto_or(integer(1)), "max_leaf": integer(1), "epochs": integer(1),
+        "lr": real(0, lo_open=True),
         "lambda1": real(), "lambda2": real(), "route_threshold": real(), "bias": real(),
         "scale_dense": boolean(), "seed": SEED,
     }
@@ -127,9 +128,8 @@ class LdSM(TreeEnsemble):
                   "route_threshold", "bias", "scale_dense")
 
     def __init__(self, *, n_trees=6, threads=1, arity=2, max_nodes="auto", max_leaf=10,
-                 epochs=20, lr=0.1,
-                 lambda1=1.0, lambda2=4.0, route_threshold=0.5, bias=1.0, scale_dense=True,
-                 seed=0):
+                 epochs=20, lr=0.1, lambda1=1.0, lambda2=4.0, route_threshold=0.5, bias=1.0,
+                 scale_dense=True, seed=0):
         """
         Parameters
         ----------
@@ -137,8 +137,8 @@ class LdSM(TreeEnsemble):
         threads : trees grown in parallel (threads).
         arity : children per node (M), 2 to 8.
         max_nodes : node budget of a tree; "auto": AUTO_NODES_PER_POINT
-            times the number of training points (at least MIN_AUTO_NODES), a guard
-            against runaway growth that trees normally stop before. A
+            times the number of training points (at least MIN_AUTO_NODES), a
+            guard against runaway growth that trees normally stop before. A
             fitted model records the number "auto" stood for; a tree the
             budget stopped is reported (XmlkitWarning).
         max_leaf : a node with at most this many points is a leaf (1: split
@@ -174,29 +174,20 @@ class LdSM(TreeEnsemble):
     def auto_nodes(n_points):
         return max(MIN_AUTO_NODES, AUTO_NODES_PER_POINT * n_points)
 
-    def _settings(self, n_points=None):
+    def _settings(self, n_points):
         """The parameters with "auto" replaced by what it stands for on
-        n_points training points (after fit: the recorded values)."""
-        fitted = getattr(self, "settings_", None)
-        if fitted is not None:
-            return fitted
+        n_points training points (fit keeps them as `settings_`, which the
+        model folder records)."""
         p = self.params
-        if p.max_nodes == "auto" and n_points is not None:
+        if p.max_nodes == "auto":
             p.max_nodes = self.auto_nodes(n_points)
         return p
-
-    def model_params(self):
-        """The parameters recorded in the model folder: after fit, the
-        node budget "auto" stood for."""
-        p = self._settings()
-        return {k: getattr(p, k) for k in self.MODEL_KEYS}
 
     # -- training
     def _wanted_trees(self):
         return list(range(self.n_trees))
 
     def _start_fit(self, X, Y):
-        self.__dict__.pop("settings_", None)
         X, Y = super()._start_fit(X, Y)
         self.settings_ = self._settings(X.shape[0])
         self.feature_scaling_ = dense_scaling(X) if self.scale_dense else None
@@ -212,7 +203,7 @@ class LdSM(TreeEnsemble):
         return standardised(R, *scaling)
 
     def _finish_fit(self, X, Y):
-        p = self._settings()
+        p = self.settings_
         full = sum(len(t["first_child"]) > p.max_nodes - p.arity for t in self.trees_.values())
         if full:
             warnings.warn(f"LdSM: {full} of {len(self.trees_)} trees reached the node budget "
@@ -284,14 +275,14 @@ class LdSM(TreeEnsemble):
         """grow(t) -> tree over X, Y (the training data are prepared once;
         threads may share it)."""
         from xmlkit._ext.ldsm_tree import LdsmBuild, LdsmData
-        p = self._settings(X.shape[0])
+        p = self.settings_
         xp, xi, xv = with_bias(self._features(X), p.bias)
         data = LdsmData(xp, xi, xv, Y.indptr.astype(np.int64), Y.indices,
                         self.n_features_in_ + 1, self.n_labels_)
 
         def grow(t):
-            b = LdsmBuild(p.arity, p.max_nodes, p.max_leaf, p.epochs, p.lr, p.lambda1, p.lambda2,
-                          p.route_threshold)
+            b = LdsmBuild(p.arity, p.max_nodes, p.max_leaf, p.epochs, p.lr, p.lambda1,
+                          p.lambda2, p.route_threshold)
             return b.grow(data, p.seed, t)
         return grow
 

@@ -251,12 +251,6 @@ class Linear(ArrayModel):
         self.settings_ = self._settings(X.shape[0])
         return X, Y
 
-    def model_params(self):
-        """The parameters recorded in the model folder: after fit, the
-        values "auto" stood for."""
-        p = getattr(self, "settings_", None) or self.params
-        return {k: getattr(p, k) for k in self.MODEL_KEYS}
-
     def _n_holdout(self, n_points):
         h = self.params.threshold_holdout
         return max(1, int(round(h * n_points))) if h > 0 else 0
