@@ -1,7 +1,13 @@
 """Build of the Cython extensions in cpp_ext/ into the xmlkit._ext package.
 
-A module with cdef classes declares their state in its own .pxd in
-xmlkit/_ext/ (found there by its dotted name: hence "." on the include path).
+The kernels' sources lie in cpp_ext/xmlkit/_ext/, the folder of their
+module names: cpp_ext/xmlkit/_ext/NAME.pyx is compiled as xmlkit._ext.NAME,
+and a module with cdef classes declares their state in NAME.pxd beside it.
+Cython finds a module's own .pxd by the module's dotted name under an
+include directory (here cpp_ext), not by the .pyx's file name, so the
+kernels sit in folders named as their package (no __init__ files are
+needed there). cpp_ext/sparse_rows.pxd, shared by every kernel, is cimported
+by its plain name.
 
 Compiler directives are set here, once, for every extension.  Set
 XMLKIT_DEBUG_CYTHON=1 to build with bounds checks (slow; for debugging).
@@ -35,13 +41,13 @@ extensions = [
         extra_compile_args=["-O3", "-std=c++17"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )
-    for pyx in sorted((HERE / "cpp_ext").glob("*.pyx"))
+    for pyx in sorted((HERE / "cpp_ext" / "xmlkit" / "_ext").glob("*.pyx"))
 ]
 
 setup(
     ext_modules=cythonize(
         extensions,
         compiler_directives=DIRECTIVES,
-        include_path=["cpp_ext", "."],
+        include_path=["cpp_ext"],
     ),
 )

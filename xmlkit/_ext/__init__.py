@@ -1,1 +1,1 @@
-"""Compiled Cython extensions (built from cpp_ext/)."""
+"""Compiled Cython extensions (built from cpp_ext/xmlkit/_ext/: see setup.py)."""

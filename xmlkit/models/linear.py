@@ -4,7 +4,7 @@ once by SGD with delayed (lazy) proximal updates, and per-label F1-optimal
 thresholds (Lipton, Elkan & Naryanaswamy: for calibrated scores the best
 threshold is half the best achievable F1).
 
-The hot loop is cpp_ext/elastic_ova.pyx: per example only the rows of its
+The hot loop is cpp_ext/xmlkit/_ext/elastic_ova.pyx: per example only the rows of its
 active features are touched and brought up to date in constant time per
 weight; the proximal step leaves exact zeros, which are not stored, so the
 memory follows nnz(W). `dense_updates` runs the plain algorithm (every weight

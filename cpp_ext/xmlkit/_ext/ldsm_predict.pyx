@@ -127,7 +127,7 @@ cdef void _predict(LdsmKernel f, const indptr_t* xp, const int32_t* xi, const fl
 cdef class LdsmKernel:
     """A packed LdSM forest (trees concatenated: node ids index these
     arrays) and the descent of points through it. Read-only once built.
-    Members: see xmlkit/_ext/ldsm_predict.pxd."""
+    Members: see ldsm_predict.pxd."""
 
     def __init__(self, f, int M, int64_t d, double bias, int64_t n_labels, double threshold):
         """f: the packed arrays (xmlkit.models.ldsm.LdSM._pack)."""

@@ -258,7 +258,7 @@ cdef class SeparatorSolver:
     tool's: 10 Newton iterations, 10 coordinate-descent passes each, 20
     halvings, stop once the L1 norm of the minimum-norm subgradient is at
     most eps times its value at w = 0, and LIBLINEAR-style shrinking.
-    Members: see xmlkit/_ext/fastxml_tree.pxd.
+    Members: see fastxml_tree.pxd.
     """
     def __init__(self, int max_newton=10, int max_inner=10, int max_halvings=20,
                  double eps=0.01, bint warm=False):
@@ -738,7 +738,7 @@ cdef class NdcgPartition:
     then sides and per-side label rankings alternate, each maximising the
     summed nDCG over the ranking of all labels (points move to the side whose
     ranking serves their labels better), until the objective gains less than
-    1e-6. Members: see xmlkit/_ext/fastxml_tree.pxd."""
+    1e-6. Members: see fastxml_tree.pxd."""
 
     def __init__(self, bint use_idcg=True):
         self.use_idcg = use_idcg
@@ -956,7 +956,7 @@ cdef class NodeSeparator:
     regression separates a node's two sides (by xmlkit's SeparatorSolver, or
     by liblinear's L1R_LR with solver="liblinear"); its weights, rounded as
     stored, then route the points (w.x >= 0: first child), which is the
-    split. Members: see xmlkit/_ext/fastxml_tree.pxd."""
+    split. Members: see fastxml_tree.pxd."""
 
     def __init__(self, double bias=1.0, double cost=1.0, solver="newglmnet",
                  double eps=0.01, int max_newton=10, int max_inner=10, bint warm=False):
@@ -1135,7 +1135,7 @@ cdef class TreeGrower:
     X without the bias feature, which the separator appends). Label values
     are used as they are (1 for plain data; PfastreXML passes
     propensity-weighted values). The grower, criterion and separator hold
-    state: one set per thread. Members: see xmlkit/_ext/fastxml_tree.pxd.
+    state: one set per thread. Members: see fastxml_tree.pxd.
     """
 
     def __init__(self, X, Y, NdcgPartition criterion, NodeSeparator separator, *,

@@ -117,7 +117,7 @@ def choose_subset(p, p_cond, counts, double N, labels, double lambda1, double la
 cdef class LdsmData:
     """Training arrays shared by the trees (read only while growing):
     features with the bias column already appended (CSR), labels (CSR).
-    Members: see xmlkit/_ext/ldsm_tree.pxd."""
+    Members: see ldsm_tree.pxd."""
 
     def __init__(self, const int64_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
                  const int64_t[::1] yp, const int32_t[::1] yi, int64_t d, int64_t L):
@@ -129,7 +129,7 @@ cdef class LdsmData:
 
 cdef class LdsmBuild:
     """Grows one tree: grow(data, seed, tree) -> dict of arrays. Members: see
-    xmlkit/_ext/ldsm_tree.pxd."""
+    ldsm_tree.pxd."""
     def __init__(self, int arity, int64_t max_nodes, int64_t max_leaf, int epochs, double lr,
                  double lambda1, double lambda2, double route_threshold):
         if arity < 2 or arity > 8:

@@ -1,6 +1,6 @@
-# The state of the kernel of xmlkit._ext.ldsm_predict, whose code is cpp_ext/ldsm_predict.pyx
-# (the module's own .pxd: Cython finds it by the module's dotted name, here
-# in the package; cpp_ext/ holds the sources and the shared sparse_rows.pxd).
+# The state of the kernel of xmlkit._ext.ldsm_predict, whose code is ldsm_predict.pyx beside
+# this file (Cython reads a module's own .pxd from the folder of its dotted
+# name, xmlkit/_ext/, under an include directory: cpp_ext; see setup.py).
 
 from libc.stdint cimport int32_t, int64_t
 

@@ -1,6 +1,6 @@
-# The state of the kernels of xmlkit._ext.fastxml_tree, whose code is cpp_ext/fastxml_tree.pyx
-# (the module's own .pxd: Cython finds it by the module's dotted name, here
-# in the package; cpp_ext/ holds the sources and the shared sparse_rows.pxd).
+# The state of the kernels of xmlkit._ext.fastxml_tree, whose code is fastxml_tree.pyx beside
+# this file (Cython reads a module's own .pxd from the folder of its dotted
+# name, xmlkit/_ext/, under an include directory: cpp_ext; see setup.py).
 #
 # A tree is grown by three objects, as scikit-learn's trees split Builder,
 # Criterion and Splitter:

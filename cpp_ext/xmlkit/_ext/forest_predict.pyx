@@ -31,7 +31,7 @@ cdef class ForestKernel:
     """Routes points down every tree and averages the label distributions of
     the leaves they reach. Built from a packed forest (see
     xmlkit.models.forest.PackedForest); read-only. Members: see
-    xmlkit/_ext/forest_predict.pxd."""
+    forest_predict.pxd."""
 
     def __init__(self, roots, child, w_ptr, w_idx, w_val, l_ptr, l_idx, l_val,
                  int64_t n_features, int64_t n_labels, double bias, bint ascending=False):
@@ -94,7 +94,7 @@ cdef class ScoreSums:
     the C++ tool's score matrix holds): memory follows the points' scores,
     not the trees. Sums are kept in double and added tree by tree, so the
     scores equal ForestKernel's byte for byte. Members: see
-    xmlkit/_ext/forest_predict.pxd."""
+    forest_predict.pxd."""
 
     def __init__(self, int64_t n_rows, int64_t n_labels):
         self.rows.resize(n_rows)

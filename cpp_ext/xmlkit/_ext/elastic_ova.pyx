@@ -51,7 +51,7 @@ cdef inline double shrink(double w, double scale, double sub) noexcept nogil:
 
 cdef class ElasticOVA:
     """SGD with lazy elastic-net proximal steps for all labels at once (see
-    above). Members: see xmlkit/_ext/elastic_ova.pxd."""
+    above). Members: see elastic_ova.pxd."""
 
     def __init__(self, int64_t n_features, int64_t n_labels, double lambda1, double lambda2,
                  double eta0, double decay, loss, bint lazy, bint adagrad=False):

@@ -158,7 +158,7 @@ cdef inline const unsigned char* token_end(const unsigned char* p,
 cdef class RowParser:
     """Accumulates rows of a sparse matrix (and, for the single-file format,
     of the label matrix) from chunks of complete text lines. Members: see
-    xmlkit/_ext/xcparse.pxd."""
+    xcparse.pxd."""
 
     def __init__(self, int64_t n_rows, int64_t n_cols, int64_t n_labels=-1,
                  int index_base=0, int64_t first_line=2):
