@@ -19,7 +19,8 @@ byte for byte.
 Then one run through the API on a LocalCluster of 2 workers records each tree
 task's compute time (Dask's task stream) and the bytes shipped: the training
 rows and the model's parameters once per worker, and each tree back to the
-submitting process (the size of their pickles, which is what Dask sends). From these the makespan on W workers is
+submitting process (the size of their pickles, which is what Dask sends).
+From these the makespan on W workers is
 simulated: the submitting process sends the data to the workers one after
 another over 1 Gbit/s (125 MB/s), each worker starts when its copy has
 arrived, tasks go in order to the worker free first (as Dask's scheduler

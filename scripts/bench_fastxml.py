@@ -36,4 +36,5 @@ CONFIGS = [
 COLUMNS = ["P@1", "P@3", "P@5", "nDCG@3", "nDCG@5", "PSP@1", "PSP@3", "PSP@5"]
 
 if __name__ == "__main__":
-    benchlib.main(__doc__, "fastxml", CONFIGS, "FastXML, {trees} trees, -m 10 -l 10 -b 1 -c 1.", COLUMNS)
+    benchlib.main(__doc__, "fastxml", CONFIGS, "FastXML, {trees} trees, -m 10 -l 10 -b 1 -c 1.",
+                  COLUMNS)

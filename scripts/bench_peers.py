@@ -31,7 +31,6 @@ how it saves).
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import benchlib
@@ -215,7 +214,8 @@ def render(a, st):
            "omikuji Parabel; PECOS XR-Linear; LibMultiLabel linear one-vs-rest; scikit-learn "
            "OneVsRest LinearSVC C = 1). Train / predict: wall "
            "seconds of fit / predict (top 5) through the Python API, reading the data "
-           "excluded (except omikuji, which trains from a file); peers on unit rows. Peak RSS: after fit / "
+           "excluded (except omikuji, which trains from a file); peers on unit rows. "
+           "Peak RSS: after fit / "
            "whole process.", "",
            "| data | model | version | P@1 | P@3 | P@5 | train s | predict s | peak RSS MB "
            "(fit / process) | model MB |", "|---|---|---|---|---|---|---|---|---|---|"]

@@ -12,7 +12,8 @@ Settings: the C++ tool's defaults (-m 10 -l 100 -g 30 -a 0.8, propensities
 A=0.55 B=1.5 from the training labels) on Bibtex and Delicious; each model is
 scored re-ranked (xml-predict -n 1000) and trees only (-S 1: PfastXML's
 scores; the trees of -S 0 and -S 1 training are the same, -S 1 only skips the
-tail classifiers). PSP@k uses the same propensities. See benchlib.py for what is timed and how memory is measured.
+tail classifiers). PSP@k uses the same propensities. See benchlib.py for what
+is timed and how memory is measured.
 
 With the C++ tools' binaries (--cpp-bin DIR or $XMLKIT_CPP_BIN: a folder
 outside the project, built from the tools' public source), each setting and

@@ -10,7 +10,8 @@ Every command runs as a user runs it: `xml-prune TRAIN P_TRAIN --threshold t
 --idf-out IDF`, `xml-prune TEST P_TEST --threshold t --idf-in IDF`, then
 `xml-train` (FastXML, 50 trees, -m 10 -l 10 -b 1 -c 1), `xml-predict` and
 `xml-eval`. The first row of each set is the original data (no tf-idf, no
-pruning) as a reference; threshold 0 is tf-idf and unit rows without pruning. Times are whole-command wall seconds of xml-train,
+pruning) as a reference; threshold 0 is tf-idf and unit rows without pruning.
+Times are whole-command wall seconds of xml-train,
 averaged over the seeds; accuracy is averaged over the seeds.
 """
 import json

@@ -191,7 +191,8 @@ def side_by_side_steps(cfg, work, threads, rounds):
         return []
     train = cfg.get("train_file") or data_file(cfg["set"], "train")
     test = cfg.get("test_file") or data_file(cfg["set"], "test")
-    return [Step(work / f"{cfg['name']}_T{T}.sbs.json", side_by_side, cfg.get("deps") or [train, test],
+    return [Step(work / f"{cfg['name']}_T{T}.sbs.json", side_by_side,
+                 cfg.get("deps") or [train, test],
                  timed=True,
                  cfg={k: cfg[k] for k in ("train_args", "cpp_train", "cpp_predict",
                                           "predict_args") if k in cfg},
@@ -458,7 +459,8 @@ def model_steps(cfg, work, seeds, timing_seeds, threads):
             model = work / f"{tag}.model"
             timed = seed in timing_seeds
             train_rec = Step(work / f"{tag}.train.json", train_model, extra or [train],
-                             timed=timed, cmd=[train, model, "-T", T, "--seed", seed, *cfg["train_args"]])
+                             timed=timed,
+                             cmd=[train, model, "-T", T, "--seed", seed, *cfg["train_args"]])
             out.append(train_rec)
             for vname, _, pargs in variants(cfg):
                 suffix = vname[len(cfg["name"]):]

@@ -134,7 +134,8 @@ def main(argv=None):
         write_dataset(f"{a.out_prefix}_{part}.txt", x, y)
     print(f"{a.out_prefix}_{{train,test}}.txt: {a.points}+{n_test} points, "
           f"{a.features} features ({X.nnz / X.shape[0]:.1f} per point), {a.labels} labels "
-          f"({Y.nnz / Y.shape[0]:.2f} per point, {np.count_nonzero(np.bincount(Y.indices, minlength=a.labels))} used)",
+          f"({Y.nnz / Y.shape[0]:.2f} per point, "
+          f"{np.count_nonzero(np.bincount(Y.indices, minlength=a.labels))} used)",
           file=sys.stderr)
 
 

@@ -226,7 +226,8 @@ def test_bad_options_and_folders(tmp_path):
 
 def test_api_rejects_bad_parameters(bibtex):
     X, Y, _, _ = bibtex
-    for bad, says in ((dict(max_leaf=0), r"max_leaf must be an integer in \[1, 2147483647\], got 0"),
+    for bad, says in ((dict(max_leaf=0),
+                       r"max_leaf must be an integer in \[1, 2147483647\], got 0"),
                       (dict(log_loss_coeff=0), "log_loss_coeff must be a finite number > 0"),
                       (dict(solver="sgd"), "solver must be one of")):
         model = xmlkit.FastXML(**bad)          # stored unchanged, checked by fit

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from xmlkit import store
-from xmlkit.io import read_dataset, read_matrix, write_dataset
+from xmlkit.io import read_dataset, write_dataset
 
 from conftest import BIN, ROOT, TEST, TRAIN, run_cli
 

@@ -6,7 +6,6 @@ import sys
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 pytest.importorskip("sklearn")
 

@@ -13,5 +13,5 @@ from xmlkit.models.ldsm import LdSM
 from xmlkit.models.linear import Linear
 from xmlkit.models.pfastrexml import PfastreXML
 
-__all__ = ["__version__", "XmlkitError", "InputFormatError", "FastXML", "PfastreXML", "LdSM", "Embed", "Linear", "REGISTRY",
-           "load_model", "fit_folder"]
+__all__ = ["__version__", "XmlkitError", "InputFormatError", "FastXML", "PfastreXML", "LdSM",
+           "Embed", "Linear", "REGISTRY", "load_model", "fit_folder"]

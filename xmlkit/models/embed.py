@@ -331,7 +331,7 @@ class Embed(ArrayModel):
             Wx[:, c0:c1] = Z
         solve_columns(X1, lambda c0, c1: Y @ VE[:, c0:c1], VE.shape[1], c_map,
                       M - cx + c_map, p.cg_iters, keep, p.threads)
-        del VE, X1
+        VE = X1 = None      # (freed: the map is all that is kept of them)
         a = {"Wx": Wx}
         sample = rng.choice(n, min(n, SAMPLE), replace=False)
         qd = median_sq_distance(self._embedded(X[sample], a))

@@ -15,7 +15,7 @@ import numpy as np
 from xmlkit._ext.forest_predict import (ForestKernel, ScoreSums, plane_floats,
                                         plane_row_deltas, unplane_floats,
                                         unplane_row_deltas)
-from xmlkit.csr import CHUNK_ROWS, Rows, model_rows, row_blocks, score_rows
+from xmlkit.csr import CHUNK_ROWS, model_rows, row_blocks, score_rows
 from xmlkit import checks
 from xmlkit.checks import DamagedModel
 from xmlkit.errors import XmlkitError

@@ -17,8 +17,9 @@ Dense data (at least half of the feature entries non-zero, e.g. audio or
 image descriptors) are standardised feature by feature (zero mean, unit
 variance on the training points) before growing and routing: on
 non-negative, unnormalised features every regressor otherwise sends all
-points the same way. Sparse data (bag-of-words, tf-idf) are used as given. Leaves keep label histograms; prediction averages
-the normalized histograms of the reached leaves, then over the trees.
+points the same way. Sparse data (bag-of-words, tf-idf) are used as given.
+Leaves keep label histograms; prediction averages the normalized histograms of
+the reached leaves, then over the trees.
 
 Trees are seeded by (seed, tree index) and grown without the GIL by
 `threads` threads, so the model does not depend on the thread count.
