@@ -139,13 +139,6 @@ def test_train_refuses_another_family_option_naming_it(tmp_path):
     assert not (tmp_path / "m").exists()
 
 
-def test_no_flag_in_the_estimator_layer():
-    from pathlib import Path
-    root = Path(xmlkit.__file__).parent / "models"
-    for path in root.glob("*.py"):
-        assert '"--' not in path.read_text(), path
-
-
 @pytest.mark.parametrize("cls", FAMILIES)
 def test_save_writes_exactly_the_model(cls, small, tmp_path):
     """save() into a folder holding another model replaces it (issue 27.1:

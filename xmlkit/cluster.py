@@ -37,7 +37,7 @@ def require():
     try:
         import distributed
     except ImportError:
-        raise XmlkitError(f"--dask needs Dask's distributed package: {INSTALL}") from None
+        raise XmlkitError(f"Dask needs its distributed package: {INSTALL}") from None
     return distributed
 
 
@@ -46,14 +46,17 @@ def parse_address(address):
     if address.startswith("local:"):
         n = address[len("local:"):]
         if not n.isdigit() or int(n) < 1:
-            raise XmlkitError(f"--dask {address}: local:N needs a number of workers N >= 1")
+            raise XmlkitError(f"address {address}: local:N needs a number of workers N >= 1",
+                              param="address")
         cores = usable_cores()
         if int(n) > cores:
-            raise XmlkitError(f"--dask {address}: this machine has {cores} usable cores; "
-                              f"local:N starts N worker processes, so N may be at most {cores}")
+            raise XmlkitError(f"address {address}: this machine has {cores} usable cores; "
+                              f"local:N starts N worker processes, so N may be at most {cores}",
+                              param="address")
         return "local", int(n)
     if not address:
-        raise XmlkitError("--dask needs a scheduler address (tcp://HOST:8786) or local:N")
+        raise XmlkitError("address must be a scheduler address (tcp://HOST:8786) or local:N",
+                          param="address")
     return "remote", address
 
 
@@ -106,16 +109,16 @@ def connect(address, timeout=CONNECT_TIMEOUT):
                                                processes=True, dashboard_address=None,
                                                silence_logs=logging.CRITICAL)
         except Exception as exc:    # pragma: no cover (ports, resources)
-            raise XmlkitError(f"--dask {address}: could not start local workers ({exc})") \
-                from None
+            raise XmlkitError(f"address {address}: could not start local workers ({exc})",
+                              param="address") from None
         client = distributed.Client(cluster)
     else:
         try:
             client = _client_within(distributed, where, timeout)
         except (OSError, TimeoutError, ValueError) as exc:
-            raise XmlkitError(f"--dask {address}: no Dask scheduler answered within "
-                              f"{timeout} s ({str(exc).splitlines()[0] if str(exc) else exc})"
-                              ) from None
+            raise XmlkitError(f"address {address}: no Dask scheduler answered within "
+                              f"{timeout} s ({str(exc).splitlines()[0] if str(exc) else exc})",
+                              param="address") from None
     try:
         yield client
     finally:

@@ -2,18 +2,27 @@
 
 
 class XmlkitError(Exception):
-    """A problem with the user's input or options, explained in one line."""
+    """A problem with the user's input or options, explained in one line.
+
+    The library names its parameters as the Python API spells them; `param`
+    (if given) is the parameter the message is about, written in it as
+    `name` or `name=value`: the command-line tools replace that with the
+    option's spelling (xmlkit.cli.common.spell_flags)."""
+
+    def __init__(self, *args, param=None):
+        self.param = param
+        super().__init__(*args)
 
 
 class InputFormatError(XmlkitError, ValueError):
     """A data file does not follow its format; the message names file and line."""
 
-    def __init__(self, path, line, message):
+    def __init__(self, path, line, message, param=None):
         self.path = str(path)
         self.line = line
         self.reason = message
         where = f"{self.path}:{line}" if line is not None else self.path
-        super().__init__(f"{where}: {message}")
+        super().__init__(f"{where}: {message}", param=param)
 
 
 class InvalidParameterError(XmlkitError, ValueError):
@@ -21,8 +30,7 @@ class InvalidParameterError(XmlkitError, ValueError):
     command-line tools translate it into their option's spelling)."""
 
     def __init__(self, param, message):
-        self.param = param
-        super().__init__(message)
+        super().__init__(message, param=param)
 
 
 class XmlkitWarning(UserWarning):

@@ -131,7 +131,7 @@ _MESSAGES = {
     "feature_dup": "index {val} appears twice in the row",
     "label_dup": "label {val} appears twice in the row",
     "extra_rows": "more rows than the header's N={nrows}",
-    "zero_index": "index 0 in '{tok}' but indices are read as 1-based (--index-base 1)",
+    "zero_index": "index 0 in '{tok}' but indices are read as 1-based (index_base=1)",
     "labels_missing": "'{tok}' is a feature, but a line must start with its labels; "
                       "a point without labels starts with a space",
 }
@@ -144,7 +144,7 @@ def _parse_error(path, parser, buf, layout):
     cols = "features" if layout == "dataset" else "columns"
     msg = _MESSAGES[code].format(tok=tok, val=val, ncols=parser.n_cols, cols=cols,
                                  nlabels=parser.n_labels, nrows=parser.n_rows)
-    return InputFormatError(path, line, msg)
+    return InputFormatError(path, line, msg, param="index_base" if code == "zero_index" else None)
 
 
 def read_xc(path, index_base=0, layout=None, progress=None):

@@ -10,7 +10,7 @@ def require():
     try:
         import matplotlib
     except ImportError:
-        raise XmlkitError(f"--plot needs matplotlib: {INSTALL}") from None
+        raise XmlkitError(f"plots need matplotlib: {INSTALL}") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt

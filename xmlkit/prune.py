@@ -60,8 +60,8 @@ def prune(X, threshold=DEFAULT_THRESHOLD, tfidf=True, idf=None, min_keep=DEFAULT
                                           R.data, idf, bool(tfidf), float(threshold),
                                           int(min_keep))
     except ValueError as exc:
-        raise XmlkitError(f"tf-idf needs non-negative term counts: {exc} (use --no-tfidf "
-                          "for data that are already weighted)") from None
+        raise XmlkitError(f"tf-idf needs non-negative term counts: {exc} (use tfidf=False "
+                          "for data that are already weighted)", param="tfidf") from None
     stats = {"rows": R.shape[0], "nnz_before": R.nnz, "nnz_after": int(ptr[-1]), **stats}
     stats["removed_fraction"] = 1 - stats["nnz_after"] / stats["nnz_before"] \
         if stats["nnz_before"] else 0.0

@@ -1,5 +1,6 @@
 """What every xmlkit command shares: error handling, logging, common options."""
 import os
+import re
 import signal
 import sys
 import warnings
@@ -11,6 +12,29 @@ from xmlkit.errors import XmlkitError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 EXIT_INPUT = 2
+
+
+#: library parameters fed by an option of another name (parameter -> the
+#: option's name in the commands)
+OPTION_OF = {"address": "dask_address"}
+
+
+def spell_flags(message, param, command):
+    """`message` with the library's `param` (written `param` or
+    `param=value`) spelled as `command`'s option for it: `--flag value`,
+    or the on/off flag of a boolean option; unchanged if the command has no
+    such option."""
+    name = OPTION_OF.get(param, param)
+    option = next((p for p in getattr(command, "params", ())
+                   if isinstance(p, click.Option) and p.name == name), None)
+    if option is None:
+        return message
+    flag = max(option.opts, key=len)
+    if option.is_flag and option.secondary_opts:
+        for value, spelled in (("False", max(option.secondary_opts, key=len)), ("True", flag)):
+            message = message.replace(f"{param}={value}", spelled)
+    message = re.sub(rf"(?<![\w-]){re.escape(param)}=", flag + " ", message, count=1)
+    return re.sub(rf"(?<![\w-]){re.escape(param)}(?![\w=])", flag, message, count=1)
 
 
 def fail(message):
@@ -59,7 +83,10 @@ def run(command, prog):
         click.echo(f"{prog}: error: {exc.format_message()} (see {prog} --help)", err=True)
         _leave(EXIT_INPUT)
     except XmlkitError as exc:
-        click.echo(f"{prog}: error: {exc}", err=True)
+        message = str(exc)
+        if exc.param is not None:
+            message = spell_flags(message, exc.param, command)
+        click.echo(f"{prog}: error: {message}", err=True)
         _leave(EXIT_INPUT)
     except (click.Abort, KeyboardInterrupt):
         click.echo(f"{prog}: interrupted", err=True)
