@@ -81,3 +81,53 @@ def test_a_library_error_reaches_the_command_line_in_flags(tmp_path):
     r = run_cli("xml-prune", neg, tmp_path / "o.txt")
     assert r.returncode == 2 and "(use --no-tfidf for data that are already weighted)" \
         in r.stderr, r.stderr
+
+
+BELOW_THE_DRIVER = sorted(
+    p for p in ROOT.rglob("*.py")
+    if p.relative_to(ROOT).parts[0] in ("models", "io.py", "store.py", "metrics.py", "csr.py",
+                                        "checks.py", "errors.py", "atomic.py"))
+ABOVE = ("xmlkit.driver", "xmlkit.cli", "xmlkit.cluster")
+
+
+def imported_modules(path):
+    """Every module a file imports, at any depth of its code (imports inside
+    functions included), as dotted names; `from a import b` gives a and a.b."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+    return out
+
+
+def test_the_walk_sees_imports_inside_functions(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("import os\ndef g():\n    from xmlkit import driver\n"
+                 "    from xmlkit.cli.common import fail\n")
+    assert {"os", "xmlkit.driver", "xmlkit.cli.common"} <= imported_modules(f)
+
+
+@pytest.mark.parametrize("path", BELOW_THE_DRIVER, ids=lambda p: str(p.relative_to(ROOT)))
+def test_nothing_below_the_driver_imports_it(path):
+    """Dependencies point one way: the estimators, formats, store and metrics
+    never import the driver, the commands or the cluster code."""
+    wrong = sorted(m for m in imported_modules(path)
+                   if any(m == a or m.startswith(a + ".") for a in ABOVE))
+    assert not wrong, f"{path} imports {wrong}"
+
+
+def test_the_driver_has_no_family_branch():
+    """The driver trains every family through the folder protocol
+    (xmlkit.models.ensemble.ModelBase): no test of a model's class."""
+    for name in ("driver.py", "models/folders.py"):
+        tree = ast.parse((ROOT / name).read_text())
+        calls = [n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Name) and n.func.id in ("isinstance", "issubclass")]
+        assert not calls, name
+        families = {"TreeEnsemble", "ArrayModel", *(c.__name__ for c in xmlkit.REGISTRY.values())}
+        named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
+            {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        assert not named & families, (name, named & families)

@@ -226,8 +226,7 @@ def make_command(algorithm):
             params["text_settings"] = None
         _train(ctx, algorithm, paths, index_base, as_json, quiet, params)
 
-    from xmlkit.models.ensemble import TreeEnsemble
-    storage = TREE_STORAGE if issubclass(cls, TreeEnsemble) else ARRAY_STORAGE
+    storage = TREE_STORAGE if cls.RESUMABLE else ARRAY_STORAGE
     command.__doc__ = command.__doc__.replace("ALGORITHM", algorithm).replace(
         "STORAGE", storage)
     for decorate in reversed([

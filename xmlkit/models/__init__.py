@@ -29,7 +29,7 @@ def load_model(folder, trees=None, threads=1, stream=False):
     """Load an xmlkit model folder, or a C++ FastXML model folder (`threads`
     read xmlkit tree files in parallel; stream=True leaves the trees of the
     FastXML family on disk, read one at a time as it predicts, see
-    xmlkit.driver.load_folder)."""
+    xmlkit.models.folders.load_folder)."""
     if _is_cpp_folder(folder):
         from xmlkit.models.cpp_model import load_cpp_model
         return load_cpp_model(folder, trees)

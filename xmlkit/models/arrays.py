@@ -77,7 +77,7 @@ class ArrayModel(ModelBase):
         return self
 
     def _fit_arrays(self, X, Y, progress=None, log=None, executor=None):
-        """The fit after _start_fit (xmlkit.driver calls it too): set
+        """The fit after _start_fit (also by _fit_parts, for xmlkit.driver): set
         arrays_; progress(n) as work is done, log(message); `executor`
         (xmlkit.cluster) runs the family's tasks, if it has any."""
         raise NotImplementedError
@@ -86,3 +86,44 @@ class ArrayModel(ModelBase):
         """Raise XmlkitError (naming file `name`) unless the arrays `a` read
         from disk are complete and consistent with the model's shapes."""
         raise NotImplementedError
+
+    # -- the folder protocol (xmlkit.models.ensemble.ModelBase): one part,
+    # the whole model, trained again by a rerun
+    PART = "array file"
+
+    def _part_keys(self):
+        return [self.ARRAYS]
+
+    def _part_file(self, key):
+        return key
+
+    def _stored_parts(self, folder, manifest=None):
+        from xmlkit import store
+        names = store.listed(manifest, self.ARRAYS) if manifest is not None else None
+        if names is None:
+            names = store.array_names(folder, self.ARRAYS)
+        return [n for n in names if n == self.ARRAYS]
+
+    def _fit_parts(self, X, Y, todo, after=None, progress=None, log=None, executor=None):
+        if not todo:
+            return
+        self._fit_arrays(X, Y, progress, log, executor)
+        if after is not None:
+            after(self.ARRAYS, self.arrays_)
+        yield self.ARRAYS, self.arrays_
+
+    def _encode_part(self, arrays):
+        return arrays
+
+    def _decode_part(self, arrays, name):
+        self._check_arrays(arrays, name)
+        return arrays
+
+    def _parts(self):
+        return {self.ARRAYS: self.arrays_}
+
+    def _set_parts(self, parts):
+        self.arrays_ = parts.get(self.ARRAYS)
+
+    def _require_whole(self):
+        self._require_fitted()

@@ -1,6 +1,8 @@
-"""What the model families share: one file per tree in the model folder
-(`tree_name`, `stored_trees`), and the manifest / load plumbing of the
-common fit / predict / save / load interface (`ModelBase`)."""
+"""What the model families share: the folder protocol (`ModelBase`: what
+a family provides to be trained into a model folder, resumed, sharded,
+sent to Dask, saved and loaded), one file per tree in the model folder
+(`tree_name`, `stored_trees`) and the tree families' side of the protocol
+(`TreeEnsemble`; the single-file models' is xmlkit.models.arrays)."""
 import numpy as np
 
 from xmlkit import store
@@ -55,10 +57,62 @@ class ModelBase(Estimator):
     parameters (see xmlkit.models.base) and predict (and extends _start_fit
     if it needs more than the shared checks); tree families derive from
     TreeEnsemble, single-file models from xmlkit.models.arrays.ArrayModel.
-    Folders: xmlkit.driver."""
+
+    The folder protocol. A model folder holds the manifest and the model's
+    *parts*, one array file each (a tree; the whole model of a single-file
+    family), plus its extra arrays. The code that trains into folders
+    (xmlkit.driver.fit_folder), saves and loads them
+    (xmlkit.models.folders) and sends work to Dask (xmlkit.cluster) calls
+    only these members, which every family has:
+
+    - ``_start_fit(X, Y) -> X, Y``: parameters and data checked, shapes set;
+      ``manifest()``, ``from_manifest(manifest, folder)``: the folder's
+      manifest and an unfitted model from it.
+    - ``_part_keys()``: the parts fit makes, in order; ``_part_file(key)``:
+      a part's file (without .npz); ``_stored_parts(folder, manifest)``:
+      the keys of the parts a folder holds; ``RESUMABLE``: whether parts
+      already in a folder (of a model with the same manifest) are kept by a
+      rerun, so that training resumes and shards merge; ``PART`` names a
+      part in messages, and a family whose loaded parts can be picked
+      (``trees=``) sets ``PICKABLE``.
+    - ``_fit_parts(X, Y, todo, after, progress, log, executor)``: make the
+      parts `todo`, yielding (key, part) as each is done, after calling
+      after(key, part) on it (the worker that made it: the driver writes the
+      part's file there); `executor` (xmlkit.cluster) runs the family's
+      tasks on Dask when given; ``_finish_fit(X, Y)``: work after the parts.
+    - ``_encode_part(part)`` -> arrays of its file; ``_decode_part(arrays,
+      name)`` -> the part, checked (file `name` in messages).
+    - ``_parts()`` / ``_set_parts(parts)``: the fitted parts, key -> part;
+      ``_part_kept(part)``: what a model trained with keep_trees=False keeps
+      of a part; ``_require_whole()``: raise unless every part is whole.
+    - ``_extra_arrays()`` / ``_restore_extras(read, where)``: the arrays the
+      folder holds besides the parts, and back.
+    - Families whose parts load lazily have ``_streamed_forest(load, n)``.
+    """
 
     #: training points fit needs at least
     MIN_POINTS = 1
+    #: parts already in a folder are kept by a rerun (see the class doc)
+    RESUMABLE = False
+    #: loaded parts can be picked by index (trees=...)
+    PICKABLE = False
+    #: what a part is called in messages
+    PART = "part"
+
+    def _finish_fit(self, X, Y):
+        """Work after the parts (PfastreXML: its tail classifiers)."""
+
+    def _extra_arrays(self):
+        """Arrays besides the parts that the model folder holds: name -> dict."""
+        return {}
+
+    def _restore_extras(self, read, where):
+        """Take back the _extra_arrays of a loaded folder: read(name) gives
+        the dict of arrays `name` (`where` names the folder in messages)."""
+
+    def _part_kept(self, part):
+        """What fit_folder(keep_trees=False) keeps of a part: all of it."""
+        return part
 
     def _start_fit(self, X, Y):
         """Check the parameters and the data (as Rows, at least MIN_POINTS
@@ -97,13 +151,13 @@ class ModelBase(Estimator):
 
     @classmethod
     def load(cls, folder, trees=None, threads=1, stream=False):
-        """Load a model folder (see xmlkit.driver.load_folder)."""
-        from xmlkit.driver import load_folder
+        """Load a model folder (see xmlkit.models.folders.load_folder)."""
+        from xmlkit.models.folders import load_folder
         return load_folder(cls, folder, trees, threads, stream)
 
     def save(self, folder):
-        """Write the model folder (see xmlkit.driver.save_folder)."""
-        from xmlkit.driver import save_folder
+        """Write the model folder (see xmlkit.models.folders.save_folder)."""
+        from xmlkit.models.folders import save_folder
         return save_folder(self, folder)
 
 
@@ -111,7 +165,52 @@ class TreeEnsemble(ModelBase):
     """Tree families: fit grows the trees of _wanted_trees() through
     _grow_trees (no I/O: xmlkit.driver trains into folders with the same
     hooks, writing each tree as it is grown), and stores each tree as the
-    arrays of _encode_tree, read back by _decode_tree."""
+    arrays of _encode_tree, read back by _decode_tree. Their parts (the
+    folder protocol, ModelBase) are the trees, by index."""
+
+    RESUMABLE = True
+    PICKABLE = True
+    PART = "tree"
+
+    # -- the folder protocol
+    def _part_keys(self):
+        return self._wanted_trees()
+
+    def _part_file(self, key):
+        return tree_name(key)
+
+    def _stored_parts(self, folder, manifest=None):
+        return stored_trees(folder, manifest)
+
+    def _fit_parts(self, X, Y, todo, after=None, progress=None, log=None, executor=None):
+        if log:
+            log(f"{self.algorithm}: {X.shape[0]} points, {X.shape[1]} features, "
+                f"{Y.shape[1]} labels; growing {len(todo)} trees")
+        grow = self._grow_trees if executor is None else \
+            (lambda *a, **kw: executor.grow_trees(self, *a, **kw))
+        for t, tree in grow(X, Y, todo, after=after):
+            yield t, tree
+            if progress is not None:
+                progress(1)
+
+    def _encode_part(self, tree):
+        return {**self._encode_tree(tree), TREE_DIMS: self._tree_dims()}
+
+    def _decode_part(self, arrays, name):
+        self._check_tree_dims(arrays.pop(TREE_DIMS, None), name)
+        return self._decode_tree(arrays, name)
+
+    def _parts(self):
+        return self.trees_
+
+    def _set_parts(self, parts):
+        self.trees_ = parts
+
+    def _part_kept(self, tree):
+        return self._tree_shape(tree)
+
+    def _require_whole(self):
+        self._require_whole_trees()
 
     def fit(self, X, Y):
         """Grow the trees (see the class's parameters); returns self."""
@@ -127,17 +226,6 @@ class TreeEnsemble(ModelBase):
         data (and grower) kept between calls: what a Dask worker holds
         between its tree tasks (xmlkit.cluster)."""
         raise NotImplementedError
-
-    def _finish_fit(self, X, Y):
-        """Work after the trees (PfastreXML: its tail classifiers)."""
-
-    def _extra_arrays(self):
-        """Arrays besides the trees that the model folder holds: name -> dict."""
-        return {}
-
-    def _restore_extras(self, read, where):
-        """Take back the _extra_arrays of a loaded folder: read(name) gives
-        the dict of arrays `name` (`where` names the folder in messages)."""
 
     def _tree_dims(self):
         """The array each tree file also holds: the model's (n_features,

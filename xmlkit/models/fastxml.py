@@ -300,7 +300,7 @@ class FastXML(TreeEnsemble):
 
     # -- prediction
     def _streamed_forest(self, load, n_trees):
-        """The forest of xmlkit.driver.load_folder(stream=True): the trees
+        """The forest of xmlkit.models.folders.load_folder(stream=True): the trees
         stay on disk, `load(i)` reads tree i."""
         return StreamedForest(load, n_trees, self.n_features_in_, self.n_labels_,
                               self.params.bias)
@@ -338,7 +338,7 @@ class FastXML(TreeEnsemble):
         Returns a :class:`~xmlkit.csr.Rows` for a Rows, else a scipy csr_matrix."""
         return like(X, self.forest().predict(X, k, threads, progress))
 
-    # -- the tree files (read and written by xmlkit.driver)
+    # -- the tree files (written by xmlkit.driver and models.folders, read by the latter)
     @staticmethod
     def _encode_tree(tree):
         return encode_tree(tree)

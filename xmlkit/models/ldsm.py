@@ -348,7 +348,7 @@ class LdSM(TreeEnsemble):
             return kernel.predict_rows(F, r0, r1, topk)
         return like(X, score_rows(run, n, self.n_labels_, threads, progress))
 
-    # -- the tree files (read and written by xmlkit.driver)
+    # -- the tree files (written by xmlkit.driver and models.folders, read by the latter)
     @staticmethod
     def _encode_tree(tree):
         return tree

@@ -1,0 +1,103 @@
+"""Model folders: saving a fitted model and loading one, for every family
+through the folder protocol (xmlkit.models.ensemble.ModelBase). Training
+into a folder, with resume, shards and Dask, is xmlkit.driver's.
+
+A folder holds `manifest.json` (family, model-defining parameters, shapes,
+seed, the records of its files) and `.npz` arrays: one file per part (per
+tree, `tree_00000.npz`, ..., each also holding the model's dimensions,
+checked against the manifest's; the whole model of a single-file family),
+plus the family's extra arrays (PfastreXML's propensities and tail
+classifiers).
+"""
+from concurrent.futures import ThreadPoolExecutor
+
+from xmlkit import store
+from xmlkit.errors import XmlkitError
+
+
+class PartWriter:
+    """Writes a part's file; called in the worker that made it (a plain
+    object, so that forked worker processes can receive it)."""
+
+    def __init__(self, folder, model):
+        self.folder = folder
+        self.encode = model._encode_part
+        self.file = model._part_file
+
+    def __call__(self, key, part):
+        store.save_arrays(self.folder, self.file(key), self.encode(part))
+
+
+def save_extras(model, folder):
+    """Write and record the model's extra arrays."""
+    extras = model._extra_arrays()
+    for name, arrays in extras.items():
+        store.save_arrays(folder, name, arrays)
+    store.record_files(folder, list(extras))
+
+
+def save_folder(model, folder):
+    """Write a fitted model's folder (manifest and arrays): exactly this
+    model, replacing a model the folder held (resuming a folder's training
+    is xmlkit.driver.fit_folder's)."""
+    model._require_whole()
+    store.refuse_foreign(folder)        # (before the lock leaves its file there)
+    with store.folder_lock(folder):
+        store.remove_stale_temps(folder)
+        store.replace_folder(folder, model.manifest())
+        writer = PartWriter(folder, model)
+        parts = model._parts()
+        for key, part in parts.items():
+            writer(key, part)
+        store.record_files(folder, [model._part_file(k) for k in parts])
+        save_extras(model, folder)
+    return folder
+
+
+def load_part(model, folder, key, manifest=None):
+    """Part `key` of a folder, checked against its record in `manifest`
+    (when given) and the model's shapes."""
+    name = model._part_file(key)
+    return model._decode_part(store.load_arrays(folder, name, manifest),
+                              f"{folder}/{name}.npz")
+
+
+def load_folder(cls, folder, trees=None, threads=1, stream=False):
+    """A model of class `cls` from an xmlkit folder: its parts, or (families
+    whose parts can be picked: the trees) the indices `trees`; `threads`
+    read part files in parallel (zlib and numpy release the GIL). Every
+    file is checked against the manifest's record and every array before a
+    kernel sees it.
+
+    stream=True (families whose forest can stream, cls._streamed_forest): the
+    trees stay on disk and are read one at a time by each predict call
+    (model.streamed_forest_), so that prediction holds one tree's weights
+    at a time; the model then has no trees_ to save or inspect."""
+    m = store.read_manifest(folder)
+    if m["algorithm"] != cls.algorithm:
+        raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
+    model = cls.from_manifest(m, folder)
+    if trees is not None and not cls.PICKABLE:
+        raise XmlkitError(f"{folder}: a {cls.algorithm} model has no trees to pick")
+    # (a family whose parts cannot be picked reads all of them: a missing
+    # one is then reported by the store, as any missing file)
+    present = model._stored_parts(folder, m) if cls.PICKABLE else model._part_keys()
+    wanted = present if trees is None else list(trees)
+    missing = sorted(set(wanted) - set(present))
+    if missing:
+        raise XmlkitError(f"{folder}: has no {cls.PART} {missing[0]} (it holds "
+                          f"{len(present)} {cls.PART}s)")
+    if not wanted:
+        raise XmlkitError(f"{folder}: holds no {cls.PART}s (was its training interrupted? "
+                          "rerun xml-train to resume)")
+    if stream and hasattr(cls, "_streamed_forest"):
+        model.streamed_forest_ = model._streamed_forest(
+            lambda i: load_part(model, folder, wanted[i], m), len(wanted))
+    elif threads > 1 and len(wanted) > 1:
+        with ThreadPoolExecutor(threads) as pool:
+            model._set_parts(dict(zip(wanted, pool.map(
+                lambda t: load_part(model, folder, t, m), wanted))))
+    else:
+        model._set_parts({t: load_part(model, folder, t, m) for t in wanted})
+    model._restore_extras(lambda name: store.load_arrays(folder, name, m), folder)
+    return model
