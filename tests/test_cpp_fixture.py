@@ -38,6 +38,7 @@ def test_damaged_cpp_tree_is_refused(tmp_path):
     assert not (tmp_path / "s.txt").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["inf", "nan"])
 @pytest.mark.parametrize("line", range(13))
 def test_non_finite_cpp_param_is_refused(line, value, tmp_path):

@@ -44,6 +44,7 @@ def same_folders(a, b):
     ("fastxml", ["-t", "4"]), ("pfastrexml", ["-t", "3"]),
     ("ldsm", ["-t", "2", "--max-nodes", "200"]),
     ("linear", ["--label-blocks", "4", "--epochs", "2"])])
+@pytest.mark.slow
 def test_local_cluster_equals_local_run(tmp_path, small, algorithm, args):
     local, dask, shared = tmp_path / "local", tmp_path / "dask", tmp_path / "shared"
     r = run_cli("xml-train", small, local, "--algorithm", algorithm, *args, "-q")
@@ -76,6 +77,7 @@ def test_row_blocks_cover_every_row(bibtex):
     assert np.array_equal(joined, R.to_scipy().toarray())
 
 
+@pytest.mark.slow
 def test_addresses_and_unreachable_scheduler(tmp_path, small):
     for bad in ("local:0", "local:x", ""):
         with pytest.raises(XmlkitError):
@@ -97,6 +99,7 @@ def test_addresses_and_unreachable_scheduler(tmp_path, small):
         f"{cluster.usable_cores()}"], r.stderr
 
 
+@pytest.mark.slow
 def test_a_peer_that_accepts_but_never_answers_is_given_up(tmp_path, small):
     """Something listens at the address but never speaks Dask: given up
     after the promised CONNECT_TIMEOUT s (one line, exit 2), not hung."""
@@ -196,6 +199,7 @@ def wait_for_tree(folder, train, timeout=120):
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_killed_worker_and_killed_client(tmp_path, scheduler):
     """SIGKILL of a worker while it grows a tree: the scheduler runs the tree
     again elsewhere and the model is the local one, byte for byte. SIGKILL of

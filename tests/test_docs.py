@@ -3,9 +3,12 @@ python scripts/cli_docs.py); the README stays short."""
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 
+@pytest.mark.slow
 def test_cli_reference_is_current():
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "cli_docs.py"), "--check"],
                        capture_output=True, text=True)

@@ -46,6 +46,7 @@ def test_f1_inference_by_hand():
     assert f1_decisions(np.array([[0.01], [0.0]]), np.array([0.001]), 2).sum() == 1
 
 
+@pytest.mark.slow
 def test_cli_and_api_agree(tmp_path, bibtex):
     X, Y, Xt, Yt = bibtex
     kw = {"num_features": 300, "rank": 30, "loss": "logistic", "epochs": 2, "seed": 3}
@@ -96,6 +97,7 @@ def test_automatic_rank_above_4000_labels_is_estimated():
     assert k == int(np.searchsorted(cum, 0.9 * cum[-1]) + 1)
 
 
+@pytest.mark.slow
 def test_threads_do_not_change_the_model_and_old_folders_keep_their_map_ridge(tmp_path,
                                                                             bibtex):
     """The ridge solves run in column blocks on -T threads: the same arrays
@@ -117,6 +119,7 @@ def test_threads_do_not_change_the_model_and_old_folders_keep_their_map_ridge(tm
     assert xmlkit.Embed.from_manifest(manifest).map_lambda == 1e-6
 
 
+@pytest.mark.slow
 def test_map_ridge_carries_over_to_new_points(bibtex):
     """Bibtex (1836 features, 4880 points): with the authors' near-zero ridge
     on the feature map the embedding of new points is worse than with 1.0

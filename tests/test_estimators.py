@@ -62,6 +62,7 @@ def test_fit_checks_parameters_by_name(cls, small):
         cls(**QUICK[cls.algorithm], seed=-1).fit(X, Y)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", FAMILIES)
 def test_clone_and_grid_search(cls, small):
     pytest.importorskip("sklearn")
@@ -139,6 +140,7 @@ def test_train_refuses_another_family_option_naming_it(tmp_path):
     assert not (tmp_path / "m").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", FAMILIES)
 def test_save_writes_exactly_the_model(cls, small, tmp_path):
     """save() into a folder holding another model replaces it (issue 27.1:

@@ -111,6 +111,7 @@ def test_label_set_metrics(tmp_path):
     assert r.returncode == 0 and "macro_f1" in r.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["fastxml", "linear"])
 def test_one_based_pipeline_equals_the_zero_based_one(family, tmp_path):
     """xml-train, xml-predict and xml-eval all given --index-base 1 on

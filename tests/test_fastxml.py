@@ -80,6 +80,7 @@ def test_top_k_scores(tmp_path, bibtex):
         assert kept == {j for j in order if row[j] > 0}
 
 
+@pytest.mark.slow
 def test_same_seed_same_files_at_any_worker_count(tmp_path):
     a, b, b3 = tmp_path / "a", tmp_path / "b", tmp_path / "b3"
     train(TRAIN, a, "-t", "4", "-T", "1")
@@ -99,6 +100,7 @@ def test_same_seed_same_files_at_any_worker_count(tmp_path):
     assert tree_files(la) != {k: v for k, v in fa.items() if k in tree_files(la)}
 
 
+@pytest.mark.slow
 def test_shards_merge_and_resume(tmp_path):
     whole, shards = tmp_path / "whole", tmp_path / "shards"
     train(TRAIN, whole, "-s", "0", "-t", "4")
@@ -185,6 +187,7 @@ def test_tree_encoding_by_hand():
         encode_tree(dict(tree, w_ptr=np.array([0, 3, 2, 3, 5, 5])))
 
 
+@pytest.mark.slow
 def test_bad_options_and_folders(tmp_path):
     model_dir = tmp_path / "m"
 

@@ -50,6 +50,7 @@ def one_line_error(r, code=2):
 
 # ---------------------------------------------------------------- 1-2: damaged models
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 @pytest.mark.parametrize("resign", [False, True], ids=["damaged", "crafted"])
 def test_model_fuzzer(family, resign, tiny):
@@ -149,6 +150,7 @@ def test_edited_manifest_dimensions_are_refused(family, key, value, tiny, tmp_pa
     assert not out.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_data_without_labels_or_features_is_refused_before_any_file(family, tmp_path):
     """A header of 0 labels (or 0 features): one line naming the data file,
@@ -196,6 +198,7 @@ TOO_BIG = [
 
 @pytest.mark.parametrize("command, says", TOO_BIG, ids=[c.split()[0] + " " + c.split()[-2]
                                                         for c, _ in TOO_BIG])
+@pytest.mark.slow
 def test_integers_beyond_what_the_kernels_hold_are_refused(command, says, tiny):
     """Integers beyond a C int (and more trees than a model may ask for)
     are one line and exit 2, before any work: no OverflowError (exit 1),
@@ -274,6 +277,7 @@ def test_killing_the_parent_leaves_no_worker(solver, tmp_path):
 
 @pytest.mark.parametrize("sig, code, said", [(signal.SIGTERM, 143, "terminated"),
                                               (signal.SIGINT, 130, "interrupted")])
+@pytest.mark.slow
 def test_signals_stop_at_once_and_a_rerun_resumes(sig, code, said, tmp_path):
     """SIGTERM is handled like Ctrl-C (SIGINT): one line, 143 / 130, and
     the next run resumes (and removes a temp file a worker was writing)."""
@@ -312,6 +316,7 @@ def test_stale_temp_files_are_removed_by_the_next_run(tiny, tmp_path):
     assert not list(m.glob(".*.tmp"))
 
 
+@pytest.mark.slow
 def test_a_killed_predict_leaves_no_temp_file_behind_the_next_run(tiny, tmp_path):
     """xml-predict killed with -9 while writing: the next run to the same
     output removes its temporary file; files of live writers and of other
@@ -383,6 +388,7 @@ def test_a_full_disk_names_the_users_file(tiny, tmp_path):
     assert one_line_error(r) and str(tmp_path / "m") in r.stderr and ".tmp" not in r.stderr
 
 
+@pytest.mark.slow
 def test_symlink_output_and_streams(tiny, tmp_path):
     model, test = tiny / "fastxml", tiny / "test.txt"
     ref = tmp_path / "ref.txt"

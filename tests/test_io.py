@@ -239,6 +239,7 @@ def test_writing_nan_is_refused(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(BAD))
 def test_cli_bad_input_exit_2_one_line(tmp_path, kind):
     """Through xml-eval, as a user meets it: exit 2, one line naming file:line."""

@@ -44,6 +44,7 @@ def test_chosen_subset_by_hand():
     assert picks == {0b01, 0b10}
 
 
+@pytest.mark.slow
 def test_deterministic_at_any_thread_count_and_cli_equals_api(tmp_path, bibtex):
     X, Y, Xt, Yt = bibtex
     a = xmlkit.LdSM(n_trees=2, max_nodes=200, epochs=2, threads=1).fit(X, Y)

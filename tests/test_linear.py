@@ -47,6 +47,7 @@ def test_lazy_and_dense_updates_give_the_same_model(bibtex):
     assert 0 < lazy.stats()["nnz_weights"] < a.size      # l1 leaves exact zeros, not stored
 
 
+@pytest.mark.slow
 def test_cli_and_api_agree(tmp_path, bibtex):
     X, Y, Xt, Yt = bibtex
     model = xmlkit.Linear(epochs=2).fit(X, Y)
@@ -141,6 +142,7 @@ def test_auto_settings_follow_the_data_and_are_recorded(tmp_path, bibtex):
         assert np.array_equal(a.arrays_[k], b.arrays_[k])
 
 
+@pytest.mark.slow
 def test_cli_auto_options(tmp_path):
     folder = tmp_path / "m"
     r = run_cli("xml-train", TRAIN, folder, "--algorithm", "linear", "--epochs", "auto",

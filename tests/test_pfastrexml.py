@@ -82,6 +82,7 @@ def test_cpp_model_interop(tmp_path, shared):
     assert diff.max() <= 1 and (diff > 0).mean() < 0.01
 
 
+@pytest.mark.slow
 def test_cli_and_api_agree_and_trees_only(tmp_path, bibtex):
     X, Y, Xt, Yt = bibtex
     model_dir, scores = tmp_path / "model", tmp_path / "scores.txt"
@@ -129,6 +130,7 @@ def test_cli_and_api_agree_and_trees_only(tmp_path, bibtex):
     assert r.returncode == 2 and "trees only" in r.stderr and len(r.stderr.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_propensity_options(tmp_path, bibtex):
     X, Y, _, _ = bibtex
     q_file = tmp_path / "q.txt"

@@ -102,6 +102,7 @@ def test_cli_idf_saved_and_reused(tmp_path):
     assert "removed" in run_cli("xml-prune", feats, tmp_path / "o.txt").stdout
 
 
+@pytest.mark.slow
 def test_sample_data_summary(tmp_path):
     r = run_cli("xml-prune", SAMPLES / "bibtex_train.txt.xz", tmp_path / "p.txt.xz", "--json")
     assert r.returncode == 0, r.stderr

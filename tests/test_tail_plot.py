@@ -33,6 +33,7 @@ def test_bins_by_hand():
     assert r["PSP@k"].sum() == pytest.approx(m["PSP@2"])
 
 
+@pytest.mark.slow
 def test_cli_plot_and_json(tmp_path):
     models, scores = {}, {}
     for algo in ("fastxml", "pfastrexml"):

@@ -114,6 +114,7 @@ def test_label_names_count_unknown_names():
     assert Y.toarray().tolist() == [[0, 0, 1], [0, 0, 0], [1, 0, 0]] and unknown == 2
 
 
+@pytest.mark.slow
 def test_featurizer_reloads_and_gives_the_same_bytes_in_another_process(tmp_path):
     docs = write_jsonl(tmp_path / "train.jsonl", corpus(300))
     feat = tmp_path / "feat.npz"
@@ -175,6 +176,7 @@ def text_model(tmp_path_factory):
     return tmp, train, model, write_jsonl(tmp / "test.jsonl", test_docs), test_docs
 
 
+@pytest.mark.slow
 def test_predict_names_equal_the_index_scores(text_model):
     """--names: the same top-k as the score matrix, each index mapped to the
     name of that column (label names in sorted order), ids in input order."""
@@ -199,6 +201,7 @@ def test_predict_names_equal_the_index_scores(text_model):
     assert lines[3]["labels"][0] == "tag 3"
 
 
+@pytest.mark.slow
 def test_eval_on_text_labels_equals_eval_on_xc_files(text_model):
     """xml-eval --text (names matched) gives the metrics of xml-eval on the XC
     files of xml-text. A label the training never saw is a relevant label of
@@ -230,6 +233,7 @@ def test_eval_on_text_labels_equals_eval_on_xc_files(text_model):
     assert c["metrics"]["R@5"] < a["metrics"]["R@5"]
 
 
+@pytest.mark.slow
 def test_text_options_without_text_and_ids_that_differ(text_model, tmp_path):
     tmp, train, model, test, docs = text_model
     r = run_cli("xml-train", train, tmp_path / "m", "--min-df", "3")
@@ -258,6 +262,7 @@ def test_a_damaged_text_file_in_the_model_is_refused(text_model, tmp_path):
     assert r.returncode == 2 and "text.npz" in r.stderr and len(r.stderr.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_every_family_trains_from_text(text_model, tmp_path):
     tmp, train, model, test, docs = text_model
     for algo, extra in (("pfastrexml", ["-t", "2"]), ("ldsm", ["-t", "1"]), ("linear", []),
@@ -284,6 +289,7 @@ def test_without_scikit_learn_text_says_how_to_install(text_model, tmp_path):
 
 
 
+@pytest.mark.slow
 def test_readme_text_quick_start_runs_as_written(tmp_path):
     """The README's "Your own data" commands, run as written (but the
     install) from another folder, on the bundled sample."""
