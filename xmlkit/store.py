@@ -38,10 +38,15 @@ LOCK = ".lock"
 _HELD = set()          # folders this process holds the lock of
 
 
-def make_manifest(algorithm, params, n_features, n_labels, seed):
-    return {"format": FORMAT, "format_version": FORMAT_VERSION, "xmlkit_version": __version__,
-            "algorithm": algorithm, "params": params, "n_features": int(n_features),
-            "n_labels": int(n_labels), "seed": int(seed), "files": {}}
+def make_manifest(algorithm, params, n_features, n_labels, seed, predict_params=None):
+    """A new manifest; `predict_params`: the predict parameters recorded at
+    training (families that have any)."""
+    m = {"format": FORMAT, "format_version": FORMAT_VERSION, "xmlkit_version": __version__,
+         "algorithm": algorithm, "params": params, "n_features": int(n_features),
+         "n_labels": int(n_labels), "seed": int(seed), "files": {}}
+    if predict_params:
+        m["predict_params"] = predict_params
+    return m
 
 
 def write_manifest(folder, manifest):

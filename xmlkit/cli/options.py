@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import click
 
 from xmlkit.metrics import PROPENSITY_PRESETS
+from xmlkit.models.base import C_INT_MAX
 from xmlkit.models import ldsm as _ldsm
 from xmlkit.models import linear as _linear
 
@@ -191,6 +192,61 @@ LINEAR = (
 #: xml-train's options, per family
 TRAIN_OPTIONS = {"fastxml": FASTXML, "pfastrexml": PFASTREXML, "ldsm": LDSM,
                  "embed": EMBED, "linear": LINEAR}
+
+
+#: xml-predict's family options: flag and help per family; their defaults
+#: and constraints are the estimators' PREDICT_PARAMS (a model's values
+#: recorded at training stand in for an option not given)
+PREDICT_OPTIONS = {
+    "pfastrexml": (
+        Opt("rerank", ("-n", "--rerank"), "tree-scored labels per point re-ranked by the "
+                                          "tail classifiers.", type=click.IntRange(1, C_INT_MAX)),
+        Opt("trees_only", ("-S", "--trees-only"), "1 writes the tree scores without "
+            "re-ranking, 0 re-ranks.", type=click.IntRange(0, 1)),
+    ),
+    "embed": (
+        Opt("decision", ("--decision",), "probabilities (scores), or label sets: threshold "
+            "keeps the labels with p >= --threshold, f1 runs per-label F1 inference over "
+            "the points of FEATURES."),
+        Opt("threshold", ("--threshold",), "the probability cut of --decision threshold.",
+            type=float),
+    ),
+    "linear": (
+        Opt("decision", ("--decision",), "probabilities (scores), or label sets: threshold "
+            "keeps the labels above their fitted F1-optimal thresholds."),
+    ),
+}
+
+
+#: values taken but not shown (a decision's name before 0.1)
+OLD_NAMES = tuple(_linear.DECISION_ALIASES)
+
+
+def predict_click_options(classes):
+    """Click decorators for xml-predict's family options, one per parameter
+    (a parameter of several families: one option, each family's help);
+    `classes` maps family names to estimator classes. Defaults are None
+    (not given: the model's recorded value); --help shows the declared
+    ones."""
+    by_param = {}
+    for family, opts in PREDICT_OPTIONS.items():
+        for o in opts:
+            by_param.setdefault(o.param, []).append((family, o))
+    out = []
+    for param, uses in by_param.items():
+        values, parts = [], []
+        for family, o in uses:
+            default, constraint = classes[family].PREDICT_PARAMS[param]
+            values += [v for v in getattr(constraint, "values", ()) if v not in values]
+            shown = "the model's" if default is None else default
+            parts.append(f"{family}: {o.help} [default: {shown}]")
+        o = uses[0][1]
+        kind = o.type or click.Choice(values)
+        text = " ".join(parts) + " Not given: the value the model recorded at training."
+        out.append(click.option(*o.decls, param, type=kind, default=None, help=text,
+                                metavar=None if o.type else
+                                "[" + "|".join(v for v in values if v not in OLD_NAMES) + "]"))
+    return out
 
 
 def flag_of(algorithm, param):

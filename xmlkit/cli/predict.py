@@ -1,5 +1,4 @@
 """xml-predict: score a feature file with a trained model folder."""
-import math
 import time
 
 import click
@@ -9,11 +8,17 @@ from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, quiet_opti
                                text_input, version_option)
 from xmlkit.cluster import CONNECT_TIMEOUT
 from xmlkit.io import iter_xc, matrix_writer
-from xmlkit.models import load_model
+from xmlkit.cli.options import predict_click_options
+from xmlkit.models import REGISTRY, load_model
 from xmlkit.models.base import C_INT_MAX
-from xmlkit.models.pfastrexml import RERANK
 
 PIECE_ROWS = 20000      # rows read, scored and written at a time
+
+
+def family_options(command):
+    for decorate in reversed(predict_click_options(REGISTRY)):
+        command = decorate(command)
+    return command
 
 
 @click.command(context_settings=CONTEXT)
@@ -28,20 +33,7 @@ PIECE_ROWS = 20000      # rows read, scored and written at a time
               help="Number of trees to use from --start-tree on [default: all of them].")
 @click.option("-k", "--top-k", type=click.IntRange(1, C_INT_MAX), default=None,
               help="Keep only the k best-scored labels per row [default: every score].")
-@click.option("-n", "--rerank", type=click.IntRange(1, C_INT_MAX), default=None,
-              help=f"PfastreXML: tree-scored labels per point re-ranked by the tail "
-                   f"classifiers [default: {RERANK}].")
-@click.option("-S", "--trees-only", type=click.IntRange(0, 1), default=None,
-              help="PfastreXML: 1 writes the tree scores without re-ranking [default: "
-                   "the model's -S].")
-@click.option("--decision", type=click.Choice(["scores", "threshold", "f1", "thresholds"]),
-              default=None, metavar="[scores|threshold|f1]",
-              help="Embed and linear models: write probabilities (scores) or label sets: "
-                   "threshold keeps the labels with p >= --threshold (embed) or above "
-                   "their fitted F1-optimal thresholds (linear); f1 (embed) runs per-label "
-                   "F1 inference over the points of FEATURES [default: scores].")
-@click.option("--threshold", type=float, default=None,
-              help="Embed models, --decision threshold: the probability cut [default: 0.5].")
+@family_options
 @click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
               help="Score blocks of rows as tasks on a Dask cluster: a scheduler address "
                    f"(tcp://HOST:8786, given up after {CONNECT_TIMEOUT} s without an answer) "
@@ -92,7 +84,7 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
                             threshold=threshold)
     # rows are read, scored and written in pieces (memory does not grow with
     # the file), except for embed's F1 inference, which needs every row at once
-    piece = None if extra.get("decision") == "f1" else PIECE_ROWS
+    piece = None if model._predict_params(**extra).get("decision") == "f1" else PIECE_ROWS
     if text:
         if dask_address is not None:
             fail("--text scores on this machine: not with --dask")
@@ -164,38 +156,23 @@ def _predict_text(log, documents, scores, model_dir, model, piece, names, text_f
     log(f"featurized and scored {n_rows} documents in {seconds:.2f} s -> {scores}")
 
 
-#: the family-specific options of xml-predict each family takes
-PREDICT_OPTIONS = {"pfastrexml": ("rerank", "trees_only"), "embed": ("decision", "threshold"),
-                   "linear": ("decision",)}
-
-
 def predict_options(model, **given):
-    """predict() keyword arguments from the family-specific options (name ->
-    value, None when not given); an option the family does not take is an
-    error."""
-    takes = PREDICT_OPTIONS.get(model.algorithm, ())
+    """predict() keyword arguments from the family options (name -> value,
+    None when not given: the model's recorded value stands); an option the
+    family does not take is an error, values are checked by the model."""
+    takes = model.PREDICT_PARAMS
     wrong = sorted(n for n, v in given.items() if v is not None and n not in takes)
     if wrong:
         names = ", ".join("--" + n.replace("_", "-") for n in wrong)
         fail(f"{names} cannot be used with a {model.algorithm} model")
-    if model.algorithm == "pfastrexml":
-        return {"rerank": RERANK if given["rerank"] is None else given["rerank"],
-                "trees_only": None if given["trees_only"] is None else bool(given["trees_only"])}
-    if model.algorithm == "embed":
-        decision, threshold = given["decision"], given["threshold"]
-        if decision == "thresholds":
-            fail("--decision thresholds is for linear models; embed models take "
-                 "scores, threshold or f1")
-        if threshold is not None and (decision != "threshold" or not math.isfinite(threshold)):
-            fail("--threshold (a finite number) goes with --decision threshold")
-        return {"decision": decision or "scores",
-                "threshold": 0.5 if threshold is None else threshold}
-    if model.algorithm == "linear":     # (no --threshold: fitted per label)
-        decision = {"thresholds": "threshold"}.get(given["decision"], given["decision"])
-        if decision == "f1":
-            fail("--decision f1 is for embed models; linear models take scores or threshold")
-        return {"decision": decision or "scores"}
-    return {}
+    out = {n: v for n, v in given.items() if n in takes}
+    if out.get("trees_only") is not None:       # (-S 0/1, as the C++ tool spells it)
+        out["trees_only"] = bool(out["trees_only"])
+    if "threshold" in out:
+        if out["threshold"] is not None and \
+                model._predict_params(**out)["decision"] != "threshold":
+            fail("--threshold goes with --decision threshold")
+    return out
 
 
 def _tree_range(model_dir, start_tree, n_trees):

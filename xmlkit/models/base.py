@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from xmlkit.errors import InvalidParameterError
+from xmlkit.errors import InvalidParameterError, XmlkitError
 
 
 class Constraint:
@@ -77,8 +77,10 @@ def real(lo=None, hi=None, lo_open=False, hi_open=False):
 
 
 def one_of(*values):
-    return Constraint("one of " + ", ".join(repr(v) for v in values),
-                      lambda v: isinstance(v, str) and v in values)
+    c = Constraint("one of " + ", ".join(repr(v) for v in values),
+                   lambda v: isinstance(v, str) and v in values)
+    c.values = values
+    return c
 
 
 def boolean():
@@ -117,6 +119,49 @@ class Estimator:
     #: the parameters that define a trained model (recorded in its folder);
     #: the others only say how to train it
     MODEL_KEYS = ()
+    #: predict()'s own parameters (beyond X, k, threads, progress): name ->
+    #: (default, Constraint), their one declaration. A fitted model records
+    #: them (predict_params_, saved in its folder's manifest); predict()
+    #: takes None for "the model's": the recorded value, else the default.
+    #: The commands read their xml-predict options from here.
+    PREDICT_PARAMS = {}
+
+    @classmethod
+    def predict_defaults(cls):
+        """Predict parameter name -> its declared default."""
+        return {name: default for name, (default, _) in cls.PREDICT_PARAMS.items()}
+
+    def _predict_params(self, **given):
+        """The predict parameters to use: each given one (not None), else the
+        model's recorded one, else its default; checked against its
+        constraint (InvalidParameterError naming it)."""
+        recorded = getattr(self, "predict_params_", None) or {}
+        out = {}
+        for name, (default, c) in self.PREDICT_PARAMS.items():
+            value = given.get(name)
+            if value is None:
+                value = recorded.get(name, default)
+            if not c(value):
+                raise InvalidParameterError(
+                    name, f"{type(self).__name__}: {name} must be {c.phrase}, got {value!r}")
+            out[name] = value
+        return out
+
+    @classmethod
+    def _checked_predict_params(cls, recorded, where):
+        """A manifest's predict parameters (None: a folder written before they
+        were recorded: the defaults), checked; raises XmlkitError naming
+        `where`."""
+        if recorded is None:
+            return cls.predict_defaults()
+        if not isinstance(recorded, dict) or set(recorded) != set(cls.PREDICT_PARAMS):
+            raise XmlkitError(f"{where}: the manifest's predict_params must be "
+                              f"{sorted(cls.PREDICT_PARAMS)}, got {recorded!r}")
+        for name, (_, c) in cls.PREDICT_PARAMS.items():
+            if not c(recorded[name]):
+                raise XmlkitError(f"{where}: the manifest's predict_params: {name} must be "
+                                  f"{c.phrase}, got {recorded[name]!r}")
+        return dict(recorded)
 
     @classmethod
     def _get_param_names(cls):

@@ -32,7 +32,6 @@ from xmlkit.models.base import SEED, integer, one_of, real
 
 LABEL_BLOCK = 256     # labels per block in F1 inference
 COLUMN_BLOCK = 32     # right-hand sides solved at once (pcg)
-DECISIONS = ("scores", "threshold", "f1")
 
 
 # ------------------------------------------------------------------ algebra
@@ -225,6 +224,10 @@ class Embed(ArrayModel):
 
     algorithm = "embed"
     ARRAYS = "embed"
+    PREDICT_PARAMS = {
+        "decision": ("scores", one_of("scores", "threshold", "f1")),
+        "threshold": (0.5, real()),
+    }
     _parameter_constraints = {
         "rank": integer(0), "oversample": integer(0), "passes": integer(1),
         "embed_lambda": real(0, lo_open=True), "map_lambda": real(0, lo_open=True),
@@ -436,14 +439,15 @@ class Embed(ArrayModel):
         return sigmoid(Z) if self.params.loss == "logistic" \
             else np.clip(Z, 0, 1)
 
-    def predict(self, X, k=5, threads=1, progress=None, decision="scores",
-                threshold=0.5):
+    def predict(self, X, k=5, threads=1, progress=None, decision=None, threshold=None):
         """Probabilities (the k best per row; k=None: every label), or label sets:
         decision="threshold" (p >= threshold) or "f1" (per-label F1 inference
-        over the rows of X). Rows in, Rows out; else a scipy csr_matrix."""
+        over the rows of X). Rows in, Rows out; else a scipy csr_matrix.
+        decision and threshold: None is the model's (PREDICT_PARAMS: "scores",
+        0.5)."""
         self._require_fitted()
-        if decision not in DECISIONS:
-            raise XmlkitError(f"unknown decision '{decision}' (known: {', '.join(DECISIONS)})")
+        decision, threshold = self._predict_params(
+            decision=decision, threshold=threshold).values()
         R = model_rows(X, self.n_features_in_)
         n, L = R.shape[0], self.n_labels_
         V = self.arrays_["V"]            # float32 (as stored), as the features it multiplies

@@ -120,6 +120,7 @@ class ModelBase(Estimator):
         self._validate_params()
         X, Y = training_rows(X, Y, min_points=self.MIN_POINTS)
         self.n_features_in_, self.n_labels_ = int(X.shape[1]), int(Y.shape[1])
+        self.predict_params_ = self.predict_defaults()
         return X, Y
 
     def _copy_without(self, *names, **attrs):
@@ -135,8 +136,10 @@ class ModelBase(Estimator):
         return m
 
     def manifest(self):
+        recorded = getattr(self, "predict_params_", None)
         return store.make_manifest(self.algorithm, self.model_params(),
-                                   self.n_features_in_, self.n_labels_, self.seed)
+                                   self.n_features_in_, self.n_labels_, self.seed,
+                                   self.predict_defaults() if recorded is None else recorded)
 
     @classmethod
     def from_manifest(cls, manifest, folder="the model"):
@@ -147,6 +150,8 @@ class ModelBase(Estimator):
         except (TypeError, InvalidParameterError) as exc:
             raise XmlkitError(f"{folder}: the manifest's parameters are invalid ({exc})") from None
         model.n_features_in_, model.n_labels_ = manifest["n_features"], manifest["n_labels"]
+        model.predict_params_ = cls._checked_predict_params(manifest.get("predict_params"),
+                                                            folder)
         return model
 
     @classmethod

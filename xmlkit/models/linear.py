@@ -18,7 +18,7 @@ import numpy as np
 
 from xmlkit import checks
 from xmlkit.csr import as_rows, like, model_rows, unit_rows
-from xmlkit.errors import XmlkitError, XmlkitWarning
+from xmlkit.errors import XmlkitWarning
 from xmlkit.models.arrays import ArrayModel, scored_blocks, selector, sigmoid
 from xmlkit.models.base import SEED, auto_or, boolean, integer, one_of, real
 
@@ -44,7 +44,6 @@ MIN_AUTO_EPOCHS, MAX_AUTO_EPOCHS = 2, 10
 CHUNK_POINTS = 4096
 #: labels whose hold-out probabilities are computed at a time for the thresholds
 THRESHOLD_COLUMNS = 1024
-DECISIONS = ("scores", "threshold")
 DECISION_ALIASES = {"thresholds": "threshold"}     # the name before 0.1 unified it
 
 
@@ -149,6 +148,9 @@ class Linear(ArrayModel):
 
     algorithm = "linear"
     ARRAYS = "linear"
+    PREDICT_PARAMS = {
+        "decision": ("scores", one_of("scores", "threshold", *DECISION_ALIASES)),
+    }
     _parameter_constraints = {
         "loss": one_of("auto", "logistic", "squared", "squared_hinge"), "l1": real(0),
         "l2": real(0), "lr_schedule": one_of("constant", "decaying", "adagrad"),
@@ -403,15 +405,14 @@ class Linear(ArrayModel):
             return lambda Z: np.clip(0.5 * (Z + 1), 0, 1)
         return lambda Z: np.clip(Z, 0, 1)
 
-    def predict(self, X, k=5, threads=1, progress=None, decision="scores"):
+    def predict(self, X, k=5, threads=1, progress=None, decision=None):
         """Probabilities (the k best per row; k=None: every label), or label sets
         with the fitted per-label thresholds (decision="threshold"). Rows in,
-        Rows out; else a scipy csr_matrix."""
+        Rows out; else a scipy csr_matrix. decision: None is the model's
+        (PREDICT_PARAMS: "scores")."""
         self._require_fitted()
+        decision = self._predict_params(decision=decision)["decision"]
         decision = DECISION_ALIASES.get(decision, decision)
-        if decision not in DECISIONS:
-            raise XmlkitError(f"unknown decision '{decision}' for a linear model (known: "
-                              f"{', '.join(DECISIONS)})")
         R = model_rows(X, self.n_features_in_)
         if self.params.unit_rows:
             R = unit_rows(R)

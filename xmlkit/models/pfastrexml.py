@@ -17,7 +17,7 @@ from xmlkit import checks
 from xmlkit.csr import Rows, as_rows, like, score_rows
 from xmlkit.errors import InvalidParameterError, XmlkitError
 from xmlkit.metrics import PROPENSITY_PRESETS, inverse_propensity, propensity_ab
-from xmlkit.models.base import array_like, boolean, one_of, optional, real
+from xmlkit.models.base import array_like, boolean, integer, one_of, optional, real
 from xmlkit.models.fastxml import INIT, MAX_NEWTON, TOL, FastXML
 
 #: name of the tail-classifier arrays in a model folder
@@ -25,7 +25,6 @@ TAIL = "tail_centroids"
 #: name of the inverse propensities the trees were grown with
 PROPENSITY = "inv_propensity"
 #: tree-scored labels per point that are re-ranked, as in the C++ tool
-RERANK = 1000
 
 
 def centroids_by_feature(X, Y, bias):
@@ -64,6 +63,12 @@ class PfastreXML(FastXML):
 
     algorithm = "pfastrexml"
     use_idcg = False
+    PREDICT_PARAMS = {
+        # the labels the trees score per point, re-ranked by the tail classifiers
+        "rerank": (1000, integer(1)),
+        # None: the model's trees_only
+        "trees_only": (None, optional(boolean())),
+    }
     _parameter_constraints = {
         **FastXML._parameter_constraints,
         "trees_only": boolean(), "gamma": real(0), "alpha": real(0, 1),
@@ -143,14 +148,14 @@ class PfastreXML(FastXML):
             self.tail_ = centroids_by_feature(X, Y, self.bias)
 
     # -- prediction
-    def predict(self, X, k=5, threads=1, progress=None, rerank=RERANK, trees_only=None):
+    def predict(self, X, k=5, threads=1, progress=None, rerank=None, trees_only=None):
         """Scores: the tree scores of the `rerank` best labels per point,
         re-ranked by the tail classifiers (unless trees_only, by default the
-        model's); the k best per row (k=None: all). Rows in, Rows out."""
+        model's); the k best per row (k=None: all). Rows in, Rows out.
+        rerank: None is the model's (PREDICT_PARAMS: 1000)."""
+        rerank, trees_only = self._predict_params(rerank=rerank, trees_only=trees_only).values()
         if trees_only is None:
             trees_only = bool(self.params.trees_only)
-        if not (isinstance(rerank, (int, np.integer)) and rerank >= 1):
-            raise InvalidParameterError("rerank", f"rerank must be an integer >= 1, got {rerank!r}")
         forest = self.forest()
         if trees_only:
             return like(X, forest.predict(X, k, threads, progress))

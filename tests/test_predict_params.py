@@ -1,0 +1,124 @@
+"""Predict parameters: declared once per family (PREDICT_PARAMS: default and
+constraint), recorded in the model's manifest at training, used when
+predict() or xml-predict is not given them; xml-predict's options are
+generated from the declarations."""
+import inspect
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import xmlkit
+from conftest import TEST, run_cli
+from xmlkit.cli.options import PREDICT_OPTIONS
+from xmlkit.io import read_matrix
+
+FAMILIES = sorted(xmlkit.REGISTRY.values(), key=lambda c: c.algorithm)
+SMALL = {"fastxml": dict(n_trees=2), "pfastrexml": dict(n_trees=2), "ldsm": dict(n_trees=1),
+         "embed": dict(rank=8, num_features=64), "linear": dict(epochs=1)}
+
+
+def small_data(bibtex, n=600):
+    X, Y, Xt, _ = bibtex
+    return X[:n], Y[:n], Xt[:50]
+
+
+@pytest.mark.parametrize("cls", FAMILIES, ids=lambda c: c.algorithm)
+def test_declared_once_and_read_from_there(cls):
+    """predict()'s family parameters default to None (the model's), every
+    declared one is in its signature, and the command spells each one."""
+    sig = inspect.signature(cls.predict).parameters
+    for name, (default, constraint) in cls.PREDICT_PARAMS.items():
+        assert sig[name].default is None, name
+        assert constraint(default), name
+    assert {o.param for o in PREDICT_OPTIONS.get(cls.algorithm, ())} == set(cls.PREDICT_PARAMS)
+
+
+def test_no_predict_default_outside_its_declaration():
+    """The values the declarations hold appear nowhere else in the command
+    or the families' predict code (they did: 0.5 and 1000 in xml-predict)."""
+    root = Path(xmlkit.__file__).parent
+    src = (root / "cli" / "predict.py").read_text() + (root / "cli" / "options.py").read_text()
+    for literal in ("0.5", "1000", '"scores"'):     # as a default, a value or a fallback
+        assert not re.search(rf"(=|:|else|or)\s*{re.escape(literal)}(?![\w.])", src), literal
+    for cls in FAMILIES:
+        code = inspect.getsource(cls.predict)
+        for name, (default, _) in cls.PREDICT_PARAMS.items():
+            if default is None:         # (None is the signature's "the model's")
+                continue
+            assert not re.search(rf"\b{name}\s*=\s*{re.escape(repr(default))}", code), \
+                (cls.algorithm, name)
+
+
+def test_help_is_generated_from_the_declarations():
+    r = run_cli("xml-predict", "--help")
+    assert r.returncode == 0
+    text = "".join(r.stdout.split())       # (click wraps lines, even inside words)
+    for family, opts in PREDICT_OPTIONS.items():
+        cls = xmlkit.REGISTRY[family]
+        for o in opts:
+            default = cls.PREDICT_PARAMS[o.param][0]
+            shown = "the model's" if default is None else default
+            said = "".join(f"{family}: {o.help} [default: {shown}]".split())
+            assert said in text, said
+            assert all(d in text for d in o.decls)
+
+
+@pytest.mark.parametrize("cls", FAMILIES, ids=lambda c: c.algorithm)
+def test_the_manifest_records_them_and_loading_checks_them(cls, bibtex, tmp_path):
+    X, Y, Xt = small_data(bibtex)
+    model = cls(**SMALL[cls.algorithm]).fit(X, Y)
+    assert model.predict_params_ == cls.predict_defaults()
+    folder = tmp_path / "m"
+    model.save(folder)
+    m = json.loads((folder / "manifest.json").read_text())
+    if cls.PREDICT_PARAMS:
+        assert m["predict_params"] == cls.predict_defaults()
+        bad = dict(m, predict_params={**m["predict_params"], "nope": 1})
+        (folder / "manifest.json").write_text(json.dumps(bad))
+        with pytest.raises(xmlkit.XmlkitError, match="predict_params must be"):
+            xmlkit.load_model(folder)
+        name = next(iter(cls.PREDICT_PARAMS))
+        bad = dict(m, predict_params={**m["predict_params"], name: "no such value"})
+        (folder / "manifest.json").write_text(json.dumps(bad))
+        r = run_cli("xml-predict", TEST, tmp_path / "s.txt", folder, "-q")
+        assert r.returncode == 2 and f"predict_params: {name} must be" in r.stderr, r.stderr
+        assert not (tmp_path / "s.txt").exists()
+    else:
+        assert "predict_params" not in m
+    # a folder written before they were recorded: the declared defaults
+    old = {k: v for k, v in m.items() if k != "predict_params"}
+    (folder / "manifest.json").write_text(json.dumps(old))
+    assert xmlkit.load_model(folder).predict_params_ == cls.predict_defaults()
+
+
+def test_recorded_values_are_the_defaults_of_predict_and_xml_predict(bibtex, tmp_path):
+    """A model whose recorded threshold is 0.3 predicts as predict(threshold=0.3)
+    when none is given, in the API and in xml-predict; a given one wins."""
+    X, Y, Xt = small_data(bibtex)
+    model = xmlkit.Embed(**SMALL["embed"]).fit(X, Y)
+    want = model.predict(Xt, k=None, decision="threshold", threshold=0.3)
+    model.predict_params_ = {"decision": "threshold", "threshold": 0.3}
+    got = model.predict(Xt, k=None)
+    assert np.array_equal(got.indices, want.indices) and np.array_equal(got.data, want.data)
+    assert model.predict(Xt, k=None, threshold=0.6).nnz <= got.nnz
+    folder = tmp_path / "m"
+    model.save(folder)
+    test = tmp_path / "t.txt"
+    n, d = Xt.shape
+    Xt = Xt.tocsr()
+    rows = [" ".join(f"{j}:{v:g}" for j, v in zip(Xt.indices[Xt.indptr[i]:Xt.indptr[i + 1]],
+                                                   Xt.data[Xt.indptr[i]:Xt.indptr[i + 1]]))
+            for i in range(n)]
+    test.write_text(f"{n} {d}\n" + "\n".join(rows) + "\n")
+    r = run_cli("xml-predict", test, tmp_path / "s.txt", folder, "-q")
+    assert r.returncode == 0, r.stderr
+    S = read_matrix(tmp_path / "s.txt")
+    assert np.array_equal(S.indptr, got.indptr) and np.array_equal(S.indices, got.indices)
+    r = run_cli("xml-predict", test, tmp_path / "s2.txt", folder, "-q", "--decision", "scores",
+                "--threshold", "0.2")
+    assert r.returncode == 2 and "--threshold goes with --decision threshold" in r.stderr
+    r = run_cli("xml-predict", test, tmp_path / "s2.txt", folder, "-q", "--threshold", "inf")
+    assert r.returncode == 2 and "--threshold must be a finite number" in r.stderr, r.stderr
