@@ -44,8 +44,8 @@ class FamilyCommand(click.Command):
             raise
 
 
-#: the families whose work --dask can spread (trees; linear's label blocks)
-DASK_FAMILIES = ("fastxml", "pfastrexml", "ldsm", "linear")
+#: the families whose work --dask can spread (ModelBase.DASK_TASKS)
+DASK_FAMILIES = tuple(sorted(a for a, cls in REGISTRY.items() if cls.DASK_TASKS))
 DASK_DATA = ("scatter", "shared")
 
 

@@ -74,7 +74,8 @@ class ModelBase(Estimator):
       already in a folder (of a model with the same manifest) are kept by a
       rerun, so that training resumes and shards merge; ``PART`` names a
       part in messages, and a family whose loaded parts can be picked
-      (``trees=``) sets ``PICKABLE``.
+      (``trees=``) sets ``PICKABLE``; ``DASK_TASKS``: whether
+      _fit_parts spreads its work over an executor's tasks.
     - ``_fit_parts(X, Y, todo, after, progress, log, executor)``: make the
       parts `todo`, yielding (key, part) as each is done, after calling
       after(key, part) on it (the worker that made it: the driver writes the
@@ -98,6 +99,8 @@ class ModelBase(Estimator):
     PICKABLE = False
     #: what a part is called in messages
     PART = "part"
+    #: _fit_parts spreads its work as tasks of an executor (xmlkit.cluster)
+    DASK_TASKS = False
 
     def _finish_fit(self, X, Y):
         """Work after the parts (PfastreXML: its tail classifiers)."""
@@ -176,6 +179,7 @@ class TreeEnsemble(ModelBase):
     RESUMABLE = True
     PICKABLE = True
     PART = "tree"
+    DASK_TASKS = True       # (a task per tree)
 
     # -- the folder protocol
     def _part_keys(self):

@@ -146,6 +146,8 @@ class Linear(ArrayModel):
     """``Linear(...).fit(X, Y)``, then ``predict(X, k)`` or
     ``predict(X, decision="threshold")``."""
 
+    DASK_TASKS = True       # (a task per label block)
+
     algorithm = "linear"
     ARRAYS = "linear"
     PREDICT_PARAMS = {
