@@ -1,19 +1,26 @@
-"""docs/cli.md from the commands' own --help (so it cannot drift).
+"""docs/cli.md from the commands' own --help, and the option tables of
+docs/algorithms.md from the estimators (so neither can drift).
 
-    python scripts/cli_docs.py            # rewrite docs/cli.md
-    python scripts/cli_docs.py --check    # exit 1 if docs/cli.md is stale
+    python scripts/cli_docs.py            # rewrite docs/cli.md and the tables
+    python scripts/cli_docs.py --check    # exit 1 if either is stale
 
 Each command's help is run as a user runs it (the installed xml-* entry
 points, in a subprocess, COLUMNS=100); xml-train once per family, since its
-options are the family's. tests/test_docs.py runs the check.
+options are the family's. The tables of docs/algorithms.md, between
+`<!-- begin options-NAME -->` and `<!-- end options-NAME -->`, list each
+family's xml-train and xml-predict options: flags and meaning from
+xmlkit.cli.options, defaults from the estimators' signatures and
+PREDICT_PARAMS. tests/test_docs.py runs the check.
 """
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "cli.md"
+ALGORITHMS = ROOT / "docs" / "algorithms.md"
 BIN = Path(sys.executable).parent
 FAMILIES = ("fastxml", "pfastrexml", "ldsm", "embed", "linear")
 INTRO = """# Command-line reference
@@ -45,15 +52,58 @@ def render():
     return "\n".join(parts)
 
 
+def _shown(value):
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def option_table(family):
+    """The markdown table of a family's options and their defaults."""
+    import xmlkit
+    from xmlkit.cli.options import PREDICT_OPTIONS, TRAIN_OPTIONS
+    cls = xmlkit.REGISTRY[family]
+    defaults = cls.param_defaults()
+    rows = ["| option | meaning | default |", "|---|---|---|"]
+    for o in TRAIN_OPTIONS[family]:
+        default = defaults[o.param]
+        flags = ", ".join(o.decls)
+        if isinstance(default, bool) and o.off:
+            flags += f" / {o.off}"
+            default = [d for d in o.decls if d.startswith("--")][0] if default else o.off
+        elif isinstance(default, bool):         # (spelled 0/1, as the C++ tool does)
+            default = int(default)
+        rows.append(f"| `{flags}` | {o.help} | {_shown(default)} |")
+    for o in PREDICT_OPTIONS.get(family, ()):
+        default = cls.PREDICT_PARAMS[o.param][0]
+        shown = "the model's" if default is None else _shown(default)
+        rows.append(f"| `xml-predict {', '.join(o.decls)}` | {o.help[0].upper()}{o.help[1:]} "
+                    f"Not given: the value the model recorded. | {shown} |")
+    return "\n".join(rows) + "\n"
+
+
+def render_algorithms(text):
+    """docs/algorithms.md with its option tables regenerated."""
+    def table(m):
+        return f"<!-- begin options-{m.group(1)} -->\n{option_table(m.group(1))}" \
+               f"<!-- end options-{m.group(1)} -->"
+    return re.sub(r"<!-- begin options-(\w+) -->\n.*?<!-- end options-\1 -->", table, text,
+                  flags=re.S)
+
+
 def main():
-    text = render()
+    outputs = {OUT: render(), ALGORITHMS: render_algorithms(ALGORITHMS.read_text())}
     if "--check" in sys.argv[1:]:
-        if not OUT.exists() or OUT.read_text() != text:
-            sys.exit(f"{OUT} is stale: run python scripts/cli_docs.py")
+        stale = [str(p) for p, text in outputs.items() if not p.exists() or p.read_text() != text]
+        if stale:
+            sys.exit(f"{', '.join(stale)} stale: run python scripts/cli_docs.py")
         return
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(text)
-    print(f"wrote {OUT}", file=sys.stderr)
+    for path, text in outputs.items():
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

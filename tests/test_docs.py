@@ -62,3 +62,16 @@ def test_every_decimal_in_the_docs_is_in_a_results_file():
             missing += [(doc.name, n, line.strip()[:80])
                         for n in re.findall(r"(?<![\w.])\d+\.\d+(?![\w.])", line) if n not in found]
     assert not missing, missing
+
+
+def test_every_family_has_its_generated_option_table():
+    """docs/algorithms.md's option tables are generated (cli_docs.py; the
+    check above keeps them current): one per family, with every option."""
+    import xmlkit
+    from xmlkit.cli.options import TRAIN_OPTIONS
+    text = (ROOT / "docs" / "algorithms.md").read_text()
+    for family in xmlkit.REGISTRY:
+        start = text.index(f"<!-- begin options-{family} -->")
+        table = text[start:text.index(f"<!-- end options-{family} -->")]
+        for o in TRAIN_OPTIONS[family]:
+            assert f"| `{', '.join(o.decls)}" in table, (family, o.param)
