@@ -47,3 +47,28 @@ def test_cpp_folder(shared, name, algorithm):
     assert info["algorithm"] == algorithm and info["format"] == "C++ tool folder"
     assert info["trees"] == 3 and (info["n_features"], info["n_labels"]) == (1836, 159)
     assert info["nodes"] > 1 and info["max_depth"] > 1
+
+
+def test_predict_parameters_and_text_featurizer_are_shown(tmp_path, bibtex):
+    """xml-info shows what xml-predict will use (the recorded predict
+    parameters) and, for a model trained from text, its featurizer."""
+    X, Y, _, _ = bibtex
+    folder = tmp_path / "e"
+    model = xmlkit.Embed(rank=8, num_features=64).fit(X[:400], Y[:400])
+    model.predict_params_ = {"decision": "threshold", "threshold": 0.25}
+    model.save(folder)
+    r = run_cli("xml-info", folder, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["predict_params"] == {"decision": "threshold", "threshold": 0.25}
+    text = run_cli("xml-info", folder).stdout
+    assert "predict parameters (what xml-predict uses unless told):\n  decision = threshold\n" \
+           "  threshold = 0.25" in text
+    pytest.importorskip("sklearn")
+    from conftest import SAMPLES
+    tx = tmp_path / "tx"
+    r = run_cli("xml-train", SAMPLES / "pydists_train.jsonl.xz", tx, "--text", "-t", "1", "-q",
+                "--ngram-max", "1")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(run_cli("xml-info", tx, "--json").stdout)
+    assert info["text"]["ngram_max"] == 1 and info["text"]["terms"] == info["n_features"]
+    assert info["text"]["label_names"] == info["n_labels"] and "predict_params" not in info

@@ -48,13 +48,17 @@ __all__ = [
     "read_vector",
     "write_vector",
     "XCFile",
+    "open_for_reading",
+    "output_stream",
+    "DECOMPRESS_ERRORS",
 ]
 
 CHUNK_BYTES = 8 << 20
 PIECE_BYTES = 1 << 20      # reads when a file is read in pieces (iter_xc)
 WRITE_ROWS = 20000
 _COMPRESSED = {".gz": gzip, ".bz2": bz2, ".xz": lzma, ".lzma": lzma}
-_DECOMPRESS_ERRORS = (EOFError, lzma.LZMAError, zlib.error, gzip.BadGzipFile)
+#: what reading a damaged compressed file raises (besides OSError)
+DECOMPRESS_ERRORS = (EOFError, lzma.LZMAError, zlib.error, gzip.BadGzipFile)
 
 
 class XCFile:
@@ -92,7 +96,9 @@ def _open_output(tmp, final_path):
     return open(tmp, "wb") if module is None else module.open(tmp, "wb")
 
 
-def _open_for_reading(path):
+def open_for_reading(path):
+    """A binary stream of `path`, decompressed by its suffix; a missing file or
+    a folder is a one-line XmlkitError."""
     try:
         return _open_binary(path, "rb")
     except FileNotFoundError:
@@ -176,7 +182,7 @@ def iter_xc(path, chunk_rows, index_base=0, layout=None, progress=None):
 def _open_input(path):
     if str(path) == "-":
         return sys.stdin.buffer, "standard input"
-    return _open_for_reading(path), str(path)
+    return open_for_reading(path), str(path)
 
 
 def _xc_parts(path, index_base, layout, progress, chunk_rows):
@@ -235,7 +241,7 @@ def _xc_parts(path, index_base, layout, progress, chunk_rows):
                     parser.restart()
                 if final:
                     break
-        except _DECOMPRESS_ERRORS as exc:
+        except DECOMPRESS_ERRORS as exc:
             line = parser.line_no if parser is not None else 1
             raise InputFormatError(path, line, f"compressed data is truncated or corrupt ({exc})") \
                 from None
@@ -298,7 +304,7 @@ def _put_rows(out, x, y, fixed, precision, index_base):
 
 
 @contextlib.contextmanager
-def _output(path):
+def output_stream(path):
     """A binary stream replacing `path` atomically when the block succeeds
     (compressed by its suffix), or standard output for "-"."""
     if str(path) == "-":
@@ -315,7 +321,7 @@ def matrix_writer(path, n_rows, n_cols, precision=6, fixed=True, index_base=0):
     yields write(M), called with the next rows until n_rows are written.
     The file is replaced atomically when all rows are there; `path` "-"
     writes to standard output as the rows come."""
-    with _output(path) as out:
+    with output_stream(path) as out:
         out.write(f"{n_rows} {n_cols}\n".encode())
         done = 0
 
@@ -350,7 +356,7 @@ def write_dataset(path, X, Y, precision=7, index_base=0):
     if yshape[0] != x[3][0]:
         raise XmlkitError(f"{path}: features have {x[3][0]} rows but labels {yshape[0]}")
     yp = yp.astype(x[0].dtype, copy=False)
-    with _output(path) as out:
+    with output_stream(path) as out:
         out.write(f"{x[3][0]} {x[3][1]} {yshape[1]}\n".encode())
         _put_rows(out, x, (yp, yi), False, precision, index_base)
 
@@ -361,10 +367,10 @@ def read_vector(path, n, what, of, positive=True):
     (``positive``) or >= 0. ``what``/``of`` name them in errors ("inverse
     propensity", "labels")."""
     path = str(path)
-    with _open_for_reading(path) as stream:
+    with open_for_reading(path) as stream:
         try:
             text = stream.read().decode("utf-8", "replace")
-        except _DECOMPRESS_ERRORS as exc:
+        except DECOMPRESS_ERRORS as exc:
             raise InputFormatError(path, None, f"compressed data is truncated or corrupt ({exc})") \
                 from None
     try:

@@ -82,8 +82,8 @@ def text_format(path, fmt=None):
 def _lines(path):
     """(line number, text) of the lines of a UTF-8 file (or stdin for "-"),
     line ends removed; a line that is not UTF-8 is refused (file:line)."""
-    from xmlkit.io import _DECOMPRESS_ERRORS, _open_for_reading
-    stream = sys.stdin.buffer if str(path) == "-" else _open_for_reading(path)
+    from xmlkit.io import DECOMPRESS_ERRORS, open_for_reading
+    stream = sys.stdin.buffer if str(path) == "-" else open_for_reading(path)
 
     def numbered():
         lineno = 0
@@ -92,7 +92,7 @@ def _lines(path):
                 yield lineno, raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as exc:
             raise InputFormatError(path, lineno, f"not UTF-8 text ({exc.reason})") from None
-        except (*_DECOMPRESS_ERRORS, OSError) as exc:     # (damaged compressed input)
+        except (*DECOMPRESS_ERRORS, OSError) as exc:     # (damaged compressed input)
             raise InputFormatError(path, lineno + 1, f"unreadable ({exc})") from None
     try:
         yield numbered()
@@ -407,9 +407,9 @@ def names_writer(path, labels):
     (scores with 6 decimals, as score files). Atomic, compressed by suffix;
     "-" writes standard output."""
     import scipy.sparse as sp
-    from xmlkit.io import _output
+    from xmlkit.io import output_stream
     names = labels.names
-    with _output(path) as out:
+    with output_stream(path) as out:
         def write(ids, S):
             S = sp.csr_matrix(S)
             lines = []

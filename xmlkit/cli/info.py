@@ -28,6 +28,15 @@ def folder_info(folder):
                      "written_by": f"the C++ {model.algorithm} tool", "seed": None,
                      "params": {k: int(v) if float(v).is_integer() else v   # its param file
                                 for k, v in read_param(folder).items()}})
+    if model.PREDICT_PARAMS:
+        # (recorded at training; C++ folders and older xmlkit ones: the declared defaults)
+        info["predict_params"] = model._predict_params()
+    if store.is_model_folder(folder):
+        from xmlkit.text import MODEL_TEXT, model_text
+        if f"{MODEL_TEXT}.npz" in (store.records(m) or {}):
+            featurizer, labels = model_text(folder, model)
+            info["text"] = {**featurizer.options, "terms": featurizer.n_features,
+                            "label_names": len(labels)}
     trees = getattr(model, "trees_", None)
     if trees:
         info["trees"] = len(trees)
@@ -54,9 +63,12 @@ def format_info(info):
     width = max(len(label) for _, label in LABELS) + 2
     lines = [f"{label + ':':<{width}}{info[key]}" for key, label in LABELS
              if info.get(key) is not None]
-    if info.get("params"):
-        lines.append("parameters:")
-        lines += [f"  {k} = {v}" for k, v in sorted(info["params"].items())]
+    for key, title in (("params", "parameters"),
+                       ("predict_params", "predict parameters (what xml-predict uses unless told)"),
+                       ("text", "text featurizer (xml-predict --text)")):
+        if info.get(key):
+            lines.append(f"{title}:")
+            lines += [f"  {k} = {v}" for k, v in sorted(info[key].items())]
     return "\n".join(lines)
 
 
