@@ -68,10 +68,10 @@ def test_local_cluster_equals_local_run(tmp_path, small, algorithm, args):
     assert s_local.read_bytes() == s_dask.read_bytes()
 
 
-def test_row_blocks_cover_every_row(bibtex):
+def test_split_pieces_cover_every_row(bibtex):
     from xmlkit.csr import as_rows
     R = as_rows(bibtex[2][:103], "x")
-    blocks = list(cluster.row_blocks([R], 25))
+    blocks = list(cluster.split_pieces([R], 25))
     assert [b.shape[0] for b in blocks] == [25, 25, 25, 25, 3]
     joined = np.concatenate([b.to_scipy().toarray() for b in blocks])
     assert np.array_equal(joined, R.to_scipy().toarray())

@@ -202,12 +202,12 @@ def _predict_block(shared, rows):
     return model.predict(rows, **kwargs)
 
 
-def row_blocks(pieces, size):
-    """The rows of `pieces` (Rows) in blocks of at most `size` rows."""
-    from xmlkit.csr import Rows
+def split_pieces(pieces, size):
+    """The rows of `pieces` (Rows) as Rows of at most `size` rows each (the
+    blocks of csr.row_blocks within each piece)."""
+    from xmlkit.csr import Rows, row_blocks
     for R in pieces:
-        for a in range(0, R.shape[0], size):
-            b = min(R.shape[0], a + size)
+        for a, b in row_blocks(R.shape[0], size):
             p0, p1 = int(R.indptr[a]), int(R.indptr[b])
             yield Rows(R.indptr[a:b + 1] - R.indptr[a], R.indices[p0:p1], R.data[p0:p1],
                        (b - a, R.shape[1]))
@@ -270,7 +270,7 @@ class DaskExecutor:
         m = model._copy_without("_packed")     # (the packed forest is rebuilt there)
         kwargs = {**kwargs, "threads": 1}
         size = max(1, min(TASK_ROWS, math.ceil(n_rows / (4 * worker_count(self.client)))))
-        blocks = pieces if whole else row_blocks(pieces, size)
+        blocks = pieces if whole else split_pieces(pieces, size)
         yield from self.map_blocks(_predict_block, (m, kwargs), blocks)
 
     def map_blocks(self, fn, shared, blocks, window=None):
