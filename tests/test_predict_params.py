@@ -122,3 +122,23 @@ def test_recorded_values_are_the_defaults_of_predict_and_xml_predict(bibtex, tmp
     assert r.returncode == 2 and "--threshold goes with --decision threshold" in r.stderr
     r = run_cli("xml-predict", test, tmp_path / "s2.txt", folder, "-q", "--threshold", "inf")
     assert r.returncode == 2 and "--threshold must be a finite number" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("cls", FAMILIES, ids=lambda c: c.algorithm)
+def test_help_per_family_shows_its_options_only(cls):
+    """xml-predict --algorithm NAME --help: that family's options (from the
+    declarations), no other family's, no tree picking for models without
+    trees."""
+    r = run_cli("xml-predict", "--algorithm", cls.algorithm, "--help")
+    assert r.returncode == 0, r.stderr
+    text = "".join(r.stdout.split())
+    mine = {o.param for o in PREDICT_OPTIONS.get(cls.algorithm, ())}
+    for family, opts in PREDICT_OPTIONS.items():
+        for o in opts:
+            if family == cls.algorithm:
+                default = cls.PREDICT_PARAMS[o.param][0]
+                shown = "the model's" if default is None else default
+                assert "".join(f"{o.help[1:]} [default: {shown}]".split()) in text
+            elif o.param not in mine:
+                assert o.decls[-1] not in r.stdout, (cls.algorithm, o.decls)
+    assert ("--start-tree" in r.stdout) == cls.PICKABLE

@@ -37,6 +37,21 @@ def spell_flags(message, param, command):
     return re.sub(rf"(?<![\w-]){re.escape(param)}(?![\w=])", flag, message, count=1)
 
 
+def named_algorithm(args):
+    """The family named by --algorithm on a command line, or None (none, or
+    a name that is not a family: click then reports it)."""
+    from xmlkit.models import REGISTRY
+    for i, a in enumerate(args):
+        if a == "--algorithm" and i + 1 < len(args):
+            name = args[i + 1]
+        elif a.startswith("--algorithm="):
+            name = a.split("=", 1)[1]
+        else:
+            continue
+        return name if name in REGISTRY else None
+    return None
+
+
 def fail(message):
     """Stop with a one-line error (exit 2)."""
     raise XmlkitError(message)

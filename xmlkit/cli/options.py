@@ -222,14 +222,16 @@ PREDICT_OPTIONS = {
 OLD_NAMES = tuple(_linear.DECISION_ALIASES)
 
 
-def predict_click_options(classes):
+def predict_click_options(classes, only=None):
     """Click decorators for xml-predict's family options, one per parameter
-    (a parameter of several families: one option, each family's help);
-    `classes` maps family names to estimator classes. Defaults are None
-    (not given: the model's recorded value); --help shows the declared
-    ones."""
+    (a parameter of several families: one option, each family's help), or
+    only those of family `only`; `classes` maps family names to estimator
+    classes. Defaults are None (not given: the model's recorded value);
+    --help shows the declared ones."""
     by_param = {}
     for family, opts in PREDICT_OPTIONS.items():
+        if only is not None and family != only:
+            continue
         for o in opts:
             by_param.setdefault(o.param, []).append((family, o))
     out = []
@@ -239,7 +241,8 @@ def predict_click_options(classes):
             default, constraint = classes[family].PREDICT_PARAMS[param]
             values += [v for v in getattr(constraint, "values", ()) if v not in values]
             shown = "the model's" if default is None else default
-            parts.append(f"{family}: {o.help} [default: {shown}]")
+            said = f"{o.help[0].upper()}{o.help[1:]}" if only else f"{family}: {o.help}"
+            parts.append(f"{said} [default: {shown}]")
         o = uses[0][1]
         kind = o.type or click.Choice(values)
         text = " ".join(parts) + " Not given: the value the model recorded at training."

@@ -1,11 +1,14 @@
 """xml-predict: score a feature file with a trained model folder."""
+import copy
+import functools
+import sys
 import time
 
 import click
 
 from xmlkit.atomic import output_target
-from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, quiet_option, run,
-                               text_input, version_option)
+from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, named_algorithm,
+                               quiet_option, run, text_input, version_option)
 from xmlkit.cluster import CONNECT_TIMEOUT
 from xmlkit.io import iter_xc, matrix_writer
 from xmlkit.cli.options import predict_click_options
@@ -15,13 +18,6 @@ from xmlkit.models.base import C_INT_MAX
 PIECE_ROWS = 20000      # rows read, scored and written at a time
 
 
-def family_options(command):
-    for decorate in reversed(predict_click_options(REGISTRY)):
-        command = decorate(command)
-    return command
-
-
-@click.command(context_settings=CONTEXT)
 @click.argument("features", type=click.Path(dir_okay=False))
 @click.argument("scores", type=click.Path(dir_okay=False))
 @click.argument("model_dir", type=click.Path(file_okay=False))
@@ -33,7 +29,6 @@ def family_options(command):
               help="Number of trees to use from --start-tree on [default: all of them].")
 @click.option("-k", "--top-k", type=click.IntRange(1, C_INT_MAX), default=None,
               help="Keep only the k best-scored labels per row [default: every score].")
-@family_options
 @click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
               help="Score blocks of rows as tasks on a Dask cluster: a scheduler address "
                    f"(tcp://HOST:8786, given up after {CONNECT_TIMEOUT} s without an answer) "
@@ -52,9 +47,8 @@ def family_options(command):
 @index_base_option
 @quiet_option
 @version_option
-def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, rerank,
-            trees_only, decision, threshold, dask_address, text, names, text_format, label_sep,
-            index_base, quiet):
+def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, algorithm,
+             dask_address, text, names, text_format, label_sep, index_base, quiet, **family):
     """Write the scores of MODEL_DIR's model for the points of FEATURES (a feature
     file 'N D', or a single-file data set 'N D L' whose labels are ignored) to
     SCORES, a score matrix 'N L' (6 decimals, labels ascending).
@@ -66,6 +60,8 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
     the number of points. The SCORES file is written atomically and compressed
     by its suffix (.gz, .bz2, .xz); '-' as FEATURES reads standard input, as
     SCORES writes standard output.
+
+    FAMILIES
     """
     log = Log(quiet)
     if dask_address is not None:            # before any work: a usable cluster address
@@ -78,10 +74,11 @@ def command(features, scores, model_dir, threads, start_tree, n_trees, top_k, re
     # trees are read one at a time as each piece is scored (one tree's
     # weights in memory, as with the C++ tool), unless shipped to Dask
     model = load_model(model_dir, trees, threads=threads, stream=dask_address is None)
+    if algorithm is not None and model.algorithm != algorithm:
+        fail(f"{model_dir} holds a {model.algorithm} model, not {algorithm} (--algorithm)")
     if dask_address is None and hasattr(model, "forest"):
         model.forest(release=True)          # (C++ folders: packed once, not held twice)
-    extra = predict_options(model, rerank=rerank, trees_only=trees_only, decision=decision,
-                            threshold=threshold)
+    extra = predict_options(model, **family)
     # rows are read, scored and written in pieces (memory does not grow with
     # the file), except for embed's F1 inference, which needs every row at once
     piece = None if model._predict_params(**extra).get("decision") == "f1" else PIECE_ROWS
@@ -189,5 +186,39 @@ def _tree_range(model_dir, start_tree, n_trees):
     return list(range(first, first + n_trees))
 
 
+ALL_FAMILIES = """The options after -k are those of the families named in their help;
+    `xml-predict --algorithm NAME --help` lists one family's."""
+ONE_FAMILY = """The options below are those of --algorithm ALGORITHM (MODEL_DIR must
+    hold a model of it); each family lists its own with `xml-predict
+    --algorithm NAME --help`."""
+
+
+def make_command(algorithm=None):
+    """xml-predict with the options of every family, or of `algorithm`'s."""
+    @functools.wraps(_command)
+    def command(**kwargs):
+        return _command(**kwargs)
+    text = ONE_FAMILY.replace("ALGORITHM", algorithm) if algorithm else ALL_FAMILIES
+    command.__doc__ = _command.__doc__.replace("FAMILIES", text)
+
+    def family(): pass
+    for decorate in reversed([
+            click.option("--algorithm", type=click.Choice(sorted(REGISTRY)), default=None,
+                         help="Only the options of this family (and --help lists only "
+                              "them); MODEL_DIR must hold a model of it."),
+            *predict_click_options(REGISTRY, algorithm)]):
+        family = decorate(family)
+    # (click keeps the options bottom-up: the family's go right after -k)
+    params = list(_command.__click_params__)
+    if algorithm and not REGISTRY[algorithm].PICKABLE:     # (no trees to pick: not shown)
+        params = [copy.copy(p) for p in params]
+        for p in params:
+            if p.name in ("start_tree", "n_trees"):
+                p.hidden = True
+    at = next(i for i, p in enumerate(params) if p.name == "top_k")
+    command.__click_params__ = params[:at] + family.__click_params__ + params[at:]
+    return click.command(context_settings=CONTEXT)(command)
+
+
 def main():
-    run(command, "xml-predict")
+    run(make_command(named_algorithm(sys.argv[1:])), "xml-predict")

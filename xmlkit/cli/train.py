@@ -12,9 +12,9 @@ import numpy as np
 
 from xmlkit.cli.common import (CONTEXT, FEATURIZER_PARAMS, Log, fail, featurizer_options,
                                given_on_command_line, index_base_option, json_option,
-                               quiet_option, read_input, return_freed_memory, run,
+                               named_algorithm, quiet_option, read_input, return_freed_memory, run,
                                text_input_options, version_option)
-from xmlkit.cli.options import TRAIN_OPTIONS, click_options, families_with, flag_of
+from xmlkit.cli.options import click_options, families_with, flag_of
 from xmlkit import store
 from xmlkit.atomic import writable_folder
 from xmlkit.driver import fit_folder
@@ -250,19 +250,5 @@ def make_command(algorithm):
     return cmd
 
 
-def algorithm_in(args):
-    """The --algorithm named on a command line (the default if none or unknown:
-    click then reports an unknown name)."""
-    for i, a in enumerate(args):
-        if a == "--algorithm" and i + 1 < len(args):
-            name = args[i + 1]
-        elif a.startswith("--algorithm="):
-            name = a.split("=", 1)[1]
-        else:
-            continue
-        return name if name in TRAIN_OPTIONS else DEFAULT_ALGORITHM
-    return DEFAULT_ALGORITHM
-
-
 def main():
-    run(make_command(algorithm_in(sys.argv[1:])), "xml-train")
+    run(make_command(named_algorithm(sys.argv[1:]) or DEFAULT_ALGORITHM), "xml-train")
