@@ -75,3 +75,14 @@ def test_every_family_has_its_generated_option_table():
         table = text[start:text.index(f"<!-- end options-{family} -->")]
         for o in TRAIN_OPTIONS[family]:
             assert f"| `{', '.join(o.decls)}" in table, (family, o.param)
+
+
+def test_algorithms_prose_does_not_restate_option_defaults():
+    """A default has one home in the docs, the generated tables: the prose
+    names an option without its value (`--arity`, not `--arity` (2))."""
+    import re
+    text = (ROOT / "docs" / "algorithms.md").read_text()
+    prose = re.sub(r"<!-- begin (\S+) -->.*?<!-- end \1 -->", "", text, flags=re.S)
+    found = [prose[m.start():m.end()] for m in
+             re.finditer(r"`-{1,2}[a-z][\w-]*`[ ,]*\(?[0-9][0-9.]*\)?", prose)]
+    assert not found, found
