@@ -1,7 +1,6 @@
 """Training into a model folder, shared by every family through the folder
 protocol (xmlkit.models.ensemble.ModelBase): the one place where training
-meets files. Saving and loading a fitted model: xmlkit.models.folders
-(re-exported here).
+meets files. Saving and loading a fitted model: xmlkit.models.folders.
 
 Training into a folder (fit_folder) writes each part (each tree) as soon as
 it is made and, for the families whose parts resume (the trees), keeps the
@@ -10,8 +9,7 @@ a rerun after a crash resumes, and shards trained with different tree
 ranges merge by copying their tree files into one folder.
 """
 from xmlkit import store
-from xmlkit.models.folders import (PartWriter, load_folder, load_part, save_extras,  # noqa: F401
-                                   save_folder)
+from xmlkit.models.folders import PartWriter, load_part, save_extras
 
 
 def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
@@ -43,6 +41,7 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
         want = set(wanted)
         manifest = store.read_manifest(folder)
         v1 = store.records(manifest) is None
+        keep = (lambda part: part) if keep_trees else model._part_kept
         kept_parts = {}
         if model.RESUMABLE:
             recorded = set() if v1 else set(model._stored_parts(folder, manifest))
@@ -56,7 +55,7 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
                 # a recorded part is checked against its record, the others as any file
                 part = load_part(model, folder, key, manifest if key in recorded else None)
                 if key in want:
-                    kept_parts[key] = part if keep_trees else model._part_kept(part)
+                    kept_parts[key] = keep(part)
             store.record_files(folder, [model._part_file(k) for k in sorted(adopt)])
         todo = [k for k in wanted if k not in kept_parts]
         if log and kept_parts:
@@ -66,7 +65,7 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
         parts = dict(kept_parts)
         for key, part in model._fit_parts(X, Y, todo, PartWriter(folder, model), tick, log,
                                           executor):
-            parts[key] = part if keep_trees else model._part_kept(part)
+            parts[key] = keep(part)
             store.record_files(folder, [model._part_file(key)])
         model._set_parts(parts)
         model._finish_fit(X, Y)

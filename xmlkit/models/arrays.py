@@ -97,13 +97,6 @@ class ArrayModel(ModelBase):
     def _part_file(self, key):
         return key
 
-    def _stored_parts(self, folder, manifest=None):
-        from xmlkit import store
-        names = store.listed(manifest, self.ARRAYS) if manifest is not None else None
-        if names is None:
-            names = store.array_names(folder, self.ARRAYS)
-        return [n for n in names if n == self.ARRAYS]
-
     def _fit_parts(self, X, Y, todo, after=None, progress=None, log=None, executor=None):
         if not todo:
             return

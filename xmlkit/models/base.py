@@ -21,9 +21,10 @@ from xmlkit.errors import InvalidParameterError, XmlkitError
 class Constraint:
     """A test on a parameter value and the phrase that describes it."""
 
-    def __init__(self, phrase, test):
+    def __init__(self, phrase, test, values=()):
         self.phrase = phrase
         self.test = test
+        self.values = values        # the values it takes, when they are a list
 
     def __call__(self, value):
         try:
@@ -77,10 +78,8 @@ def real(lo=None, hi=None, lo_open=False, hi_open=False):
 
 
 def one_of(*values):
-    c = Constraint("one of " + ", ".join(repr(v) for v in values),
-                   lambda v: isinstance(v, str) and v in values)
-    c.values = values
-    return c
+    return Constraint("one of " + ", ".join(repr(v) for v in values),
+                      lambda v: isinstance(v, str) and v in values, values)
 
 
 def boolean():

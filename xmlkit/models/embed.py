@@ -446,8 +446,8 @@ class Embed(ArrayModel):
         decision and threshold: None is the model's (PREDICT_PARAMS: "scores",
         0.5)."""
         self._require_fitted()
-        decision, threshold = self._predict_params(
-            decision=decision, threshold=threshold).values()
+        p = self._predict_params(decision=decision, threshold=threshold)
+        decision, threshold = p["decision"], p["threshold"]
         R = model_rows(X, self.n_features_in_)
         n, L = R.shape[0], self.n_labels_
         V = self.arrays_["V"]            # float32 (as stored), as the features it multiplies

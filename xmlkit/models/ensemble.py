@@ -69,8 +69,9 @@ class ModelBase(Estimator):
       ``manifest()``, ``from_manifest(manifest, folder)``: the folder's
       manifest and an unfitted model from it.
     - ``_part_keys()``: the parts fit makes, in order; ``_part_file(key)``:
-      a part's file (without .npz); ``_stored_parts(folder, manifest)``:
-      the keys of the parts a folder holds; ``RESUMABLE``: whether parts
+      a part's file (without .npz); ``_stored_parts(folder, manifest)``
+      (families that resume or pick): the keys of the parts a folder
+      holds; ``RESUMABLE``: whether parts
       already in a folder (of a model with the same manifest) are kept by a
       rerun, so that training resumes and shards merge; ``PART`` names a
       part in messages, and a family whose loaded parts can be picked

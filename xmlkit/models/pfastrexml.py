@@ -153,7 +153,8 @@ class PfastreXML(FastXML):
         re-ranked by the tail classifiers (unless trees_only, by default the
         model's); the k best per row (k=None: all). Rows in, Rows out.
         rerank: None is the model's (PREDICT_PARAMS: 1000)."""
-        rerank, trees_only = self._predict_params(rerank=rerank, trees_only=trees_only).values()
+        p = self._predict_params(rerank=rerank, trees_only=trees_only)
+        rerank, trees_only = p["rerank"], p["trees_only"]
         if trees_only is None:
             trees_only = bool(self.params.trees_only)
         forest = self.forest()
