@@ -223,7 +223,7 @@ OLD_NAMES = tuple(_linear.DECISION_ALIASES)
 
 
 def predict_click_options(classes, only=None):
-    """Click decorators for xml-predict's family options, one per parameter
+    """xml-predict's family options (click.Option objects), one per parameter
     (a parameter of several families: one option, each family's help), or
     only those of family `only`; `classes` maps family names to estimator
     classes. Defaults are None (not given: the model's recorded value);
@@ -239,14 +239,14 @@ def predict_click_options(classes, only=None):
         values, parts = [], []
         for family, o in uses:
             default, constraint = classes[family].PREDICT_PARAMS[param]
-            values += [v for v in getattr(constraint, "values", ()) if v not in values]
+            values += [v for v in constraint.values if v not in values]
             shown = "the model's" if default is None else default
             said = f"{o.help[0].upper()}{o.help[1:]}" if only else f"{family}: {o.help}"
             parts.append(f"{said} [default: {shown}]")
         o = uses[0][1]
         kind = o.type or click.Choice(values)
         text = " ".join(parts) + " Not given: the value the model recorded at training."
-        out.append(click.option(*o.decls, param, type=kind, default=None, help=text,
+        out.append(click.Option([*o.decls, param], type=kind, default=None, help=text,
                                 metavar=None if o.type else
                                 "[" + "|".join(v for v in values if v not in OLD_NAMES) + "]"))
     return out

@@ -81,7 +81,7 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
     extra = predict_options(model, **family)
     # rows are read, scored and written in pieces (memory does not grow with
     # the file), except for embed's F1 inference, which needs every row at once
-    piece = None if model._predict_params(**extra).get("decision") == "f1" else PIECE_ROWS
+    piece = None if extra.get("decision") == "f1" else PIECE_ROWS
     if text:
         if dask_address is not None:
             fail("--text scores on this machine: not with --dask")
@@ -155,8 +155,9 @@ def _predict_text(log, documents, scores, model_dir, model, piece, names, text_f
 
 def predict_options(model, **given):
     """predict() keyword arguments from the family options (name -> value,
-    None when not given: the model's recorded value stands); an option the
-    family does not take is an error, values are checked by the model."""
+    None when not given): the values the model uses, each given one or else
+    the one it recorded, checked by the model; an option the family does not
+    take is an error."""
     takes = model.PREDICT_PARAMS
     wrong = sorted(n for n, v in given.items() if v is not None and n not in takes)
     if wrong:
@@ -165,11 +166,10 @@ def predict_options(model, **given):
     out = {n: v for n, v in given.items() if n in takes}
     if out.get("trees_only") is not None:       # (-S 0/1, as the C++ tool spells it)
         out["trees_only"] = bool(out["trees_only"])
-    if "threshold" in out:
-        if out["threshold"] is not None and \
-                model._predict_params(**out)["decision"] != "threshold":
-            fail("--threshold goes with --decision threshold")
-    return out
+    used = model._predict_params(**out)
+    if out.get("threshold") is not None and used["decision"] != "threshold":
+        fail("--threshold goes with --decision threshold")
+    return used
 
 
 def _tree_range(model_dir, start_tree, n_trees):
@@ -200,15 +200,11 @@ def make_command(algorithm=None):
         return _command(**kwargs)
     text = ONE_FAMILY.replace("ALGORITHM", algorithm) if algorithm else ALL_FAMILIES
     command.__doc__ = _command.__doc__.replace("FAMILIES", text)
-
-    def family(): pass
-    for decorate in reversed([
-            click.option("--algorithm", type=click.Choice(sorted(REGISTRY)), default=None,
-                         help="Only the options of this family (and --help lists only "
-                              "them); MODEL_DIR must hold a model of it."),
-            *predict_click_options(REGISTRY, algorithm)]):
-        family = decorate(family)
-    # (click keeps the options bottom-up: the family's go right after -k)
+    family = [click.Option(["--algorithm"], type=click.Choice(sorted(REGISTRY)), default=None,
+                           help="Only the options of this family (and --help lists only "
+                                "them); MODEL_DIR must hold a model of it."),
+              *predict_click_options(REGISTRY, algorithm)]
+    # (click keeps the decorators' options bottom-up: the family's go right after -k)
     params = list(_command.__click_params__)
     if algorithm and not REGISTRY[algorithm].PICKABLE:     # (no trees to pick: not shown)
         params = [copy.copy(p) for p in params]
@@ -216,7 +212,7 @@ def make_command(algorithm=None):
             if p.name in ("start_tree", "n_trees"):
                 p.hidden = True
     at = next(i for i, p in enumerate(params) if p.name == "top_k")
-    command.__click_params__ = params[:at] + family.__click_params__ + params[at:]
+    command.__click_params__ = params[:at] + family[::-1] + params[at:]
     return click.command(context_settings=CONTEXT)(command)
 
 
