@@ -288,25 +288,42 @@ def test_streamed_trees_give_the_packed_scores(family, small, tmp_path):
             assert np.array_equal(one.data, got.data)
 
 
-def test_score_sums_refuse_leaves_outside_the_tree(small):
-    from xmlkit._ext.forest_predict import ScoreSums
-    s = ScoreSums(2, 5)
-    ptr, idx, val = np.array([0, 1, 2]), np.array([0, 4], np.int32), np.ones(2, np.float32)
+def test_leaf_sums_refuse_what_is_outside_the_tree():
+    from xmlkit._ext.forest_predict import LeafSums
+    s = LeafSums(2, 5, 1)
+    ptr, val = np.array([0, 1, 2]), np.ones(2, np.float32)
     with pytest.raises(ValueError, match="labels outside"):
-        s.set_tree(ptr, np.array([0, 5], np.int32), val)
-    with pytest.raises(ValueError, match="no trees"):
+        s.add_tree(ptr, np.array([0, 5], np.int32), val, np.array([0, 1], np.int32))
+    with pytest.raises(ValueError, match="leaf ids outside"):
+        s.add_tree(ptr, np.array([0, 4], np.int32), val, np.array([0, 2], np.int32))
+    with pytest.raises(ValueError, match="malformed"):
+        s.add_tree(np.array([0, 3, 2]), np.array([0, 4], np.int32), val,
+                   np.array([0, 1], np.int32))
+    with pytest.raises(ValueError, match="0 of the 1 trees"):
         s.score_rows(0, 2, 0)
-    with pytest.raises(ValueError, match="set_tree first"):
-        s.add_leaves(np.array([0, 1], np.int32), 0, 2)
-    s.set_tree(ptr, idx, val)
-    with pytest.raises(ValueError, match="leaf ids"):
-        s.add_leaves(np.array([0, 2], np.int32), 0, 2)
-    s.add_leaves(np.array([1, 1], np.int32), 0, 2)
-    s.end_tree()
-    with pytest.raises(ValueError, match="set_tree first"):
-        s.add_leaves(np.array([0, 1], np.int32), 0, 2)
-    s.set_tree(ptr, idx, val)
-    s.add_leaves(np.array([1, 0], np.int32), 0, 2)
-    s.end_tree()
-    p, i, v = s.score_rows(0, 2, 0)
-    assert list(p) == [0, 1, 3] and list(i) == [4, 0, 4] and list(v) == [1.0, 0.5, 0.5]
+    s.add_tree(ptr, np.array([0, 4], np.int32), val, np.array([1, 1], np.int32))
+    with pytest.raises(ValueError, match="already added"):
+        s.add_tree(ptr, np.array([0, 4], np.int32), val, np.array([0, 1], np.int32))
+    got = s.score_rows(0, 2, 0)
+    assert list(got[0]) == [0, 1, 2] and list(got[1]) == [4, 4]
+
+
+def test_zero_leaf_values_are_scored_once():
+    """A leaf value of exactly 0 (a C++ tool's file may hold one) gives its
+    label one entry per row, in the whole and the streamed forest alike."""
+    import scipy.sparse as sp
+    from xmlkit._ext.forest_predict import LeafSums
+    l_ptr, l_idx = np.array([0, 2]), np.array([1, 3], np.int32)
+    l_val = np.array([0.0, 0.5], np.float32)
+    X = sp.csr_matrix(np.ones((2, 3), np.float32))
+    f = ForestKernel([0, 1], np.full((2, 2), -1, np.int32), np.array([0, 0, 0]),
+                     np.zeros(0, np.int32), np.zeros(0, np.float32),
+                     np.array([0, 2, 4]), np.tile(l_idx, 2), np.tile(l_val, 2), 3, 4, 1.0)
+    whole = f.predict_rows(X, 0, 2, 0)
+    s = LeafSums(2, 4, 2)
+    for _ in range(2):
+        s.add_tree(l_ptr, l_idx, l_val, np.zeros(2, np.int32))
+    streamed = s.score_rows(0, 2, 0)
+    for got in (whole, streamed):
+        assert list(got[0]) == [0, 2, 4] and list(got[1]) == [1, 3, 1, 3]
+        assert list(got[2]) == [0.0, 0.5, 0.0, 0.5]

@@ -55,7 +55,8 @@ __all__ = [
 
 CHUNK_BYTES = 8 << 20
 PIECE_BYTES = 1 << 20      # reads when a file is read in pieces (iter_xc)
-WRITE_ROWS = 20000
+WRITE_ROWS = 20000         # rows formatted at a time at most,
+WRITE_ENTRIES = 1 << 17    # and about this many entries (~2 MB of text)
 _COMPRESSED = {".gz": gzip, ".bz2": bz2, ".xz": lzma, ".lzma": lzma}
 #: what reading a damaged compressed file raises (besides OSError)
 DECOMPRESS_ERRORS = (EOFError, lzma.LZMAError, zlib.error, gzip.BadGzipFile)
@@ -207,6 +208,7 @@ def _xc_parts(path, index_base, layout, progress, chunk_rows):
                 buf += more
             nl = buf.find(b"\n")
             header, buf = (buf, b"") if nl < 0 else (buf[:nl], buf[nl + 1:])
+            first = more = None
             dims = _parse_header(path, header)
             found = "dataset" if len(dims) == 3 else "matrix"
             if layout is not None and found != layout:
@@ -228,6 +230,7 @@ def _xc_parts(path, index_base, layout, progress, chunk_rows):
                 final = not more
                 if more:
                     buf = buf + more if buf else more
+                    more = None         # (the chunk is held once, in buf)
                 used = parser.feed(buf, final)
                 if parser.err:
                     raise _parse_error(path, parser, buf, found)
@@ -298,9 +301,15 @@ def _put_rows(out, x, y, fixed, precision, index_base):
         yp, yi = y
         if index_base:
             yi = yi + np.int32(index_base)
-    for r0 in range(0, shape[0], WRITE_ROWS):
-        r1 = min(shape[0], r0 + WRITE_ROWS)
+    n = shape[0]
+    r0 = 0
+    while r0 < n:
+        # (the text of a piece is held twice while it is written: pieces of
+        # a bounded size, so that writing scores costs little memory)
+        r1 = int(np.searchsorted(xp, xp[r0] + WRITE_ENTRIES, side="right")) - 1
+        r1 = min(n, r0 + WRITE_ROWS, max(r1, r0 + 1))
         out.write(format_rows(xp, xi, xv, yp, yi, r0, r1, fixed, precision))
+        r0 = r1
 
 
 @contextlib.contextmanager

@@ -109,6 +109,7 @@ class ArrayModel(ModelBase):
         return arrays
 
     def _decode_part(self, arrays, name):
+        arrays = dict(arrays)
         self._check_arrays(arrays, name)
         return arrays
 

@@ -83,7 +83,9 @@ class ModelBase(Estimator):
       part's file there); `executor` (xmlkit.cluster) runs the family's
       tasks on Dask when given; ``_finish_fit(X, Y)``: work after the parts.
     - ``_encode_part(part)`` -> arrays of its file; ``_decode_part(arrays,
-      name)`` -> the part, checked (file `name` in messages).
+      name)`` -> the part, checked (file `name` in messages); `arrays` is a
+      mapping that reads each array when it is looked up
+      (store.StoredArrays): take each once, or copy them into a dict.
     - ``_parts()`` / ``_set_parts(parts)``: the fitted parts, key -> part;
       ``_part_kept(part)``: what a model trained with keep_trees=False keeps
       of a part; ``_require_whole()``: raise unless every part is whole.
@@ -207,7 +209,7 @@ class TreeEnsemble(ModelBase):
         return {**self._encode_tree(tree), TREE_DIMS: self._tree_dims()}
 
     def _decode_part(self, arrays, name):
-        self._check_tree_dims(arrays.pop(TREE_DIMS, None), name)
+        self._check_tree_dims(arrays.get(TREE_DIMS), name)
         return self._decode_tree(arrays, name)
 
     def _parts(self):

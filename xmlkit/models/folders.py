@@ -58,7 +58,7 @@ def load_part(model, folder, key, manifest=None):
     """Part `key` of a folder, checked against its record in `manifest`
     (when given) and the model's shapes."""
     name = model._part_file(key)
-    return model._decode_part(store.load_arrays(folder, name, manifest),
+    return model._decode_part(store.load_arrays(folder, name, manifest, lazy=True),
                               f"{folder}/{name}.npz")
 
 

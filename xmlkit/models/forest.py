@@ -12,10 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from xmlkit._ext.forest_predict import (ForestKernel, ScoreSums, plane_floats,
+from xmlkit._ext.forest_predict import (ForestKernel, LeafSums, ascending_rows, plane_floats,
                                         plane_row_deltas, unplane_floats,
                                         unplane_row_deltas)
-from xmlkit.csr import CHUNK_ROWS, model_rows, row_blocks, score_rows
+from xmlkit.csr import (CHUNK_ROWS, model_rows, row_blocks, score_pieces, score_rows,
+                        stack_rows)
 from xmlkit import checks
 from xmlkit.checks import DamagedModel
 from xmlkit.errors import XmlkitError
@@ -74,26 +75,34 @@ def decode_tree(arrays, name):
                 "depth": checks.ints(arrays["depth"], name, "depth").astype(np.int32)}
         for part in ("w", "l"):
             count = checks.ints(arrays[f"{part}_count"], name, f"{part}_count").astype(np.int64)
-            planes = [checks.ints(arrays[f"{part}_idx_delta_planes"], name, "index planes"),
-                      arrays[f"{part}_val_planes"]]
-            # every size from the file is checked before anything is allocated by it
-            n_entries = planes[0].size // 4
-            if (count.shape != (len(tree["child"]),) or planes[0].shape != (4, n_entries)
-                    or planes[1].shape != (4, n_entries) or planes[1].dtype != np.uint8
-                    or planes[0].dtype != np.uint8 or (count.size and count.min() < 0)
-                    or count.sum() != n_entries):
+            # every size from the file is checked before anything is allocated
+            # by it; the planes are read and decoded one at a time, each let
+            # go once decoded (arrays reads them lazily: see store.load_arrays)
+            n_entries = int(count.sum())
+            if count.shape != (len(tree["child"]),) or (count.size and count.min() < 0):
                 raise DamagedModel(name, f"{part}_count and the {part} planes disagree")
             ptr = np.zeros(len(count) + 1, np.int64)
             np.cumsum(count, out=ptr[1:])
             tree[f"{part}_ptr"] = ptr
             # (in one pass each: no temporaries the size of the tree)
-            tree[f"{part}_idx"] = unplane_row_deltas(ptr, np.ascontiguousarray(planes[0]))
-            tree[f"{part}_val"] = unplane_floats(np.ascontiguousarray(planes[1]))
+            planes = _planes(arrays, f"{part}_idx_delta_planes", n_entries, name, part)
+            tree[f"{part}_idx"] = unplane_row_deltas(ptr, planes)
+            planes = _planes(arrays, f"{part}_val_planes", n_entries, name, part)
+            tree[f"{part}_val"] = unplane_floats(planes)
+            planes = None
     except DamagedModel:
         raise
     except (KeyError, ValueError, TypeError, IndexError) as exc:
         raise DamagedModel(name, f"malformed tree arrays ({exc})") from None
     return tree
+
+
+def _planes(arrays, key, n_entries, name, part):
+    """The byte planes (4, n_entries) stored as `key`, checked."""
+    planes = checks.ints(arrays[key], name, "byte planes")
+    if planes.dtype != np.uint8 or planes.shape != (4, n_entries):
+        raise DamagedModel(name, f"{part}_count and the {part} planes disagree")
+    return np.ascontiguousarray(planes)
 
 
 def tree_stats(trees):
@@ -107,15 +116,10 @@ def tree_stats(trees):
 
 def rows_ascending(ptr, idx):
     """Whether the indices of every CSR row are strictly ascending (xmlkit's
-    trees are; a C++ tool's file need not be)."""
-    if len(idx) < 2:
-        return True
-    step_up = np.diff(idx) > 0
-    # pairs that straddle a row boundary do not count
-    starts = np.asarray(ptr[1:-1], dtype=np.int64)
-    starts = starts[(starts > 0) & (starts < len(idx))]
-    step_up[starts - 1] = True
-    return bool(step_up.all())
+    trees are; a C++ tool's file need not be). In one pass, without
+    temporaries the size of the tree."""
+    return ascending_rows(np.ascontiguousarray(ptr, dtype=np.int64),
+                          np.ascontiguousarray(idx, dtype=np.int32))
 
 
 class PackedForest:
@@ -180,11 +184,12 @@ def forest_block(n, threads):
 
 class StreamedForest:
     """Trees read one at a time while predicting, as the C++ tool does: each
-    tree routes the points and adds its leaves to their running sums
-    (ScoreSums), then goes; one tree is in memory at a time, besides the
-    points and their scores. What xml-predict uses for a folder's trees
-    (the same scores as PackedForest, byte for byte). Every predict call
-    reads the trees again."""
+    tree routes the points, and the leaves they reached are kept (LeafSums:
+    the points' leaf ids and those leaves' label rows), then the tree goes;
+    the scores are added up once every tree is done. One tree is in memory
+    at a time, besides the points and their leaves. What xml-predict uses
+    for a folder's trees (the same scores as PackedForest, byte for byte).
+    Every predict call reads the trees again."""
 
     def __init__(self, load, n_trees, n_features, n_labels, bias):
         """`load(i)` -> the dict of tree i (i < n_trees), checked."""
@@ -198,7 +203,7 @@ class StreamedForest:
         (the rows' share of the trees)."""
         X = model_rows(X, self.n_features)
         n, T = X.shape[0], self.n_trees
-        sums = ScoreSums(n, self.n_labels)
+        sums = LeafSums(n, self.n_labels, T)
         block = forest_block(n, threads)
         leaves = np.empty(n, np.int32)
         with ThreadPoolExecutor(threads) as pool:
@@ -209,16 +214,15 @@ class StreamedForest:
                                       tree["l_val"], self.n_features, self.n_labels,
                                       self.bias, rows_ascending(tree["w_ptr"], tree["w_idx"]))
 
-                sums.set_tree(tree["l_ptr"], tree["l_idx"], tree["l_val"])
-
                 def route(b, kernel=kernel):
                     leaves[b[0]:b[1]] = kernel.route_rows(X, *b)[:, 0]
-                    sums.add_leaves(leaves, *b)
                 list(pool.map(route, row_blocks(n, block)))
-                sums.end_tree()
+                sums.add_tree(tree["l_ptr"], tree["l_idx"], tree["l_val"], leaves)
                 tree = kernel = route = None    # (the tree goes here)
                 if progress is not None:
                     progress(n * (i + 1) // T - n * i // T)
         topk = 0 if k is None else int(k)
-        return score_rows(lambda r0, r1: sums.score_rows(r0, r1, topk), n, self.n_labels,
-                          threads, None, block)
+        parts = score_pieces(lambda r0, r1: sums.score_rows(r0, r1, topk), n, threads, None,
+                             block)
+        sums = None         # (the leaves go before the scores are stacked)
+        return stack_rows(parts, (n, self.n_labels))

@@ -33,7 +33,7 @@ from xmlkit import checks
 from xmlkit.csr import dense_rows, like, model_rows, score_rows
 from xmlkit.errors import XmlkitWarning
 from xmlkit.models.base import MAX_TREES, SEED, auto_or, boolean, integer, real
-from xmlkit.models.ensemble import TreeEnsemble
+from xmlkit.models.ensemble import TREE_DIMS, TreeEnsemble
 
 # LdSM regressors are far denser than FastXML's separators (on Bibtex ~40% of
 # the features on average, most of them near the roots). A dense copy costs
@@ -354,8 +354,9 @@ class LdSM(TreeEnsemble):
         return tree
 
     def _decode_tree(self, arrays, name):
-        check_tree(arrays, self.arity, self.n_features_in_, self.n_labels_, name)
-        return arrays
+        tree = {k: arrays[k] for k in arrays if k != TREE_DIMS}
+        check_tree(tree, self.arity, self.n_features_in_, self.n_labels_, name)
+        return tree
 
     def stats(self):
         trees = list(self.trees_.values())

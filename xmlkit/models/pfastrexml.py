@@ -8,7 +8,6 @@ scores of a point and re-ranks them with s^alpha * t^(1 - alpha),
 t = 1 / (1 + exp(gamma * ||x^ - mu_l||^2)). With trees_only the tail
 classifiers are skipped: PfastXML.
 """
-import hashlib
 
 import numpy as np
 
@@ -16,6 +15,7 @@ from xmlkit import checks
 
 from xmlkit.csr import Rows, as_rows, like, score_rows
 from xmlkit.errors import InvalidParameterError, XmlkitError
+from xmlkit.store import sha256
 from xmlkit.metrics import PROPENSITY_PRESETS, inverse_propensity, propensity_ab
 from xmlkit.models.base import array_like, boolean, integer, one_of, optional, real
 from xmlkit.models.fastxml import INIT, MAX_NEWTON, TOL, FastXML
@@ -182,7 +182,7 @@ class PfastreXML(FastXML):
         m = super().manifest()
         q = getattr(self, "inv_propensity_", None)
         m["params"]["inv_propensity_sha256"] = None if q is None else \
-            hashlib.sha256(np.ascontiguousarray(q, dtype="<f8").tobytes()).hexdigest()
+            sha256(np.ascontiguousarray(q, dtype="<f8").tobytes()).hexdigest()
         return m
 
     def _tail_arrays(self):

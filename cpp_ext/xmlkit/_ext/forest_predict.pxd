@@ -24,12 +24,15 @@ cdef class ForestKernel:
                                          # be searched instead of scattered
 
 
-cdef class ScoreSums:
-    # row i: (label, sum of its leaf values over the trees added so far),
-    # in the order the labels were first met
-    cdef vector[vector[pair[int32_t, double]]] rows
+cdef class LeafSums:
+    # of each tree t added (t < added): the leaf leaf[i * n_trees + t] that
+    # row i reached, renumbered 0.. in the order first met, and those leaves'
+    # label rows: leaf q holds lp[t][q] .. lp[t][q + 1] - 1 of li[t], lv[t]
+    cdef int64_t n_rows                  # rows (points)
     cdef int64_t n_labels                # label columns
-    cdef int64_t n_trees                 # trees added (set_tree)
-    cdef const int64_t[::1] lp           # the current tree's leaf rows (set_tree)
-    cdef const int32_t[::1] li
-    cdef const float[::1] lv
+    cdef int64_t n_trees                 # trees to add
+    cdef int64_t added                   # trees added (add_tree)
+    cdef vector[int32_t] leaf            # n_rows * n_trees leaf ids
+    cdef vector[vector[int64_t]] lp      # per tree: row pointers of its reached leaves
+    cdef vector[vector[int32_t]] li      # per tree: their labels (ascending per leaf)
+    cdef vector[vector[float]] lv        # per tree: their values

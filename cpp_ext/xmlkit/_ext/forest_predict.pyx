@@ -89,83 +89,112 @@ cdef class ForestKernel:
         return out
 
 
-cdef class ScoreSums:
-    """Running sums of leaf label values per point, a tree at a time (what
-    the C++ tool's score matrix holds): memory follows the points' scores,
-    not the trees. Sums are kept in double and added tree by tree, so the
-    scores equal ForestKernel's byte for byte. Members: see
+cdef class LeafSums:
+    """The leaves a block of points reached, a tree at a time, for scores
+    added up at the end (what the C++ tool's score matrix is for): of each
+    tree added, the points' leaves and the label rows of the leaves they
+    reached (renumbered), nothing else of the tree. That is at most the
+    points' leaf entries per tree, and less where points share leaves,
+    against running sums per point that hold every label met with their
+    vectors' slack. Scores are added up tree by tree in double as
+    ForestKernel adds them: the same scores, byte for byte. Members: see
     forest_predict.pxd."""
 
-    def __init__(self, int64_t n_rows, int64_t n_labels):
-        self.rows.resize(n_rows)
-        self.n_labels = n_labels
-        self.n_trees = 0
-        self.end_tree()
+    def __init__(self, int64_t n_rows, int64_t n_labels, int64_t n_trees):
+        if n_rows < 0 or n_labels < 1 or n_trees < 1:
+            raise ValueError("rows, labels or trees out of range")
+        self.n_rows, self.n_labels, self.n_trees = n_rows, n_labels, n_trees
+        self.added = 0
+        self.leaf.assign(n_rows * n_trees, 0)
+        self.lp.resize(n_trees)
+        self.li.resize(n_trees)
+        self.lv.resize(n_trees)
 
-    def set_tree(self, l_ptr, l_idx, l_val):
-        """Start the next tree: its leaf rows l_ptr, l_idx, l_val (checked
-        here, once per tree), whose leaves add_leaves then adds, until
-        end_tree."""
-        if np.shape(l_idx)[0] and (np.min(l_idx) < 0 or np.max(l_idx) >= self.n_labels):
-            raise ValueError("labels outside the model's")
-        self.lp = np.ascontiguousarray(l_ptr, dtype=np.int64)
-        self.li = padded(l_idx, np.int32)
-        self.lv = padded(l_val, np.float32)
-        self.n_trees += 1
-
-    def add_leaves(self, const int32_t[::1] leaves, int64_t r0, int64_t r1):
-        """Add the label values of leaf leaves[i] (a node id of the tree of
-        set_tree) to the sums of row i, for r0 <= i < r1 (blocks of rows may
-        be added on different threads)."""
-        if self.lp is None:
-            raise ValueError("no tree set (set_tree first)")
-        check_row_range(self.rows.size(), r0, r1)
-        check_row_range(leaves.shape[0], r0, r1)
-        if r1 > r0 and (np.min(leaves[r0:r1]) < 0 or
-                        np.max(leaves[r0:r1]) >= self.lp.shape[0] - 1):
+    def add_tree(self, l_ptr, l_idx, l_val, const int32_t[::1] leaves):
+        """Add the next tree: its leaf rows l_ptr, l_idx, l_val (by node
+        id) and leaves[i], the node point i reached (i < n_rows)."""
+        if self.added == self.n_trees:
+            raise ValueError("every tree is already added")
+        if leaves.shape[0] != self.n_rows:
+            raise ValueError("one leaf per row")
+        cdef const int64_t[::1] lp = np.ascontiguousarray(l_ptr, dtype=np.int64)
+        cdef const int32_t[::1] li = padded(l_idx, np.int32)
+        cdef const float[::1] lv = padded(l_val, np.float32)
+        cdef int64_t n_nodes = lp.shape[0] - 1
+        if n_nodes < 1 or np.shape(l_idx)[0] != np.shape(l_val)[0]:
+            raise ValueError("leaf rows malformed")
+        if self.n_rows and (np.min(leaves) < 0 or np.max(leaves) >= n_nodes):
             raise ValueError("leaf ids outside the tree")
+        cdef int64_t n_entries = np.shape(l_idx)[0]
+        cdef int bad
         with nogil:
-            _add_leaves(self, &self.lp[0], &self.li[0], &self.lv[0], &leaves[0], r0, r1)
-
-    def end_tree(self):
-        """Let the current tree's leaf rows go (until the next set_tree)."""
-        self.lp = self.li = self.lv = None
+            bad = _add_tree(self, &lp[0], &li[0], &lv[0], n_entries, n_nodes, &leaves[0])
+        if bad == 1:
+            raise ValueError("leaf rows malformed")
+        if bad == 2:
+            raise ValueError("labels outside the model's")
+        self.added += 1
 
     def score_rows(self, int64_t r0, int64_t r1, int k):
-        """Scores of rows r0..r1-1 (the mean over the trees added) as CSR
-        pieces, as ForestKernel.predict_rows."""
+        """Scores of rows r0..r1-1 (the mean over the trees; every tree
+        added) as CSR pieces, as ForestKernel.predict_rows."""
         cdef RowsOut out
-        check_row_range(self.rows.size(), r0, r1)
-        if self.n_trees < 1:
-            raise ValueError("no trees added")
+        cdef vector[const int64_t*] lp
+        cdef vector[const int32_t*] li
+        cdef vector[const float*] lv
+        cdef Py_ssize_t t
+        check_row_range(self.n_rows, r0, r1)
+        if self.added != self.n_trees:
+            raise ValueError(f"{self.added} of the {self.n_trees} trees added")
+        for t in range(self.n_trees):
+            lp.push_back(self.lp[t].data())
+            li.push_back(self.li[t].data())
+            lv.push_back(self.lv[t].data())
         rows_open(out)
         with nogil:
-            _emit_sums(self, r0, r1, k, out)
+            _accumulate(lp.data(), li.data(), lv.data(), self.n_labels,
+                        self.leaf.data() + r0 * self.n_trees, r1 - r0, self.n_trees, k, out)
         return rows_pieces(out)
 
 
-cdef void _add_leaves(ScoreSums s, const int64_t* lp, const int32_t* li, const float* lv,
-                      const int32_t* leaves, int64_t r0, int64_t r1) except + nogil:
-    """ScoreSums.add_leaves without the GIL."""
-    cdef vector[int64_t] pos
-    cdef vector[pair[int32_t, double]]* row
-    cdef int64_t i, j, q
-    cdef int32_t node, l
-    pos.assign(s.n_labels, -1)
-    for i in range(r0, r1):
-        row = &s.rows[i]
-        for q in range(<int64_t> row.size()):
-            pos[row[0][q].first] = q
+cdef int _add_tree(LeafSums s, const int64_t* lp, const int32_t* li, const float* lv,
+                   int64_t n_entries, int64_t n_nodes, const int32_t* leaves) noexcept nogil:
+    """LeafSums.add_tree without the GIL: the leaves reached, renumbered in
+    the order first met, and their label rows (exact sizes). Returns 0, 1
+    for a reached leaf's row outside the entries, 2 for a label outside
+    the model's."""
+    cdef int64_t t = s.added, i, j, q, m = 0
+    cdef int32_t node
+    cdef vector[int32_t] new_id
+    cdef vector[int32_t] met
+    new_id.assign(n_nodes, -1)
+    for i in range(s.n_rows):
         node = leaves[i]
+        if new_id[node] < 0:
+            new_id[node] = <int32_t> met.size()
+            met.push_back(node)
+        s.leaf[i * s.n_trees + t] = new_id[node]
+    m = met.size()
+    s.lp[t].resize(m + 1)
+    s.lp[t][0] = 0
+    for q in range(m):
+        node = met[q]
+        if not 0 <= lp[node] <= lp[node + 1] <= n_entries:
+            return 1
+        s.lp[t][q + 1] = s.lp[t][q] + lp[node + 1] - lp[node]
+    # (one entry more: data() is then valid for a tree whose leaves are empty)
+    s.li[t].resize(s.lp[t][m] + 1)
+    s.lv[t].resize(s.lp[t][m] + 1)
+    for q in range(m):
+        node = met[q]
+        i = s.lp[t][q]
         for j in range(lp[node], lp[node + 1]):
-            l = li[j]
-            if pos[l] >= 0:
-                row[0][pos[l]].second += lv[j]
-            else:
-                pos[l] = row.size()
-                row.push_back(pair[int32_t, double](l, 0.0 + lv[j]))
-        for q in range(<int64_t> row.size()):
-            pos[row[0][q].first] = -1
+            if not 0 <= li[j] < s.n_labels:
+                return 2
+            s.li[t][i] = li[j]
+            s.lv[t][i] = lv[j]
+            i += 1
+    return 0
 
 
 cdef inline pair[double, int32_t] _ranked(double total, double inv_t, int32_t l) noexcept nogil:
@@ -173,18 +202,6 @@ cdef inline pair[double, int32_t] _ranked(double total, double inv_t, int32_t l)
     (1 / n_trees = inv_t) as the float32 written out, negated (best first).
     ForestKernel and ScoreSums both rank by it: the same scores."""
     return pair[double, int32_t](-<double> (<float> (total * inv_t)), l)
-
-
-cdef void _emit_sums(ScoreSums s, int64_t r0, int64_t r1, int topk, RowsOut& out) except + nogil:
-    cdef vector[pair[double, int32_t]] ranked
-    cdef vector[pair[int32_t, float]] sel
-    cdef int64_t i, q
-    cdef double inv_t = 1.0 / s.n_trees
-    for i in range(r0, r1):
-        ranked.clear()
-        for q in range(<int64_t> s.rows[i].size()):
-            ranked.push_back(_ranked(s.rows[i][q].second, inv_t, s.rows[i][q].first))
-        emit_top(ranked, topk, sel, out)
 
 
 cdef inline double _weight_of(const int32_t* wi, const float* wv, int64_t lo, int64_t hi,
@@ -289,12 +306,14 @@ cdef void _route_all(ForestKernel f, const indptr_t* xp, const int32_t* xi, cons
         _route(f, t, xp, xi, xv, r0, n, leaf, dense, order, spare, todo)
 
 
-cdef void _accumulate(const int64_t* lp, const int32_t* li, const float* lv,
+cdef void _accumulate(const int64_t** lp, const int32_t** li, const float** lv,
                       int64_t n_labels, const int32_t* leaf, int64_t n, Py_ssize_t n_trees,
                       int topk, RowsOut& out) except + nogil:
-    """One output row per point i < n: the mean over trees of the label
-    values of the leaves leaf[i * n_trees + t], added tree by tree."""
+    """One output row per point i < n: the mean over trees t of the label
+    values of leaf leaf[i * n_trees + t] (whose label row is
+    lp[t][leaf] .. lp[t][leaf + 1] - 1 of li[t], lv[t]), added tree by tree."""
     cdef vector[double] acc
+    cdef vector[char] seen
     cdef vector[int32_t] touched
     cdef vector[pair[double, int32_t]] ranked
     cdef vector[pair[int32_t, float]] sel
@@ -303,31 +322,62 @@ cdef void _accumulate(const int64_t* lp, const int32_t* li, const float* lv,
     cdef int32_t node, l
     cdef double inv_t = 1.0 / n_trees
     acc.assign(n_labels, 0.0)
+    seen.assign(n_labels, 0)
     for i in range(n):
         touched.clear()
         for t in range(n_trees):
             node = leaf[i * n_trees + t]
-            for j in range(lp[node], lp[node + 1]):
-                l = li[j]
-                if acc[l] == 0.0:
+            for j in range(lp[t][node], lp[t][node + 1]):
+                l = li[t][j]
+                if not seen[l]:
+                    seen[l] = 1
                     touched.push_back(l)
-                acc[l] += lv[j]
+                acc[l] += lv[t][j]
         ranked.clear()
         for k in range(<int64_t> touched.size()):
             l = touched[k]
             ranked.push_back(_ranked(acc[l], inv_t, l))
             acc[l] = 0.0
+            seen[l] = 0
         emit_top(ranked, topk, sel, out)
 
 
 cdef void _predict(ForestKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
                    int64_t r0, int64_t r1, int topk, RowsOut& out) except + nogil:
     """ForestKernel.predict_rows without the GIL: route the block through
-    each tree, then add up each point's leaves, tree by tree."""
+    each tree, then add up each point's leaves, tree by tree (node ids are
+    global: every tree reads the same leaf rows)."""
     cdef vector[int32_t] leaf
+    cdef Py_ssize_t n_trees = f.roots.shape[0]
+    cdef vector[const int64_t*] lp
+    cdef vector[const int32_t*] li
+    cdef vector[const float*] lv
+    lp.assign(n_trees, &f.l_ptr[0])
+    li.assign(n_trees, &f.l_idx[0])
+    lv.assign(n_trees, &f.l_val[0])
     _route_all(f, xp, xi, xv, r0, r1 - r0, leaf)
-    _accumulate(&f.l_ptr[0], &f.l_idx[0], &f.l_val[0], f.n_labels, leaf.data(), r1 - r0,
-                f.roots.shape[0], topk, out)
+    _accumulate(lp.data(), li.data(), lv.data(), f.n_labels, leaf.data(), r1 - r0, n_trees,
+                topk, out)
+
+
+def ascending_rows(const int64_t[::1] ptr, const int32_t[::1] idx):
+    """Whether the indices of every CSR row (pointers `ptr` into `idx`) are
+    strictly ascending; pointers outside idx: ValueError."""
+    cdef Py_ssize_t r, n_rows = ptr.shape[0] - 1
+    cdef int64_t j, n = idx.shape[0]
+    cdef bint up = True
+    for r in range(n_rows):
+        if not 0 <= ptr[r] <= ptr[r + 1] <= n:
+            raise ValueError("row pointers outside the entries")
+    with nogil:
+        for r in range(n_rows):
+            for j in range(ptr[r] + 1, ptr[r + 1]):
+                if idx[j] <= idx[j - 1]:
+                    up = False
+                    break
+            if not up:
+                break
+    return bool(up)
 
 
 def scatter_rows(const int64_t[::1] ptr, const int32_t[::1] idx, const float[::1] val,
