@@ -8,8 +8,16 @@ parts already there when the folder holds a model with the same settings:
 a rerun after a crash resumes, and shards trained with different tree
 ranges merge by copying their tree files into one folder.
 """
+import time
+
 from xmlkit import store
+from xmlkit.errors import XmlkitError
 from xmlkit.models.folders import PartWriter, load_part, save_extras
+
+#: seconds between rewrites of the manifest's records while training (each
+#: rewrite reads, writes and syncs the manifest: per part, a run of many
+#: small trees spent a twentieth of its time there)
+RECORD_SECONDS = 1.0
 
 
 def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
@@ -30,8 +38,10 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
     and files either way.
 
     The folder is locked while training (a second run into it fails at once)
-    and temporary files of killed runs are removed first. Each file is added
-    to the manifest's records once it is complete."""
+    and temporary files of killed runs are removed first. Complete files are
+    added to the manifest's records at most every RECORD_SECONDS, and when
+    training ends or stops (a part file a killed run did not record is
+    checked and adopted by the next run, as a file copied from a shard)."""
     tick = progress or (lambda _: None)
     X, Y = model._start_fit(X, Y)
     with store.folder_lock(folder):
@@ -63,13 +73,43 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
                 f"growing {len(todo)}")
         tick(len(kept_parts))
         parts = dict(kept_parts)
-        for key, part in model._fit_parts(X, Y, todo, PartWriter(folder, model), tick, log,
-                                          executor):
-            parts[key] = keep(part)
-            store.record_files(folder, [model._part_file(key)])
+        records = _Records(folder)
+        try:
+            for key, part in model._fit_parts(X, Y, todo, PartWriter(folder, model), tick,
+                                              log, executor):
+                parts[key] = keep(part)
+                records.add(model._part_file(key))
+        except BaseException:
+            records.flush(failing=True)
+            raise
+        records.flush()
         model._set_parts(parts)
         model._finish_fit(X, Y)
         save_extras(model, folder)
     return model
 
 
+class _Records:
+    """Part files waiting to be recorded in the folder's manifest."""
+
+    def __init__(self, folder):
+        self.folder, self.names, self.last = folder, [], time.monotonic()
+
+    def add(self, name):
+        self.names.append(name)
+        if time.monotonic() - self.last >= RECORD_SECONDS:
+            self._write()
+
+    def _write(self):
+        names, self.names = self.names, []
+        store.record_files(self.folder, names)
+        self.last = time.monotonic()
+
+    def flush(self, failing=False):
+        """Record what is waiting; when training failed (`failing`), what
+        can be: the failure is what is reported."""
+        try:
+            self._write()
+        except (XmlkitError, OSError):
+            if not failing:
+                raise
