@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from xmlkit._ext.xcparse import RowParser, format_rows
+from xmlkit._memory import give_back
 from xmlkit.atomic import atomic_path
 from xmlkit.csr import Rows, as_rows
 from xmlkit.errors import InputFormatError, XmlkitError
@@ -256,6 +257,8 @@ def _xc_parts(path, index_base, layout, progress, chunk_rows):
                                f"N={n_rows}")
     if chunk_rows is None:
         (xp, xi, xv), y = parser.arrays()
+        parser = None
+        give_back()         # (the parser's buffers: see xmlkit._memory)
         X = Rows(xp, xi, xv, (n_rows, n_cols))
         Y = None
         if y is not None:

@@ -126,24 +126,6 @@ def run(command, prog):
     sys.exit(0)
 
 
-def return_freed_memory():
-    """Let freed memory of 1 MiB blocks and more go back to the system at once
-    (glibc; elsewhere nothing is done). By default glibc raises the size
-    above which a block is mapped on its own to the largest block freed so
-    far (up to 32 MiB): afterwards the reader's chunks and the growers' node
-    scratch, once freed, stay resident in the heaps of the process and of
-    each thread, which raised xml-train's peak RSS. (Not for prediction:
-    there it slowed xml-predict, re-mapping the score buffers, for no
-    saving; see the issue notes of issue 26 for the hand measurements.)"""
-    import ctypes
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    M_MMAP_THRESHOLD = -3
-    mallopt(M_MMAP_THRESHOLD, 1 << 20)
-
-
 class Log:
     """Messages for stderr, silenced by --quiet."""
 
@@ -155,11 +137,31 @@ class Log:
             click.echo(message, err=True)
 
     def progress(self, total, desc, unit="rows"):
-        """A tqdm bar on stderr; shown only on a terminal and when not quiet."""
+        """A tqdm bar on stderr; shown only on a terminal and when not quiet
+        (else a bar that shows nothing, without importing tqdm: 4 MB of a
+        process's memory)."""
+        if self.quiet or not sys.stderr.isatty():
+            return _HiddenBar(total)
         from tqdm import tqdm
         return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False,
-                    disable=self.quiet or not sys.stderr.isatty(), dynamic_ncols=True,
-                    mininterval=0.5)
+                    dynamic_ncols=True, mininterval=0.5)
+
+
+class _HiddenBar:
+    """What a progress bar that is not shown needs: a context manager
+    counting with update(n) (n, total as tqdm's)."""
+
+    def __init__(self, total):
+        self.total, self.n = total, 0
+
+    def update(self, n=1):
+        self.n += n
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
 
 quiet_option = click.option("-q", "--quiet", is_flag=True, default=False,

@@ -12,10 +12,11 @@ import numpy as np
 
 from xmlkit.cli.common import (CONTEXT, FEATURIZER_PARAMS, Log, fail, featurizer_options,
                                given_on_command_line, index_base_option, json_option,
-                               named_algorithm, quiet_option, read_input, return_freed_memory, run,
+                               named_algorithm, quiet_option, read_input, run,
                                text_input_options, version_option)
 from xmlkit.cli.options import click_options, families_with, flag_of
 from xmlkit import store
+from xmlkit._memory import map_large_blocks
 from xmlkit.atomic import writable_folder
 from xmlkit.driver import fit_folder
 from xmlkit.errors import InvalidParameterError
@@ -125,7 +126,7 @@ def _check_text_of(model_dir, arrays):
 
 def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor=None):
     log = Log(quiet)
-    return_freed_memory()
+    map_large_blocks()
     text = params.pop("text_settings", None)
     text_arrays = None
     if text is not None:
