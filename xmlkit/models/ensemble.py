@@ -82,7 +82,8 @@ class ModelBase(Estimator):
       after(key, part) on it (the worker that made it: the driver writes the
       part's file there); `executor` (xmlkit.cluster) runs the family's
       tasks on Dask when given; ``_finish_fit(X, Y)``: work after the parts.
-    - ``_encode_part(part)`` -> arrays of its file; ``_decode_part(arrays,
+    - ``_encode_part(part)`` -> arrays of its file (an entry may be a
+      function giving its array: see store.save_arrays); ``_decode_part(arrays,
       name)`` -> the part, checked (file `name` in messages); `arrays` is a
       mapping that reads each array when it is looked up
       (store.StoredArrays): take each once, or copy them into a dict.

@@ -341,7 +341,7 @@ class FastXML(TreeEnsemble):
     # -- the tree files (written by xmlkit.driver and models.folders, read by the latter)
     @staticmethod
     def _encode_tree(tree):
-        return encode_tree(tree)
+        return encode_tree(tree, lazy=True)
 
     def _decode_tree(self, arrays, name):
         tree = decode_tree(arrays, name)

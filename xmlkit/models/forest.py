@@ -9,6 +9,7 @@ A tree is a dict of arrays over its nodes (node 0 is the root):
     l_ptr, l_idx, l_val        CSR rows of leaf label distributions (labels ascending)
 """
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 
@@ -47,23 +48,26 @@ def check_tree(tree, n_features, n_labels, name):
     checks.csr(tree["l_ptr"], tree["l_idx"], tree["l_val"], n, n_labels, name, "leaf label")
 
 
-def encode_tree(tree):
+def encode_tree(tree, lazy=False):
     """The arrays a tree is stored as on disk (see decode_tree): child and
     depth, then per part (w: split weights, l: leaf labels) the entries per
     node, the indices as byte planes (4, n) of their differences to the
     previous index of the same node, and the values as byte planes of the
     float32s (deflate compresses the planes far better than the interleaved
-    bytes: sign/exponent bytes are repetitive)."""
+    bytes: sign/exponent bytes are repetitive). lazy=True: the planes are
+    functions making them, for store.save_arrays to make one at a time
+    (the planes of a tree are as large as the tree)."""
     out = {"child": np.asarray(tree["child"], np.int32),
            "depth": np.asarray(tree["depth"], np.int32)}
     for part in ("w", "l"):
         ptr = np.ascontiguousarray(tree[f"{part}_ptr"], np.int64)
         out[f"{part}_count"] = np.diff(ptr).astype(np.int32)
         # (in one pass each: no temporaries the size of the tree)
-        out[f"{part}_idx_delta_planes"] = plane_row_deltas(
-            ptr, np.ascontiguousarray(tree[f"{part}_idx"], np.int32))
-        out[f"{part}_val_planes"] = plane_floats(
-            np.ascontiguousarray(tree[f"{part}_val"], np.float32))
+        planes = {f"{part}_idx_delta_planes": partial(
+                      plane_row_deltas, ptr, np.ascontiguousarray(tree[f"{part}_idx"], np.int32)),
+                  f"{part}_val_planes": partial(
+                      plane_floats, np.ascontiguousarray(tree[f"{part}_val"], np.float32))}
+        out.update(planes if lazy else {k: make() for k, make in planes.items()})
     return out
 
 
