@@ -334,3 +334,28 @@ def test_one_thread_writes_each_tree_while_the_next_grows():
         for t, _ in _grow_pipelined(0, [3, 4, 5, 6], failing, Grower()):
             got.append(t)
     assert got == [3]
+
+
+def test_records_wait_but_an_interrupted_run_leaves_its_trees_recorded(tmp_path, bibtex,
+                                                                         monkeypatch):
+    """fit_folder records finished trees at most every RECORD_SECONDS: a run
+    that stops (here a KeyboardInterrupt after the third tree) records the
+    trees it finished before the interrupt reaches the caller; a run that
+    ends records every tree."""
+    from xmlkit import driver, store
+    X, Y = bibtex[0], bibtex[1]
+    monkeypatch.setattr(driver, "RECORD_SECONDS", 3600.0)
+    done = []
+
+    def progress(n):
+        done.append(n)
+        if sum(done) == 3:
+            assert store.listed(store.read_manifest(tmp_path / "m"), "tree_") == []
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        driver.fit_folder(xmlkit.FastXML(n_trees=6, max_leaf=100), X, Y, tmp_path / "m",
+                          progress=progress)
+    assert store.listed(store.read_manifest(tmp_path / "m"), "tree_") == \
+        [f"tree_{t:05d}" for t in range(3)]
+    driver.fit_folder(xmlkit.FastXML(n_trees=6, max_leaf=100), X, Y, tmp_path / "m")
+    assert len(store.listed(store.read_manifest(tmp_path / "m"), "tree_")) == 6

@@ -274,6 +274,7 @@ def test_streamed_trees_give_the_packed_scores(family, small, tmp_path):
     """A folder loaded with stream=True (what xml-predict does: one tree in
     memory at a time) scores as the whole model does, byte for byte, at any
     number of threads; the trees stay on disk."""
+    import scipy.sparse as sp
     X, Y, Xt, _ = small
     family(n_trees=3).fit(X, Y).save(tmp_path / "m")
     whole = xmlkit.load_model(tmp_path / "m")
@@ -283,6 +284,16 @@ def test_streamed_trees_give_the_packed_scores(family, small, tmp_path):
         one = whole.predict(Xt, k=k)
         for threads in (1, 2):
             got = streamed.predict(Xt, k=k, threads=threads)
+            assert np.array_equal(one.indptr, got.indptr)
+            assert np.array_equal(one.indices, got.indices)
+            assert np.array_equal(one.data, got.data)
+            # in pieces (what xml-predict writes): the same rows, in order;
+            # FastXML's several (they are never all held), PfastreXML's one
+            # (re-ranking takes whole rows)
+            pieces = list(streamed.predict_pieces(Xt, k=k, threads=threads))
+            assert (len(pieces) > 1) == (family is xmlkit.FastXML)
+            got = sp.vstack(pieces).tocsr()
+            assert got.shape == one.shape
             assert np.array_equal(one.indptr, got.indptr)
             assert np.array_equal(one.indices, got.indices)
             assert np.array_equal(one.data, got.data)

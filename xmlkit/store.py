@@ -348,6 +348,30 @@ class StoredArrays(Mapping):
         except _UNREADABLE as exc:
             raise self._damaged(exc) from None
 
+    def read_npy(self, name):
+        """Array `name` as (shape, dtype, read): its header, and read(k)
+        giving its next k bytes of data (fewer at the end), for a reader
+        that decodes it a piece at a time instead of holding it whole."""
+        if name not in self._names:
+            raise KeyError(name)
+        fmt = np.lib.format
+        try:
+            f = self._z.zip.open(f"{name}.npy")
+            version = fmt.read_magic(f)
+            shape, fortran, dtype = (fmt.read_array_header_1_0(f) if version == (1, 0)
+                                     else fmt.read_array_header_2_0(f))
+        except _UNREADABLE as exc:
+            raise self._damaged(exc) from None
+        if fortran and len(shape) > 1:
+            raise self._damaged(f"{name} is stored in Fortran order")
+
+        def read(k):
+            try:
+                return f.read(k)
+            except _UNREADABLE as exc:
+                raise self._damaged(exc) from None
+        return shape, dtype, read
+
     def __iter__(self):
         return iter(self._names)
 

@@ -6,6 +6,7 @@ import time
 
 import click
 
+from xmlkit._memory import one_heap
 from xmlkit.atomic import output_target
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, named_algorithm,
                                quiet_option, run, text_input, version_option)
@@ -101,7 +102,9 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
             matrix_writer(scores, n_rows, model.n_labels_, index_base=index_base) as write:
         if dask_address is None:
             for part in pieces:
-                write(model.predict(part.feature_rows, progress=bar.update, **kwargs))
+                for S in model.predict_pieces(part.feature_rows, progress=bar.update,
+                                              **kwargs):
+                    write(S)
         else:
             from xmlkit import cluster
             with cluster.connect(dask_address) as client:
@@ -217,4 +220,5 @@ def make_command(algorithm=None):
 
 
 def main():
+    one_heap()
     run(make_command(named_algorithm(sys.argv[1:])), "xml-predict")

@@ -121,6 +121,13 @@ class ModelBase(Estimator):
         """What fit_folder(keep_trees=False) keeps of a part: all of it."""
         return part
 
+    def predict_pieces(self, X, **kwargs):
+        """predict(X, **kwargs) as consecutive row pieces, for a caller that
+        writes each as it comes (xml-predict): one piece, unless the family
+        can score in pieces without holding every score (a forest read from
+        its folder a tree at a time)."""
+        yield self.predict(X, **kwargs)
+
     def _start_fit(self, X, Y):
         """Check the parameters and the data (as Rows, at least MIN_POINTS
         points, finite features); set the shapes. Returns X, Y."""

@@ -338,6 +338,14 @@ class FastXML(TreeEnsemble):
         Returns a :class:`~xmlkit.csr.Rows` for a Rows, else a scipy csr_matrix."""
         return like(X, self.forest().predict(X, k, threads, progress))
 
+    def predict_pieces(self, X, k=5, threads=1, progress=None):
+        forest = self.forest()
+        if not isinstance(forest, StreamedForest):
+            yield self.predict(X, k, threads, progress)
+            return
+        for piece in forest.predict_pieces(X, k, threads, progress):
+            yield like(X, piece)
+
     # -- the tree files (written by xmlkit.driver and models.folders, read by the latter)
     @staticmethod
     def _encode_tree(tree):

@@ -13,10 +13,9 @@ from functools import partial
 
 import numpy as np
 
-from xmlkit._ext.forest_predict import (ForestKernel, LeafSums, ascending_rows, plane_floats,
-                                        plane_row_deltas, unplane_floats,
-                                        unplane_row_deltas)
-from xmlkit.csr import (CHUNK_ROWS, model_rows, row_blocks, score_pieces, score_rows,
+from xmlkit._ext.forest_predict import (ForestKernel, LeafSums, add_row_deltas, ascending_rows,
+                                        plane_floats, plane_row_deltas)
+from xmlkit.csr import (CHUNK_ROWS, Rows, model_rows, row_blocks, score_pieces, score_rows,
                         stack_rows)
 from xmlkit import checks
 from xmlkit.checks import DamagedModel
@@ -26,6 +25,8 @@ TREE_KEYS = ("child", "depth", "w_ptr", "w_idx", "w_val", "l_ptr", "l_idx", "l_v
 #: the forest routes blocks of points a tree at a time: blocks of at most this
 #: many rows (about four per thread, at least CHUNK_ROWS)
 FOREST_BLOCK = 4096
+#: bytes of a byte plane read at a time when a tree is loaded
+PLANE_PIECE = 1 << 16
 
 
 def check_tree(tree, n_features, n_labels, name):
@@ -88,12 +89,12 @@ def decode_tree(arrays, name):
             ptr = np.zeros(len(count) + 1, np.int64)
             np.cumsum(count, out=ptr[1:])
             tree[f"{part}_ptr"] = ptr
-            # (in one pass each: no temporaries the size of the tree)
-            planes = _planes(arrays, f"{part}_idx_delta_planes", n_entries, name, part)
-            tree[f"{part}_idx"] = unplane_row_deltas(ptr, planes)
-            planes = _planes(arrays, f"{part}_val_planes", n_entries, name, part)
-            tree[f"{part}_val"] = unplane_floats(planes)
-            planes = None
+            idx = _unplaned(arrays, f"{part}_idx_delta_planes", n_entries, np.int32, name,
+                            part)
+            add_row_deltas(ptr, idx)
+            tree[f"{part}_idx"] = idx
+            tree[f"{part}_val"] = _unplaned(arrays, f"{part}_val_planes", n_entries,
+                                            np.float32, name, part)
     except DamagedModel:
         raise
     except (KeyError, ValueError, TypeError, IndexError) as exc:
@@ -101,12 +102,30 @@ def decode_tree(arrays, name):
     return tree
 
 
-def _planes(arrays, key, n_entries, name, part):
-    """The byte planes (4, n_entries) stored as `key`, checked."""
-    planes = checks.ints(arrays[key], name, "byte planes")
-    if planes.dtype != np.uint8 or planes.shape != (4, n_entries):
+def _unplaned(arrays, key, n, dtype, name, part):
+    """The n 4-byte values (of `dtype`, bytes as stored) of the byte planes
+    (4, n) stored as `key`. From a file's arrays (store.StoredArrays) they
+    are read a piece at a time into the values: the planes are never held
+    whole (a tree of the 100k-point set has 3 MB of them per array)."""
+    if not hasattr(arrays, "read_npy"):
+        planes = checks.ints(arrays[key], name, "byte planes")
+        if planes.dtype != np.uint8 or planes.shape != (4, n):
+            raise DamagedModel(name, f"{part}_count and the {part} planes disagree")
+        # (the planes' columns are the values' bytes, in the machine's order)
+        return np.ascontiguousarray(planes.T).view(dtype).reshape(-1)
+    shape, stored, read = arrays.read_npy(key)
+    if stored != np.uint8 or tuple(shape) != (4, n):
         raise DamagedModel(name, f"{part}_count and the {part} planes disagree")
-    return np.ascontiguousarray(planes)
+    out = np.empty(n, dtype)
+    by_byte = out.view(np.uint8).reshape(n, 4)
+    for b in range(4):
+        for j in range(0, n, PLANE_PIECE):
+            k = min(PLANE_PIECE, n - j)
+            piece = read(k)
+            if len(piece) != k:
+                raise DamagedModel(name, f"the {part} planes end early")
+            by_byte[j:j + k, b] = np.frombuffer(piece, np.uint8)
+    return out
 
 
 def tree_stats(trees):
@@ -206,6 +225,33 @@ class StreamedForest:
         """As PackedForest.predict; `progress(rows)` as each tree is done
         (the rows' share of the trees)."""
         X = model_rows(X, self.n_features)
+        n = X.shape[0]
+        sums, block = self._leaves(X, threads, progress)
+        topk = 0 if k is None else int(k)
+        parts = score_pieces(lambda r0, r1: sums.score_rows(r0, r1, topk), n, threads, None,
+                             block)
+        sums = None         # (the leaves go before the scores are stacked)
+        return stack_rows(parts, (n, self.n_labels))
+
+    def predict_pieces(self, X, k=None, threads=1, progress=None):
+        """predict()'s rows as consecutive pieces (Rows), made as they are
+        asked for (a few per thread ahead), for a writer that writes each
+        as it comes: the scores are never held whole."""
+        X = model_rows(X, self.n_features)
+        sums, block = self._leaves(X, threads, progress)
+        topk = 0 if k is None else int(k)
+
+        def piece(b):
+            ptr, idx, val = sums.score_rows(b[0], b[1], topk)
+            return Rows(ptr, idx, val, (b[1] - b[0], self.n_labels))
+        bounds = row_blocks(X.shape[0], block)
+        with ThreadPoolExecutor(threads) as pool:
+            for i in range(0, len(bounds), 2 * threads):
+                yield from pool.map(piece, bounds[i:i + 2 * threads])
+
+    def _leaves(self, X, threads, progress):
+        """The leaves the rows of X reach in every tree (LeafSums), a tree
+        read at a time, and the rows per block of the work."""
         n, T = X.shape[0], self.n_trees
         sums = LeafSums(n, self.n_labels, T)
         block = forest_block(n, threads)
@@ -225,8 +271,4 @@ class StreamedForest:
                 tree = kernel = route = None    # (the tree goes here)
                 if progress is not None:
                     progress(n * (i + 1) // T - n * i // T)
-        topk = 0 if k is None else int(k)
-        parts = score_pieces(lambda r0, r1: sums.score_rows(r0, r1, topk), n, threads, None,
-                             block)
-        sums = None         # (the leaves go before the scores are stacked)
-        return stack_rows(parts, (n, self.n_labels))
+        return sums, block

@@ -18,6 +18,7 @@ from xmlkit.errors import InvalidParameterError, XmlkitError
 from xmlkit.store import sha256
 from xmlkit.metrics import PROPENSITY_PRESETS, inverse_propensity, propensity_ab
 from xmlkit.models.base import array_like, boolean, integer, one_of, optional, real
+from xmlkit.models.ensemble import ModelBase
 from xmlkit.models.fastxml import INIT, MAX_NEWTON, TOL, FastXML
 
 #: name of the tail-classifier arrays in a model folder
@@ -148,6 +149,9 @@ class PfastreXML(FastXML):
             self.tail_ = centroids_by_feature(X, Y, self.bias)
 
     # -- prediction
+    # (re-ranking takes the tree scores of whole rows: scored in one piece)
+    predict_pieces = ModelBase.predict_pieces
+
     def predict(self, X, k=5, threads=1, progress=None, rerank=None, trees_only=None):
         """Scores: the tree scores of the `rerank` best labels per point,
         re-ranked by the tail classifiers (unless trees_only, by default the

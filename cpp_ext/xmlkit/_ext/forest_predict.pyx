@@ -395,12 +395,14 @@ def scatter_rows(const int64_t[::1] ptr, const int32_t[::1] idx, const float[::1
 
 
 # Trees are stored as byte planes (see xmlkit.models.forest.encode_tree):
-# these encode and decode them in one pass, without the temporaries of
-# numpy's way (a tree of the 1M-point set holds ~10M weights).
+# these encode them in one pass, without the temporaries of numpy's way (a
+# tree of the 1M-point set holds ~10M weights); decoding reads the planes'
+# bytes into the values a piece at a time (forest._unplaned), then
+# add_row_deltas turns the index differences back into indices.
 
 def plane_floats(const float[::1] values):
     """Byte planes (4, n) of float32 values: row b holds byte b of each
-    value, in the machine's order (the inverse of unplane_floats)."""
+    value, in the machine's order."""
     cdef Py_ssize_t j, n = values.shape[0]
     out = np.empty((4, n), np.uint8)
     cdef unsigned char[:, ::1] o = out
@@ -415,7 +417,7 @@ def plane_floats(const float[::1] values):
 def plane_row_deltas(const int64_t[::1] ptr, const int32_t[::1] idx):
     """Byte planes (4, n) of the int32 indices of CSR rows (pointers `ptr`),
     each stored as its difference to the previous index of its row (a row's
-    first index as it is): the inverse of unplane_row_deltas."""
+    first index as it is): undone by add_row_deltas on the values."""
     cdef Py_ssize_t r, n_rows = ptr.shape[0] - 1
     cdef int64_t j, n = idx.shape[0]
     cdef int32_t d
@@ -435,36 +437,14 @@ def plane_row_deltas(const int64_t[::1] ptr, const int32_t[::1] idx):
     return out
 
 
-def unplane_floats(const unsigned char[:, ::1] planes):
-    """The float32 array whose bytes, in the machine's order, are the
-    columns of `planes` (4, n)."""
-    if planes.shape[0] != 4:
-        raise ValueError("byte planes of 4-byte values have 4 rows")
-    cdef Py_ssize_t j, n = planes.shape[1]
-    out = np.empty(n, np.float32)
-    cdef float[::1] o = out
-    cdef unsigned char* b
-    with nogil:
-        for j in range(n):
-            b = <unsigned char*> &o[j]
-            b[0], b[1], b[2], b[3] = planes[0, j], planes[1, j], planes[2, j], planes[3, j]
-    return out
-
-
-def unplane_row_deltas(const int64_t[::1] ptr, const unsigned char[:, ::1] planes):
-    """The int32 indices of CSR rows (pointers `ptr`) stored as byte planes
-    (4, n) of differences to the previous index of the same row (a row's
-    first index as it is). Raises ValueError when an index leaves 0..2^31-1
-    or the pointers do not cover the n entries."""
-    if planes.shape[0] != 4:
-        raise ValueError("byte planes of 4-byte values have 4 rows")
+def add_row_deltas(const int64_t[::1] ptr, int32_t[::1] idx):
+    """In place: idx holds, per CSR row (pointers `ptr`), differences to the
+    previous index of the row (a row's first index as it is); they become
+    the indices. Raises ValueError when an index leaves 0..2^31-1 or the
+    pointers do not cover the entries."""
     cdef Py_ssize_t r, n_rows = ptr.shape[0] - 1
-    cdef int64_t j, n = planes.shape[1], acc
-    cdef int32_t d
-    cdef unsigned char* b = <unsigned char*> &d
+    cdef int64_t j, n = idx.shape[0], acc
     cdef bint bad = n_rows < 0 or ptr[0] != 0 or ptr[n_rows] != n
-    out = np.empty(n, np.int32)
-    cdef int32_t[::1] o = out
     if bad:
         raise ValueError("row pointers do not cover the entries")
     with nogil:
@@ -474,14 +454,12 @@ def unplane_row_deltas(const int64_t[::1] ptr, const unsigned char[:, ::1] plane
                 break
             acc = 0
             for j in range(ptr[r], ptr[r + 1]):
-                b[0], b[1], b[2], b[3] = planes[0, j], planes[1, j], planes[2, j], planes[3, j]
-                acc = d if j == ptr[r] else acc + d
+                acc = idx[j] if j == ptr[r] else acc + idx[j]
                 if acc < 0 or acc > 2147483647:
                     bad = True
                     break
-                o[j] = <int32_t> acc
+                idx[j] = <int32_t> acc
             if bad:
                 break
     if bad:
         raise ValueError("an index outside 0..2^31-1")
-    return out
