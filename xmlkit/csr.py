@@ -98,12 +98,6 @@ def score_rows(run, n, n_cols, threads=1, progress=None, chunk=CHUNK_ROWS):
     """Rows 0..n-1 scored in chunks of `chunk` rows by `run(r0, r1)` (a nogil
     kernel returning CSR pieces), on `threads` threads; the pieces stacked
     into one Rows n × n_cols. `progress(rows)` after each chunk."""
-    return stack_rows(score_pieces(run, n, threads, progress, chunk), (n, n_cols))
-
-
-def score_pieces(run, n, threads=1, progress=None, chunk=CHUNK_ROWS):
-    """The CSR pieces of score_rows, not yet stacked (a caller may let go
-    of what made them first)."""
     def one(b):
         out = run(*b)
         if progress is not None:
@@ -115,7 +109,7 @@ def score_pieces(run, n, threads=1, progress=None, chunk=CHUNK_ROWS):
             parts = list(pool.map(one, bounds))
     else:
         parts = [one(b) for b in bounds]
-    return parts
+    return stack_rows(parts, (n, n_cols))
 
 
 def stack_rows(parts, shape):

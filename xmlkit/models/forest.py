@@ -15,8 +15,7 @@ import numpy as np
 
 from xmlkit._ext.forest_predict import (ForestKernel, LeafSums, add_row_deltas, ascending_rows,
                                         plane_floats, plane_row_deltas)
-from xmlkit.csr import (CHUNK_ROWS, Rows, model_rows, row_blocks, score_pieces, score_rows,
-                        stack_rows)
+from xmlkit.csr import CHUNK_ROWS, Rows, model_rows, row_blocks, score_rows, stack_rows
 from xmlkit import checks
 from xmlkit.checks import DamagedModel
 from xmlkit.errors import XmlkitError
@@ -224,14 +223,10 @@ class StreamedForest:
     def predict(self, X, k=None, threads=1, progress=None):
         """As PackedForest.predict; `progress(rows)` as each tree is done
         (the rows' share of the trees)."""
-        X = model_rows(X, self.n_features)
-        n = X.shape[0]
-        sums, block = self._leaves(X, threads, progress)
-        topk = 0 if k is None else int(k)
-        parts = score_pieces(lambda r0, r1: sums.score_rows(r0, r1, topk), n, threads, None,
-                             block)
-        sums = None         # (the leaves go before the scores are stacked)
-        return stack_rows(parts, (n, self.n_labels))
+        # (once the pieces are all made, the leaves go: then they are stacked)
+        pieces = list(self.predict_pieces(X, k, threads, progress))
+        return stack_rows([(p.indptr, p.indices, p.data) for p in pieces],
+                          (sum(p.shape[0] for p in pieces), self.n_labels))
 
     def predict_pieces(self, X, k=None, threads=1, progress=None):
         """predict()'s rows as consecutive pieces (Rows), made as they are
