@@ -9,6 +9,7 @@ from xmlkit.driver import fit_folder
 from xmlkit.io import read_matrix
 from xmlkit._ext.forest_predict import ForestKernel
 from xmlkit.csr import as_rows
+from xmlkit.models.forest import rows_ascending
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +47,30 @@ def points_reaching_each_node(tree, X, n_labels):
         if tree["child"][n, 0] >= 0:
             reach[n] = reach[tree["child"][n, 0]] + reach[tree["child"][n, 1]]
     return reach
+
+
+@pytest.mark.parametrize("solver", ["newglmnet", "liblinear"])
+def test_leaves_hold_the_means_of_the_points_routed_there(solver, small):
+    """Training splits the points exactly as the stored rule routes them
+    (the split routes by the solver's own margins wherever rounding the
+    weights cannot change a side): each leaf holds the largest means of the
+    label rows of the training points that prediction routes to it."""
+    X, Y, _, _ = small
+    keep = np.diff(Y.indptr) > 0
+    X, Y = X[keep], Y[keep]
+    m = xmlkit.FastXML(n_trees=2, max_leaf=4, labels_per_leaf=5, solver=solver).fit(X, Y)
+    for tree in m.trees_.values():
+        kernel = ForestKernel([0], tree["child"], tree["w_ptr"], tree["w_idx"], tree["w_val"],
+                              tree["l_ptr"], tree["l_idx"], tree["l_val"], X.shape[1],
+                              Y.shape[1], 1.0, rows_ascending(tree["w_ptr"], tree["w_idx"]))
+        leaves = kernel.route_rows(as_rows(X), 0, X.shape[0])[:, 0]
+        for leaf in np.unique(leaves):
+            means = np.asarray(Y[leaves == leaf].mean(axis=0)).ravel()
+            lo, hi = tree["l_ptr"][leaf], tree["l_ptr"][leaf + 1]
+            stored = tree["l_val"][lo:hi]
+            np.testing.assert_allclose(means[tree["l_idx"][lo:hi]], stored, rtol=1e-6)
+            others = np.delete(means, tree["l_idx"][lo:hi])
+            assert others.max() <= stored.min() + 1e-6
 
 
 @pytest.mark.parametrize("max_leaf", [3, 5, 20, 50])

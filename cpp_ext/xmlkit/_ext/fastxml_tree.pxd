@@ -95,6 +95,7 @@ cdef class SeparatorSolver:
     cdef public int64_t newtons           # Newton iterations, summed over solves
     cdef public int64_t solves            # solves since the counters were zeroed
 
+    cdef void let_go(self) noexcept nogil
     cdef void fill(self, const int32_t* pts, int64_t n, const int64_t* xp, const int32_t* xi,
                    const float* xv, const int32_t* fmap, int64_t* fcount, const int32_t* act,
                    int64_t nf, double bias, bint with_bias, const signed char* sign,
@@ -137,6 +138,7 @@ cdef class NodeSeparator:
     cdef const float[::1] xv
     cdef int64_t n_features               # feature columns (the bias feature is n_features)
     cdef double bias                      # value of the bias feature
+    cdef double xmax                      # the largest |value| in X
     cdef double cost                      # cost of the loss against the L1 term
     cdef double eps                       # the solvers' relative stopping tolerance
     cdef bint use_liblinear               # separators by liblinear (else by `solver`)
@@ -159,7 +161,7 @@ cdef class NodeSeparator:
                    vector[signed char]& sign, mt19937& rng) noexcept nogil
     cdef void _fit_liblinear(self, const int32_t* pts, int64_t n, int64_t nf, int64_t n_pos,
                              vector[signed char]& sign, mt19937& rng) noexcept nogil
-    cdef bint _route(self, const int32_t* pts, int64_t n, int64_t nf,
+    cdef bint _route(self, const int32_t* pts, int64_t n, int64_t nf, const double* u,
                      vector[signed char]& sign, vector[int32_t]& w_idx,
                      vector[float]& w_val) noexcept nogil
 

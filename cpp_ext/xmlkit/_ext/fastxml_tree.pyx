@@ -184,6 +184,12 @@ cdef inline void _give_back(_Scratch& v, int64_t n) noexcept nogil:
         v.shrink_to_fit()
 
 
+#: points above which a node's scratch is given back as soon as it is used:
+#: reallocating it costs little beside the node's own work, and threads at
+#: large nodes at once (the first trees' roots) then do not also hold it
+cdef int64_t LARGE_NODE = 1 << 15
+
+
 cdef inline void _resize(_Scratch& v, int64_t n) noexcept nogil:
     """v.resize(n) for scratch whose entries are all written afterwards,
     after _give_back."""
@@ -335,6 +341,20 @@ cdef class SeparatorSolver:
         for k in range(nf):
             fcount[act[k]] = 0
         self.visits += self.col_ptr[ncol]     # (the pass of the derivatives at 0)
+
+    cdef void let_go(self) noexcept nogil:
+        """Give back the problem's columns and per-point vectors (after a
+        large node: see LARGE_NODE)."""
+        _give_back(self.col_pt, 0)
+        _give_back(self.col_val, 0)
+        _give_back(self.u, 0)
+        _give_back(self.xTd, 0)
+        _give_back(self.r, 0)
+        _give_back(self.D, 0)
+        _give_back(self.lossv, 0)
+        _give_back(self.tq, 0)
+        _give_back(self.tsp, 0)
+        _give_back(self.cw, 0)
 
     cdef void _point_terms(self, bint trial) noexcept nogil:
         """r, D and the loss terms at the margins u: from the line search's
@@ -695,6 +715,19 @@ cdef inline uint64_t _rank_key(double s, int64_t l) noexcept nogil:
     return ((<uint64_t> (0xFFFFFFFFU - bits)) << 32) | <uint64_t> l
 
 
+cdef inline bint _equal_sums(const uint64_t* kv, const double* s, int64_t a,
+                             int64_t b) noexcept nogil:
+    """Whether the labels of keys kv[a:b] all have the same sum: then keys
+    sorted on their lower bits (the label) are in the exact order already
+    (labels seen at one point only tie so, and often)."""
+    cdef double s0 = s[kv[a] & 0xFFFFFFFFULL]
+    cdef int64_t k
+    for k in range(a + 1, b):
+        if s[kv[k] & 0xFFFFFFFFULL] != s0:
+            return False
+    return True
+
+
 cdef void _radix_sort_high(vector[uint64_t]& a, vector[uint64_t]& tmp) noexcept nogil:
     """Sort `a` by its upper 32 bits, stably (entries with equal upper bits
     keep their order): least-significant-digit radix sort, a byte per pass,
@@ -875,6 +908,14 @@ cdef class NdcgPartition:
         n_pos = 0
         for a in range(n):
             n_pos += sign[a] > 0
+        # the node's label rows are not needed by the separator, which runs
+        # next and, on large nodes, holds the most memory: given back now
+        # when large (the next node is at most this one's size)
+        if n > LARGE_NODE:
+            _give_back(self.ly_ptr, 0)
+            _give_back(self.ly_idx, 0)
+            _give_back(self.ly_val, 0)
+            _give_back(self.inorm, 0)
         return n_pos
 
     cdef void _rank(self, vector[double]& s, vector[int32_t]& r, vector[int32_t]& order,
@@ -915,7 +956,7 @@ cdef class NdcgPartition:
                     q -= 1
                 kv[q] = item
                 moves += k - q
-                if moves > 8 * m:
+                if moves > 2 * m:
                     break
             else:
                 sorted_ = True
@@ -935,7 +976,8 @@ cdef class NdcgPartition:
             b = a + 1
             while b < m and (kv[b] >> 32) == (kv[a] >> 32):
                 b += 1
-            if b - a > 1 and (kv[a] >> 32) != 0xFFFFFFFFULL:
+            if b - a > 1 and (kv[a] >> 32) != 0xFFFFFFFFULL and not _equal_sums(
+                    kv, s.data(), a, b):
                 self.order.clear()
                 for k in range(a, b):
                     l = <int64_t> (kv[k] & 0xFFFFFFFFULL)
@@ -974,10 +1016,15 @@ cdef class NodeSeparator:
     cdef void reset(self, const int64_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
                     int64_t n_features):
         """Work on the training features X (CSR) of n_features columns."""
+        cdef int64_t k
         self.xp = xp
         self.xi = xi
         self.xv = xv
         self.n_features = n_features
+        self.xmax = 0.0
+        for k in range(xv.shape[0]):
+            if fabs(xv[k]) > self.xmax:
+                self.xmax = fabs(xv[k])
         self.fmap.clear()
         self.fmap.resize(n_features + 1, -1)
         self.fcount.clear()
@@ -998,9 +1045,12 @@ cdef class NodeSeparator:
         nf = _gather(pts, n, &self.xp[0], &self.xi[0], self.fmap, self.act_f, counts)
         if self.use_liblinear:
             self._fit_liblinear(pts, n, nf, n_pos, sign, rng)
+            ok = self._route(pts, n, nf, NULL, sign, w_idx, w_val)
         else:
             self._fit(pts, n, nf, n_pos, sign, rng)
-        ok = self._route(pts, n, nf, sign, w_idx, w_val)
+            ok = self._route(pts, n, nf, self.solver.u.data(), sign, w_idx, w_val)
+            if n > LARGE_NODE:
+                self.solver.let_go()
         _release(self.fmap, self.act_f)
         return ok
 
@@ -1084,15 +1134,22 @@ cdef class NodeSeparator:
         ll_free(model)
         free(model)
 
-    cdef bint _route(self, const int32_t* pts, int64_t n, int64_t nf,
+    cdef bint _route(self, const int32_t* pts, int64_t n, int64_t nf, const double* u,
                      vector[signed char]& sign, vector[int32_t]& w_idx,
                      vector[float]& w_val) noexcept nogil:
         """sign := side of the stored (rounded) hyperplane wvec for each point
         (w.x >= 0 is +, as at prediction). Stores the weights and returns True
-        when both sides are non-empty."""
+        when both sides are non-empty.
+
+        u (or NULL): the solver's margins of the points under its unrounded
+        weights. Rounding moves a weight by at most 7.7e-6 of itself (see
+        round_weight), so a margin moves by at most 7.7e-6 sum_j |w_j x_j|
+        <= 7.7e-6 (|w|_1 max|x| + |w_bias bias|): a point whose |u| is above
+        twice that bound is on the side of u's sign, and only the others are
+        routed through their rows."""
         cdef int64_t a, j, k, n_new = 0
         cdef int32_t p
-        cdef double margin
+        cdef double margin, sure = INFINITY
         cdef signed char sg
         cdef const int64_t* xp = &self.xp[0]
         cdef const int32_t* xi = &self.xi[0]
@@ -1100,7 +1157,17 @@ cdef class NodeSeparator:
         cdef const int32_t* fmap = self.fmap.data()
         cdef const double* wvec = self.wvec.data()
         cdef double wbias = wvec[nf] * self.bias
+        if u != NULL:
+            sure = 0.0
+            for k in range(nf):
+                sure += fabs(wvec[k])
+            sure = 2e-5 * (sure * self.xmax + fabs(wbias))
         for a in range(n):
+            if u != NULL and fabs(u[a]) > sure:
+                sg = 1 if u[a] > 0 else -1
+                sign[a] = sg
+                n_new += u[a] > 0
+                continue
             p = pts[a]
             margin = 0.0
             for j in range(xp[p], xp[p + 1]):
