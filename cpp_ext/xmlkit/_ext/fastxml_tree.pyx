@@ -662,32 +662,38 @@ cdef class SeparatorSolver:
 
 
 cdef int64_t _gather(const int32_t* pts, int64_t n, const int64_t* ptr, const int32_t* idx,
-                     vector[int32_t]& local, vector[int32_t]& act,
+                     vector[int32_t]& local, vector[int32_t]& act, int32_t* buf,
                      int64_t* fcount) noexcept nogil:
     """The distinct column indices of the rows of points pts[0:n] into `act`;
     local[i] := position of i in act (all other entries of `local` stay -1;
     _release resets them). `act` is ascending, or with `fcount` (not NULL)
     in order of first appearance (the separator's weights are put in index
     order at the end), and then fcount[i] += the number of rows holding i.
-    Returns len(act)."""
-    cdef int64_t a, j, k
-    cdef int32_t p, i
-    cdef int32_t* loc = local.data()     # (act's growth cannot move it)
-    act.clear()
+    buf: scratch of len(local) entries. Returns len(act).
+
+    (Without a branch on whether an index is new: which it is cannot be
+    predicted, and the mispredictions were most of the pass's time.)"""
+    cdef int64_t a, j, k, m = 0
+    cdef int32_t p, i, l
+    cdef bint new
+    cdef int32_t* loc = local.data()
     for a in range(n):
         p = pts[a]
         for j in range(ptr[p], ptr[p + 1]):
             i = idx[j]
-            if loc[i] < 0:
-                loc[i] = <int32_t> act.size()
-                act.push_back(i)
+            l = loc[i]
+            new = l < 0
+            buf[m] = i
+            loc[i] = <int32_t> m if new else l
+            m += new
             if fcount != NULL:
                 fcount[i] += 1
+    act.assign(buf, buf + m)
     if fcount == NULL:
         sort(act.begin(), act.end())
-        for k in range(<int64_t> act.size()):
+        for k in range(m):
             loc[act[k]] = <int32_t> k
-    return act.size()
+    return m
 
 
 cdef inline void _release(vector[int32_t]& local, vector[int32_t]& act) noexcept nogil:
@@ -793,6 +799,7 @@ cdef class NdcgPartition:
                 self.cs[r] = 1.0
         self.lmap.clear()
         self.lmap.resize(n_labels, -1)
+        self.gbuf.resize(n_labels)
 
     def rank_labels(self, sums, previous=None):
         """The ranks _rank gives the labels with these sums (tests):
@@ -832,7 +839,7 @@ cdef class NdcgPartition:
         cdef bint last
 
         # -- active labels, local label rows, per-point nDCG normaliser
-        m = _gather(pts, n, yp, yi, self.lmap, self.act_l, NULL)
+        m = _gather(pts, n, yp, yi, self.lmap, self.act_l, self.gbuf.data(), NULL)
         if m == 0:
             return 0
         _resize(self.ly_ptr, n + 1)
@@ -1027,6 +1034,7 @@ cdef class NodeSeparator:
                 self.xmax = fabs(xv[k])
         self.fmap.clear()
         self.fmap.resize(n_features + 1, -1)
+        self.gbuf.resize(n_features + 1)
         self.fcount.clear()
         self.fcount.resize(n_features + 1, 0)
 
@@ -1042,7 +1050,8 @@ cdef class NodeSeparator:
         cdef int64_t* counts = NULL
         if not self.use_liblinear:
             counts = self.fcount.data()
-        nf = _gather(pts, n, &self.xp[0], &self.xi[0], self.fmap, self.act_f, counts)
+        nf = _gather(pts, n, &self.xp[0], &self.xi[0], self.fmap, self.act_f, self.gbuf.data(),
+                     counts)
         if self.use_liblinear:
             self._fit_liblinear(pts, n, nf, n_pos, sign, rng)
             ok = self._route(pts, n, nf, NULL, sign, w_idx, w_val)
