@@ -902,12 +902,13 @@ cdef class NdcgPartition:
                 delta = 0.0
                 for j in range(self.ly_ptr[a], self.ly_ptr[a + 1]):
                     delta += lval[j] * gain[lidx[j]]
-                if delta > 0:
-                    sign[a] = 1
-                elif delta < 0:
-                    sign[a] = -1
+                # (selects, not branches: a point's side is not predictable)
+                sg = sign[a]
+                sg = 1 if delta > 0 else sg
+                sg = -1 if delta < 0 else sg
+                sign[a] = sg
                 if not last:
-                    _add_row(sp if sign[a] > 0 else sn, lidx, lval, self.ly_ptr[a],
+                    _add_row(sp if sg > 0 else sn, lidx, lval, self.ly_ptr[a],
                              self.ly_ptr[a + 1], self.inorm[a])
             if last:
                 break
