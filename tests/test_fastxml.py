@@ -359,3 +359,21 @@ def test_records_wait_but_an_interrupted_run_leaves_its_trees_recorded(tmp_path,
         [f"tree_{t:05d}" for t in range(3)]
     driver.fit_folder(xmlkit.FastXML(n_trees=6, max_leaf=100), X, Y, tmp_path / "m")
     assert len(store.listed(store.read_manifest(tmp_path / "m"), "tree_")) == 6
+
+
+@pytest.mark.parametrize("algorithm", ["fastxml", "pfastrexml"])
+def test_nodes_holding_every_feature_and_label(tmp_path, algorithm):
+    """Dense data, few labels (Yeast-like): nodes whose points hold every
+    feature and every label. Trained by the command under glibc's heap
+    checks, which abort the process on a write past a block's end (an
+    off-by-one in the kernel's scratch once did so on Yeast)."""
+    import os
+    from xmlkit.io import write_dataset
+    rng = np.random.default_rng(0)
+    X = sp.csr_matrix(rng.random((400, 9)).astype(np.float32))
+    Y = sp.csr_matrix((rng.random((400, 14)) < 0.6).astype(np.float32))
+    write_dataset(tmp_path / "dense.txt", X, Y)
+    env = {**os.environ, "MALLOC_CHECK_": "3", "MALLOC_PERTURB_": "165"}
+    r = run_cli("xml-train", tmp_path / "dense.txt", tmp_path / "m", "-t", "4", "-T", "2",
+                "--algorithm", algorithm, "--quiet", env=env)
+    assert r.returncode == 0, r.stderr

@@ -112,7 +112,7 @@ cdef class NdcgPartition:
     cdef vector[double] cs                # cs[c] = ideal DCG of a point with c labels (1 without idcg)
     cdef vector[int32_t] lmap             # label -> local index in the node, else -1
     cdef vector[int32_t] act_l            # the node's labels (local index -> label)
-    cdef vector[int32_t] gbuf             # scratch of _gather: one entry per label
+    cdef vector[int32_t] gbuf             # scratch of _gather: one entry per label, and one more
     cdef vector[int64_t] ly_ptr           # local labels of point a: ly_ptr[a] .. ly_ptr[a + 1] - 1
     cdef vector[int32_t] ly_idx           # local label of each entry
     cdef vector[float] ly_val             # value of each entry
@@ -146,7 +146,7 @@ cdef class NodeSeparator:
     cdef SeparatorSolver solver           # xmlkit's separator solver and its node problem
     cdef vector[int32_t] fmap             # feature -> local column in the node, else -1
     cdef vector[int32_t] act_f            # the node's features (local column -> feature)
-    cdef vector[int32_t] gbuf             # scratch of _gather: one entry per feature (+ bias)
+    cdef vector[int32_t] gbuf             # scratch of _gather: one entry per feature (+ bias), and one more
     cdef vector[int64_t] fcount           # per feature (+ bias): entries in the node; then fill positions
     cdef vector[double] wvec              # the node's weights by local column, bias last
     cdef vector[pair[int32_t, float]] wsel     # scratch: the non-zero weights by feature

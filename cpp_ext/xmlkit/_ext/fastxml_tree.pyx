@@ -669,7 +669,8 @@ cdef int64_t _gather(const int32_t* pts, int64_t n, const int64_t* ptr, const in
     _release resets them). `act` is ascending, or with `fcount` (not NULL)
     in order of first appearance (the separator's weights are put in index
     order at the end), and then fcount[i] += the number of rows holding i.
-    buf: scratch of len(local) entries. Returns len(act).
+    buf: scratch of len(local) + 1 entries (every entry is written to
+    buf[len(act)], also once len(act) is len(local)). Returns len(act).
 
     (Without a branch on whether an index is new: which it is cannot be
     predicted, and the mispredictions were most of the pass's time.)"""
@@ -799,7 +800,7 @@ cdef class NdcgPartition:
                 self.cs[r] = 1.0
         self.lmap.clear()
         self.lmap.resize(n_labels, -1)
-        self.gbuf.resize(n_labels)
+        self.gbuf.resize(n_labels + 1)
 
     def rank_labels(self, sums, previous=None):
         """The ranks _rank gives the labels with these sums (tests):
@@ -1035,7 +1036,7 @@ cdef class NodeSeparator:
                 self.xmax = fabs(xv[k])
         self.fmap.clear()
         self.fmap.resize(n_features + 1, -1)
-        self.gbuf.resize(n_features + 1)
+        self.gbuf.resize(n_features + 2)
         self.fcount.clear()
         self.fcount.resize(n_features + 1, 0)
 
@@ -1253,12 +1254,14 @@ cdef class TreeGrower:
             + self.pts.capacity() * 4 + self.tmp_pts.capacity() * 4 + self.sign.capacity()
             + self.acc.capacity() * 8 + self.seen.capacity() + self.act_l.capacity() * 4
             + self.order.capacity() * 16
-            + c.lmap.capacity() * 4 + c.act_l.capacity() * 4 + c.ly_ptr.capacity() * 8
+            + c.lmap.capacity() * 4 + c.act_l.capacity() * 4 + c.gbuf.capacity() * 4
+            + c.ly_ptr.capacity() * 8
             + c.ly_idx.capacity() * 4 + c.ly_val.capacity() * 4 + c.inorm.capacity() * 8
             + (c.sp.capacity() + c.sn.capacity() + c.gain.capacity()) * 8
             + (c.rp.capacity() + c.rn.capacity() + c.op.capacity() + c.on.capacity()) * 4
             + (c.keys.capacity() + c.keys_tmp.capacity()) * 8 + c.order.capacity() * 16
-            + sep.fmap.capacity() * 4 + sep.act_f.capacity() * 4 + sep.fcount.capacity() * 8
+            + sep.fmap.capacity() * 4 + sep.act_f.capacity() * 4 + sep.gbuf.capacity() * 4
+            + sep.fcount.capacity() * 8
             + sep.wvec.capacity() * 8 + sep.wsel.capacity() * 8
             + sep.xbuf.capacity() * sizeof(ll_node) + sep.xrows.capacity() * 8
             + sep.yvec.capacity() * 8
