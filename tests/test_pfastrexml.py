@@ -25,6 +25,49 @@ def test_inverse_propensity_by_hand():
     assert q == pytest.approx([1.511605, 1.386294, 1.250372], abs=2e-6)
 
 
+def test_inverse_propensity_of_rows_equals_scipy():
+    """Rows (what the commands pass) are counted without scipy: the same
+    propensities, duplicate entries of a row and stored zeros as scipy
+    counts them (once, and not)."""
+    from xmlkit.csr import Rows
+    # rows: {0, 2, 2} (label 2 twice), {1}, {0: a stored zero, 1}, {}
+    Y = Rows(np.array([0, 3, 4, 6, 6]), np.array([0, 2, 2, 1, 0, 1], dtype=np.int32),
+             np.array([1, 1, 1, 1, 0, 1], dtype=np.float32), (4, 3))
+    q = inverse_propensity(Y, 0.55, 1.5)
+    assert np.array_equal(q, inverse_propensity(Y.to_scipy(), 0.55, 1.5))
+    # points per label: 1, 2, 1
+    c = (np.log(4) - 1) * 2.5 ** 0.55
+    assert q == pytest.approx(1 + c * (np.array([1, 2, 1]) + 1.5) ** -0.55)
+
+
+def test_tail_centroids_by_hand():
+    """Each label's centroid: the mean of the unit-length rows (bias
+    appended) of the points carrying it; as CSR over the D + 1 features."""
+    from xmlkit.csr import Rows
+    from xmlkit.models.pfastrexml import centroids_by_feature
+    # points: (3, 0) and (0, 4) with bias 0 -> unit rows (1, 0, 0), (0, 1, 0);
+    # (1, 1) with bias 1 -> (1, 1, 1) / sqrt(3). Labels: 0 on points 0, 1;
+    # 1 on points 1, 2; label 2 on none.
+    X = Rows(np.array([0, 1, 2, 4]), np.array([0, 1, 0, 1], dtype=np.int32),
+             np.array([3, 4, 1, 1], dtype=np.float32), (3, 2))
+    Y = Rows(np.array([0, 1, 3, 4]), np.array([0, 0, 1, 1], dtype=np.int32),
+             np.ones(4, dtype=np.float32), (3, 3))
+    # bias 0 leaves point 2 at (1, 1, 0) / sqrt(2) (the bias entry is a zero)
+    ptr, labels, values = centroids_by_feature(X, Y, 0.0)
+    s = 1 / np.sqrt(2)
+    dense = np.zeros((3, 3))
+    for f in range(3):
+        dense[f, labels[ptr[f]:ptr[f + 1]]] = values[ptr[f]:ptr[f + 1]]
+    expected = np.array([[0.5, s / 2, 0], [0.5, (1 + s) / 2, 0], [0, 0, 0]])
+    np.testing.assert_allclose(dense, expected, rtol=1e-6)
+    assert ptr[-1] == 4          # no zero entries stored
+    # bias 1: point 0 -> (3, 0, 1) / sqrt(10), point 1 -> (0, 4, 1) / sqrt(17)
+    ptr, labels, values = centroids_by_feature(X, Y, 1.0)
+    a, b, c = 1 / np.sqrt(10), 1 / np.sqrt(17), 1 / np.sqrt(3)
+    bias_row = values[ptr[2]:ptr[3]]
+    np.testing.assert_allclose(bias_row, [(a + b) / 2, (b + c) / 2], rtol=1e-6)
+
+
 def test_inverse_propensity_matches_the_cpp_fixture(shared):
     """The fixture's inv_prop.txt was computed from the Bibtex training labels."""
     train = shared / "data" / "bibtex" / "bibtex_train.txt.xz"

@@ -56,6 +56,21 @@ def as_rows(M, name="matrix", dtype=np.float32):
                 np.ascontiguousarray(M.data, dtype=dtype), M.shape)
 
 
+def summed_duplicates(R):
+    """Rows R (sorted rows) with the duplicate entries of a row added up, as
+    scipy's sum_duplicates does: R itself when it has none (scipy is
+    imported only when it has)."""
+    if R.nnz < 2:
+        return R
+    same = R.indices[1:] == R.indices[:-1]
+    same &= ~np.isin(np.arange(1, R.nnz), R.indptr[1:-1])
+    if not same.any():
+        return R
+    S = R.to_scipy().copy()
+    S.sum_duplicates()
+    return Rows(S.indptr.astype(np.int64), S.indices.astype(np.int32), S.data, S.shape)
+
+
 def model_rows(X, n_features):
     """X (what as_rows takes) as Rows of "the data", refused when it has more
     features than the model's n_features: what every predict starts with."""

@@ -20,7 +20,7 @@ q are inverse propensities (:func:`inverse_propensity`).
 import numpy as np
 
 from xmlkit._ext.ranking import ranking_sums, top_k as _top_k
-from xmlkit.csr import Rows
+from xmlkit.csr import Rows, summed_duplicates
 from xmlkit.errors import XmlkitError
 
 __all__ = [
@@ -63,11 +63,18 @@ def propensity_ab(preset="default", A=None, B=None):
 def inverse_propensity(Y_train, A=0.55, B=1.5):
     """q_l = 1 + (ln N − 1)(B + 1)^A (N_l + B)^(−A), N = training points,
     N_l = training points carrying label l."""
-    Y = _binary_csr(Y_train, "training labels", strict=False)
+    if isinstance(Y_train, Rows):
+        # (the points holding each label without scipy, which a PfastreXML
+        # training would otherwise import for this alone)
+        Y = summed_duplicates(Y_train)
+        labels = Y.indices[Y.data != 0]
+    else:
+        Y = _binary_csr(Y_train, "training labels", strict=False)
+        labels = Y.indices
     n = Y.shape[0]
     if n == 0:
         raise XmlkitError("inverse propensities need at least one training point")
-    counts = np.bincount(Y.indices, minlength=Y.shape[1]).astype(np.float64)
+    counts = np.bincount(labels, minlength=Y.shape[1]).astype(np.float64)
     c = (np.log(n) - 1.0) * (B + 1.0) ** A
     return 1.0 + c * (counts + B) ** (-A)
 
