@@ -248,6 +248,22 @@ def test_predict_command_does_not_import_scipy(tmp_path):
     assert subprocess.run([sys.executable, "-c", code], cwd=tmp_path).returncode == 0
 
 
+@pytest.mark.parametrize("algorithm", ["fastxml", "pfastrexml"])
+def test_train_command_does_not_import_scipy(tmp_path, algorithm):
+    """Nor does xml-train's for the tree families (PfastreXML's tail
+    classifiers and propensities included): a whole run, then the modules."""
+    import subprocess
+    import sys
+    code = ("import sys; from xmlkit.cli.train import main; sys.argv = ['xml-train', "
+            f"{str(TRAIN)!r}, 'm', '-t', '2', '--algorithm', {algorithm!r}, '-q']\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "sys.exit(1 if any(m.startswith('scipy') for m in sys.modules) else 0)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "m" / "manifest.json").exists()
+
+
 def test_folders_before_the_solver_rules_keep_the_cpp_rules(tmp_path, bibtex):
     """A folder whose manifest has no tol, max_newton or init was grown with
     the C++ tool's rules (tol 0.01, 10 Newton steps from zero): loading (and
