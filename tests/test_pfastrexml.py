@@ -40,6 +40,25 @@ def test_inverse_propensity_of_rows_equals_scipy():
     assert q == pytest.approx(1 + c * (np.array([1, 2, 1]) + 1.5) ** -0.55)
 
 
+def test_summed_duplicates_equals_scipy():
+    """csr.summed_duplicates (the training paths' canonical rows without
+    scipy): R itself exactly when no row repeats an index (an index ending
+    one row and starting the next is no repeat), else scipy's sum."""
+    from xmlkit.csr import Rows, summed_duplicates
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        rows = [np.sort(rng.integers(0, 5, rng.integers(0, 5))) for _ in range(rng.integers(1, 8))]
+        ptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+        idx = np.concatenate(rows).astype(np.int32)
+        R = Rows(ptr, idx, rng.random(len(idx)).astype(np.float32), (len(rows), 5))
+        S = summed_duplicates(R)
+        assert (S is not R) == any(len(r) != len(set(r)) for r in rows)
+        ref = R.to_scipy().copy()
+        ref.sum_duplicates()
+        assert np.array_equal(S.indptr, ref.indptr) and np.array_equal(S.indices, ref.indices)
+        assert np.array_equal(S.data, ref.data)
+
+
 def test_tail_centroids_by_hand():
     """Each label's centroid: the mean of the unit-length rows (bias
     appended) of the points carrying it; as CSR over the D + 1 features."""

@@ -62,8 +62,9 @@ def summed_duplicates(R):
     imported only when it has)."""
     if R.nnz < 2:
         return R
-    same = R.indices[1:] == R.indices[:-1]
-    same &= ~np.isin(np.arange(1, R.nnz), R.indptr[1:-1])
+    same = R.indices[1:] == R.indices[:-1]        # entry j + 1 repeats entry j
+    starts = R.indptr[1:-1]
+    same[starts[(starts > 0) & (starts < R.nnz)] - 1] = False    # not across rows
     if not same.any():
         return R
     S = R.to_scipy().copy()
