@@ -52,7 +52,7 @@ def centroids_by_feature(X, Y, bias):
     # (the earlier scipy code's sum), zero squares left out
     sq = val * val
     kept = sq != 0
-    row_of = np.repeat(np.arange(n), np.diff(ptr))
+    row_of = np.repeat(np.arange(n), lengths + 1)
     counts = np.bincount(row_of[kept], minlength=n)
     starts = np.zeros(n, np.int64)
     np.cumsum(counts[:-1], out=starts[1:])
@@ -62,9 +62,10 @@ def centroids_by_feature(X, Y, bias):
         norms[has] = np.add.reduceat(sq[kept], starts[has])
     norms = np.sqrt(norms)
     scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-    val *= np.repeat(scale, np.diff(ptr))
-    return centroids_by_label(ptr, idx, val, Y.indptr.astype(np.int64), Y.indices, d + 1,
-                              Y.shape[1])
+    val *= scale[row_of]
+    # each label's points, ascending
+    label_ptr, label_points, _ = transpose_rows(Y, Y.shape[1])
+    return centroids_by_label(ptr, idx, val, label_ptr, label_points, d + 1)
 
 
 def transpose_rows(R, n_cols):

@@ -36,45 +36,32 @@ def add_rows_by_label(float[:, ::1] acc, const double[:, ::1] rows,
 
 
 def centroids_by_label(const int64_t[::1] xp, const int32_t[::1] xi, const double[::1] xb,
-                       const int64_t[::1] yp, const int32_t[::1] yi, int64_t n_features,
-                       int64_t n_labels):
+                       const int64_t[::1] lptr, const int32_t[::1] lpts, int64_t n_features):
     """PfastreXML's tail classifiers: for each label l, the mean of the rows
     (CSR xp, xi and their values xb, float64; the bias column already among
-    them) of the points carrying it (label rows yp, yi), as CSR over the
-    n_features columns (ptr int64, labels int32, values float32).
+    them) of the points carrying it (label l's points: lpts[lptr[l]:lptr[l +
+    1]], ascending), as CSR over the n_features columns (ptr int64, labels
+    int32, values float32).
 
     Each mean is added up over the points in ascending order, each term
     (1 / count) * value, and a column whose sum is exactly 0 is left out:
     what scipy's sparse product gave (the earlier code), to the bit."""
-    cdef int64_t n = xp.shape[0] - 1, i, q, e, l, k, nnz = 0
+    cdef int64_t n = xp.shape[0] - 1, n_labels = lptr.shape[0] - 1, i, e, l, k, nnz = 0
     cdef int32_t f
     cdef double c
-    if yp.shape[0] != n + 1:
-        raise ValueError("features and labels have different numbers of rows")
-    if yp[n] and (np.min(yi[:yp[n]]) < 0 or np.max(yi[:yp[n]]) >= n_labels):
-        raise ValueError("a label outside 0..n_labels - 1")
+    if lptr[n_labels] > lpts.shape[0] or (
+            lptr[n_labels] and (np.min(lpts[:lptr[n_labels]]) < 0
+                                or np.max(lpts[:lptr[n_labels]]) >= n)):
+        raise ValueError("a label's point outside 0..n - 1")
     if xp[n] and (np.min(xi[:xp[n]]) < 0 or np.max(xi[:xp[n]]) >= n_features):
         raise ValueError("a feature outside 0..n_features - 1")
-    # the points of each label, ascending (a stable counting sort)
-    lp = np.zeros(n_labels + 1, dtype=np.int64)
-    np.add.at(lp, np.asarray(yi[:yp[n]]) + 1, 1)
-    np.cumsum(lp, out=lp)
-    cdef int64_t[::1] lptr = lp
-    cdef int64_t[::1] fill = lp[:-1].copy()
-    cdef int32_t[::1] lpts = np.empty(max(yp[n], 1), dtype=np.int32)
     cdef double[::1] acc = np.zeros(max(n_features, 1))
     cdef int32_t[::1] touched = np.empty(max(n_features, 1), dtype=np.int32)
     cdef signed char[::1] seen = np.zeros(max(n_features, 1), dtype=np.int8)
     cdef int64_t n_touched
-    with nogil:
-        for i in range(n):
-            for q in range(yp[i], yp[i + 1]):
-                l = yi[q]
-                lpts[fill[l]] = <int32_t> i
-                fill[l] += 1
     cdef int64_t[::1] counts_f = np.zeros(max(n_features, 1) + 1, dtype=np.int64)
-    # first pass: the non-zero sums per feature (to size the output), then
-    # the output by feature (labels ascending within a feature)
+    # the non-zero sums label by label (features ascending), counted per
+    # feature; then put in order by feature (labels ascending within one)
     cdef vector[int32_t] ent_f
     cdef vector[int32_t] ent_l
     cdef vector[double] ent_v
