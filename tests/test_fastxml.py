@@ -161,6 +161,43 @@ def test_grower_holds_no_root_sized_scratch_between_trees(bibtex):
     assert all(np.array_equal(first[k], v) for k, v in g.grow(0, 0).items())
 
 
+def test_large_node_gate_orders_separators_and_leaves_trees_alone(bibtex):
+    # two growers in two threads share a gate that takes every node as
+    # large: their separators run one at a time, and each tree is the one
+    # a grower without a gate grows
+    from concurrent.futures import ThreadPoolExecutor
+    from xmlkit._ext.fastxml_tree import LargeNodeGate, NdcgPartition, NodeSeparator, TreeGrower
+    from xmlkit.models.fastxml import _as_training_csr
+    X, Y, _, _ = bibtex
+    Xg, Yg = _as_training_csr(X, "f", X.shape[1]), _as_training_csr(Y, "l", Y.shape[1])
+
+    def grower(gate):
+        return TreeGrower(Xg, Yg, NdcgPartition(True), NodeSeparator(1.0, 1.0, "newglmnet"),
+                          gate=gate)
+    alone = [grower(None).grow(0, t) for t in range(4)]
+
+    def in_two_threads(gate):
+        # thread i grows trees i, i + 2 with a grower of its own
+        def grow(i):
+            g = grower(gate)
+            return [g.grow(0, t) for t in (i, i + 2)]
+        with ThreadPoolExecutor(2) as pool:
+            (t0, t2), (t1, t3) = pool.map(grow, range(2))
+        return [t0, t1, t2, t3]
+    gate = LargeNodeGate(X.shape[0], 1, min_points=0)
+    for a, b in zip(alone, in_two_threads(gate)):
+        assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert gate.most_at_once == 1
+    wide = LargeNodeGate(X.shape[0], 2, min_points=0)
+    in_two_threads(wide)
+    assert 1 <= wide.most_at_once <= 2
+    # the threshold: a quarter of the points, and never LARGE_NODE (32768) or fewer
+    assert LargeNodeGate(100_000).min_points == 32768
+    assert LargeNodeGate(1_000_000).min_points == 250_000
+    with pytest.raises(ValueError):
+        LargeNodeGate(10, 0)
+
+
 def test_tree_encoding_by_hand():
     # rows [5 7] [] [3] [9 2] []: differences to the previous index of the row
     # 5 2 | 3 | 9 -7, stored little-endian byte by byte (x86: the machine's order)

@@ -215,20 +215,25 @@ class FastXML(TreeEnsemble):
     def _growers(self, X, Y):
         """A function making tree growers over X, Y (one per worker thread:
         the data arrays are shared, not copied)."""
-        from xmlkit._ext.fastxml_tree import NdcgPartition, NodeSeparator, TreeGrower
+        from xmlkit._ext.fastxml_tree import (LargeNodeGate, NdcgPartition, NodeSeparator,
+                                              TreeGrower)
         p = self.params
         if p.solver == "liblinear":
             from xmlkit import _liblinear
             _liblinear.bind()
         Xg = _as_training_csr(X, "features", self.n_features_in_)
         Yg = _as_training_csr(self._label_values(Y), "labels", self.n_labels_)
+        # threads separate their roots one at a time (half of them, from 4
+        # threads on): see LargeNodeGate
+        gate = LargeNodeGate(Xg.shape[0], max(1, p.threads // 2))
 
         def grower():
             return TreeGrower(Xg, Yg, NdcgPartition(self.use_idcg),
                               NodeSeparator(p.bias, p.log_loss_coeff, p.solver,
                                             eps=p.tol, max_newton=p.max_newton,
                                             warm=p.init == "warm"),
-                              max_leaf=p.max_leaf, labels_per_leaf=p.labels_per_leaf)
+                              max_leaf=p.max_leaf, labels_per_leaf=p.labels_per_leaf,
+                              gate=gate)
         return grower
 
     def _tree_grower(self, X, Y):

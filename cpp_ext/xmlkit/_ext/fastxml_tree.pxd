@@ -168,6 +168,40 @@ cdef class NodeSeparator:
                      vector[float]& w_val) noexcept nogil
 
 
+cdef extern from *:
+    """
+    #include <mutex>
+    #include <condition_variable>
+    struct xk_slots {
+        std::mutex m;
+        std::condition_variable cv;
+        long free_slots = 1;
+        long held = 0;          // slots taken now
+        long most_held = 0;     // the most ever taken at once
+        void take() {
+            std::unique_lock<std::mutex> lock(m);
+            cv.wait(lock, [this] { return free_slots > 0; });
+            --free_slots;
+            if (++held > most_held) most_held = held;
+        }
+        void give() {
+            { std::lock_guard<std::mutex> lock(m); ++free_slots; --held; }
+            cv.notify_one();
+        }
+    };
+    """
+    cdef cppclass xk_slots:
+        long free_slots
+        long most_held
+        void take() noexcept nogil
+        void give() noexcept nogil
+
+
+cdef class LargeNodeGate:
+    cdef xk_slots slots                   # separators of large nodes running at most at once
+    cdef public int64_t min_points        # a node of more than this many points is large
+
+
 cdef class TreeGrower:
     cdef const int64_t[::1] yp            # the training labels (CSR; values as given)
     cdef const int32_t[::1] yi
@@ -178,6 +212,9 @@ cdef class TreeGrower:
     cdef int labels_per_leaf              # labels kept per leaf
     cdef NdcgPartition criterion          # splits a node's points in two
     cdef NodeSeparator separator          # separates the two sides by a hyperplane
+    cdef LargeNodeGate gate               # shared by the growers of one fit, or None
+    cdef xk_slots* slots                  # the gate's slots (NULL without a gate)
+    cdef int64_t gate_points              # nodes of more than this many points pass the gate
     # the tree being grown
     cdef vector[int32_t] child            # children of node i: child[2i], child[2i + 1]; -1 -1 at leaves
     cdef vector[int32_t] depth            # depth of each node

@@ -1203,6 +1203,33 @@ cdef class NodeSeparator:
         return True
 
 
+cdef class LargeNodeGate:
+    """Lets at most `slots` growers separate a large node at once: the
+    growers of one fit share it. A node is large when it holds more than a
+    quarter of the training points and more than LARGE_NODE points: in
+    practice the roots on sets of more than 32768 points, and their
+    children (half the points each, about) on sets of more than about
+    65536; no node on smaller sets. A large node's separator holds a copy of its points'
+    entries of X (the node's columns: X's size at the root) and per-point
+    and per-feature work space, and the threads' trees start together: on
+    a 100k-point set at `-T 2`, two roots at once were most of the training
+    peak. A grower waits only before a large node's separator (its
+    partition runs before), and trees stay the same: the gate orders work,
+    it does not change it. `min_points` (tests) replaces the threshold."""
+
+    def __init__(self, int64_t n_points, long slots=1, min_points=None):
+        if slots < 1:
+            raise ValueError("a gate needs a slot")
+        self.slots.free_slots = slots
+        self.min_points = (max(LARGE_NODE, n_points // 4) if min_points is None
+                           else min_points)
+
+    @property
+    def most_at_once(self):
+        """The most separators that ever passed the gate at once."""
+        return self.slots.most_held
+
+
 cdef class TreeGrower:
     """Grows FastXML trees on one training set: nodes are split by
     `criterion` (an NdcgPartition) and `separator` (a NodeSeparator) until
@@ -1217,7 +1244,7 @@ cdef class TreeGrower:
     """
 
     def __init__(self, X, Y, NdcgPartition criterion, NodeSeparator separator, *,
-                 int max_leaf=10, int labels_per_leaf=10):
+                 int max_leaf=10, int labels_per_leaf=10, LargeNodeGate gate=None):
         cdef int64_t n_features = X.shape[1]
         xp = np.ascontiguousarray(X.indptr, dtype=np.int64)
         if xp.shape[0] < 1:
@@ -1233,6 +1260,10 @@ cdef class TreeGrower:
         self.labels_per_leaf = labels_per_leaf
         self.criterion = criterion
         self.separator = separator
+        self.gate = gate
+        if gate is not None:
+            self.slots = &gate.slots
+            self.gate_points = gate.min_points
         criterion.reset(self.n_labels)
         separator.reset(xp, np.ascontiguousarray(X.indices, dtype=np.int32),
                         np.ascontiguousarray(X.data, dtype=np.float32), n_features)
@@ -1362,12 +1393,19 @@ cdef class TreeGrower:
         order); False when either side would be empty."""
         cdef int64_t s = self.start[node], e = self.stop[node], n = e - s
         cdef int64_t a, k, n_pos
+        cdef bint gated, split
         cdef const int32_t* pts = &self.pts[s]
         n_pos = self.criterion.partition(pts, n, &self.yp[0], &self.yi[0], &self.yv[0],
                                          self.sign, rng)
         if n_pos == 0 or n_pos == n:
             return False
-        if not self.separator.split(pts, n, n_pos, self.sign, rng, self.w_idx, self.w_val):
+        gated = self.slots != NULL and n > self.gate_points
+        if gated:
+            self.slots.take()
+        split = self.separator.split(pts, n, n_pos, self.sign, rng, self.w_idx, self.w_val)
+        if gated:
+            self.slots.give()
+        if not split:
             return False
         self.tmp_pts.clear()
         n_pos = 0
