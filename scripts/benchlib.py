@@ -650,7 +650,9 @@ WORK = HERE / "work"
 
 
 def _rel(path):
-    return os.path.relpath(Path(path).resolve(), HERE)
+    # (abspath, not resolve: a data file linked into work/ is shown by its
+    # name there, not by the target of the link)
+    return os.path.relpath(os.path.abspath(path), HERE)
 
 
 def makefile_rules(script, steps, results):

@@ -83,8 +83,8 @@ def fastxml():
     return (f"P@1 {acc['xmlkit mean (se)'].split()[0]} (C++ {acc['C++ mean (se)'].split()[0]}), "
             f"means of {seeds} seeds of each; training {train} the C++ tool's time (Bibtex, "
             f"Delicious), {span([ratio(r['train ratio (range)']) for r in scale])} on 100k and "
-            f"1M synthetic points; training peak memory {rss[1]:.2f}× the C++ tool's at 1M "
-            f"({rss[0]:.2f}× at 100k, where xmlkit's import floor is most of it); prediction "
+            f"1M synthetic points; training peak memory {rss[0]:.2f}× (100k) and "
+            f"{rss[1]:.2f}× (1M) the C++ tool's; prediction "
             f"{span([ratio(r['predict ratio (range)']) for r in scale])} there")
 
 

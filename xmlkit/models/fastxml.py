@@ -157,7 +157,10 @@ class FastXML(TreeEnsemble):
         start_tree : index of the first tree (trees start_tree .. start_tree +
             n_trees - 1 are grown; shards of one model use different ranges).
         threads : trees grown in parallel (threads; worker processes with
-            solver="liblinear").
+            solver="liblinear"). The largest nodes' separators (more than a
+            quarter of the points, on sets of more than 32768) run in half
+            the threads at most, one from 2 threads: see
+            xmlkit._ext.fastxml_tree.LargeNodeGate.
         bias : value of the bias feature added to every point.
         log_loss_coeff : cost C of the logistic loss in each node's L1 classifier.
         max_leaf : a node with at most this many points is a leaf.
