@@ -943,7 +943,7 @@ cdef class NdcgPartition:
         After the second step of an alternation (`first` False) the previous
         `order` is nearly right (few points change sides), so the keys are
         re-sorted from that order by insertion, which costs the number of
-        moves; past a budget of 8 moves per label a full sort (radix sort on
+        moves; past a budget of 2 moves per label a full sort (radix sort on
         large sets) takes over. Both give the same total order, so the ranks
         do not depend on which ran."""
         cdef int64_t k, q, a, b, l, moves = 0
