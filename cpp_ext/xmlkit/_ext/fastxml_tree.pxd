@@ -11,6 +11,8 @@
 #   NodeSeparator  the splitter: fits the hyperplane that separates the two
 #                  sides (SeparatorSolver, or liblinear) and routes the
 #                  points by it.
+# The growers of one fit (one per thread) share a LargeNodeGate, which lets
+# only a few of them at a time separate the largest nodes (memory).
 
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libcpp cimport bool as cbool

@@ -1208,14 +1208,15 @@ cdef class LargeNodeGate:
     growers of one fit share it. A node is large when it holds more than a
     quarter of the training points and more than LARGE_NODE points: in
     practice the roots on sets of more than 32768 points, and their
-    children (half the points each, about) on sets of more than about
-    65536; no node on smaller sets. A large node's separator holds a copy of its points'
-    entries of X (the node's columns: X's size at the root) and per-point
-    and per-feature work space, and the threads' trees start together: on
-    a 100k-point set at `-T 2`, two roots at once were most of the training
-    peak. A grower waits only before a large node's separator (its
-    partition runs before), and trees stay the same: the gate orders work,
-    it does not change it. `min_points` (tests) replaces the threshold."""
+    children (about half the points each) on sets of more than about
+    65536; no node on smaller sets. A large node's separator holds a copy
+    of its points' entries of X (the node's columns: X's size at the root)
+    and per-point and per-feature work space, and the threads' trees start
+    together: on a 100k-point set at `-T 2`, two roots at once were most
+    of the training peak. A grower waits only before a large node's
+    separator (its partition runs before), and trees stay the same: the
+    gate orders work, it does not change it. `min_points` (tests) replaces
+    the threshold."""
 
     def __init__(self, int64_t n_points, long slots=1, min_points=None):
         if slots < 1:
