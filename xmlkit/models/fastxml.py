@@ -226,8 +226,9 @@ class FastXML(TreeEnsemble):
             _liblinear.bind()
         Xg = _as_training_csr(X, "features", self.n_features_in_)
         Yg = _as_training_csr(self._label_values(Y), "labels", self.n_labels_)
-        # threads separate their roots one at a time (half of them, from 4
-        # threads on): see LargeNodeGate
+        # the largest nodes (roots, and their children from ~65k points) are
+        # separated by one thread at a time (half the threads from 4 on):
+        # see LargeNodeGate
         gate = LargeNodeGate(Xg.shape[0], max(1, p.threads // 2))
 
         def grower():

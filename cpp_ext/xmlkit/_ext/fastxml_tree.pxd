@@ -215,8 +215,6 @@ cdef class TreeGrower:
     cdef NdcgPartition criterion          # splits a node's points in two
     cdef NodeSeparator separator          # separates the two sides by a hyperplane
     cdef LargeNodeGate gate               # shared by the growers of one fit, or None
-    cdef xk_slots* slots                  # the gate's slots (NULL without a gate)
-    cdef int64_t gate_points              # nodes of more than this many points pass the gate
     # the tree being grown
     cdef vector[int32_t] child            # children of node i: child[2i], child[2i + 1]; -1 -1 at leaves
     cdef vector[int32_t] depth            # depth of each node

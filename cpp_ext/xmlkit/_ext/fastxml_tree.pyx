@@ -1156,8 +1156,9 @@ cdef class NodeSeparator:
         weights. Rounding moves a weight by at most 7.7e-6 of itself (see
         round_weight), so a margin moves by at most 7.7e-6 sum_j |w_j x_j|
         <= 7.7e-6 (|w|_1 max|x| + |w_bias bias|): a point whose |u| is above
-        twice that bound is on the side of u's sign, and only the others are
-        routed through their rows."""
+        2e-5 (|w|_1 max|x| + |w_bias bias|), more than twice that bound, is
+        on the side of u's sign, and only the others are routed through
+        their rows."""
         cdef int64_t a, j, k, n_new = 0
         cdef int32_t p
         cdef double margin, sure = INFINITY
@@ -1262,9 +1263,6 @@ cdef class TreeGrower:
         self.criterion = criterion
         self.separator = separator
         self.gate = gate
-        if gate is not None:
-            self.slots = &gate.slots
-            self.gate_points = gate.min_points
         criterion.reset(self.n_labels)
         separator.reset(xp, np.ascontiguousarray(X.indices, dtype=np.int32),
                         np.ascontiguousarray(X.data, dtype=np.float32), n_features)
@@ -1400,12 +1398,12 @@ cdef class TreeGrower:
                                          self.sign, rng)
         if n_pos == 0 or n_pos == n:
             return False
-        gated = self.slots != NULL and n > self.gate_points
+        gated = self.gate is not None and n > self.gate.min_points
         if gated:
-            self.slots.take()
+            self.gate.slots.take()
         split = self.separator.split(pts, n, n_pos, self.sign, rng, self.w_idx, self.w_val)
         if gated:
-            self.slots.give()
+            self.gate.slots.give()
         if not split:
             return False
         self.tmp_pts.clear()
