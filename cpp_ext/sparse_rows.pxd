@@ -96,6 +96,7 @@ cdef extern from "<random>" namespace "std" nogil:
         mt19937()
         void seed(uint32_t seed)
         uint32_t operator()()
+        void discard(unsigned long long z)
 
 
 cdef inline tuple csr_pieces(vector[int64_t]& ptr, vector[int32_t]& idx, vector[float]& val):

@@ -198,6 +198,50 @@ def test_large_node_gate_orders_separators_and_leaves_trees_alone(bibtex):
         LargeNodeGate(10, 0)
 
 
+@pytest.mark.parametrize("plan_splits", [True, False])
+def test_crew_grows_the_trees_one_grower_grows(bibtex, plan_splits):
+    # one thread grows trees while another helps it (Crew): nodes of each
+    # level are grown by either thread, and each tree is the one a grower
+    # alone grows. plan_splits=False plans every level as if no node were
+    # split, so that nearly every node is grown again from its corrected
+    # place in the random stream: that path gives the same trees too
+    from concurrent.futures import ThreadPoolExecutor
+    from xmlkit._ext.fastxml_tree import Crew, NdcgPartition, NodeSeparator, TreeGrower
+    from xmlkit.models.fastxml import _as_training_csr
+    X, Y, _, _ = bibtex
+    Xg, Yg = _as_training_csr(X, "f", X.shape[1]), _as_training_csr(Y, "l", Y.shape[1])
+
+    def grower(crew=None):
+        return TreeGrower(Xg, Yg, NdcgPartition(True), NodeSeparator(1.0, 1.0, "newglmnet"),
+                          crew=crew, plan_splits=plan_splits)
+    alone = [grower().grow(0, t) for t in range(2)]
+    crew = Crew(2)
+    owner, helper = grower(crew), grower(crew)
+    with ThreadPoolExecutor(2) as pool:
+        helping = pool.submit(helper.help)
+        shared = [owner.grow(0, t) for t in range(2)]
+        helping.result(timeout=60)          # (returns once both trees are done)
+    assert crew.helped > 100                # the helper grew nodes of both trees
+    for a, b in zip(alone, shared):
+        assert all(np.array_equal(a[k], b[k]) for k in a)
+    # a helper whose crew expects no tree returns at once; one without a crew
+    # has no one to help
+    assert grower(Crew(0)).help() is None
+    with pytest.raises(ValueError):
+        grower().help()
+
+
+def test_fewer_trees_than_threads_the_same_trees(bibtex):
+    # -t 1 -T 2 and -t 3 -T 2: the idle thread grows nodes of the trees
+    X, Y, _, _ = bibtex
+    for n in (1, 3):
+        one = xmlkit.FastXML(n_trees=n, threads=1, seed=5).fit(X, Y)
+        two = xmlkit.FastXML(n_trees=n, threads=2, seed=5).fit(X, Y)
+        for t in range(n):
+            assert all(np.array_equal(one.trees_[t][k], two.trees_[t][k])
+                       for k in one.trees_[t])
+
+
 def test_tree_encoding_by_hand():
     # rows [5 7] [] [3] [9 2] []: differences to the previous index of the row
     # 5 2 | 3 | 9 -7, stored little-endian byte by byte (x86: the machine's order)

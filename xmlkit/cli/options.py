@@ -51,7 +51,9 @@ FASTXML = (
         "Index of the first tree: trees -s .. -s+t-1 are grown (shards of one model "
         "use different ranges)."),
     Opt("threads", ("-T", "--threads"), "Trees grown in parallel (threads; worker "
-                                        "processes with --solver liblinear)."),
+                                        "processes with --solver liblinear); a thread "
+                                        "left without a tree grows nodes of the trees "
+                                        "still growing."),
     BIAS,
     Opt("log_loss_coeff", ("-c", "--log-loss-coeff"),
         "Cost C of the logistic loss in each node's L1-regularised classifier."),

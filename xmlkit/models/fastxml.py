@@ -231,13 +231,13 @@ class FastXML(TreeEnsemble):
         # see LargeNodeGate
         gate = LargeNodeGate(Xg.shape[0], max(1, p.threads // 2))
 
-        def grower():
+        def grower(crew=None):
             return TreeGrower(Xg, Yg, NdcgPartition(self.use_idcg),
                               NodeSeparator(p.bias, p.log_loss_coeff, p.solver,
                                             eps=p.tol, max_newton=p.max_newton,
                                             warm=p.init == "warm"),
                               max_leaf=p.max_leaf, labels_per_leaf=p.labels_per_leaf,
-                              gate=gate)
+                              gate=gate, crew=crew)
         return grower
 
     def _tree_grower(self, X, Y):
@@ -250,27 +250,39 @@ class FastXML(TreeEnsemble):
 
     def _grow_threads(self, todo, after, grower):
         """Trees on `threads` threads, each with a grower of its own (trees
-        are grown without the GIL)."""
+        are grown without the GIL). The growers form a crew: a thread left
+        without a tree (fewer trees left than threads, or fewer trees than
+        threads from the start) grows nodes of the trees still growing.
+        The trees are the same either way (see TreeGrower._grow)."""
+        from xmlkit._ext.fastxml_tree import Crew
         seed = self.params.seed
-        workers = min(self.params.threads, len(todo))
-        if workers == 1:
+        threads = self.params.threads
+        if threads == 1:
             yield from _grow_pipelined(seed, todo, after, grower())
             return
+        crew = Crew(len(todo))
         idle = queue.SimpleQueue()
-        for _ in range(workers):
-            idle.put(grower())
+        for _ in range(threads):
+            idle.put(grower(crew))
 
         def task(t):
             g = idle.get()
             try:
+                if t is None:           # (queued after every tree: a helper)
+                    g.help()
+                    return None
                 return _grow_one(seed, t, after, g)
             finally:
                 idle.put(g)
-        pool = ThreadPoolExecutor(workers)
+        pool = ThreadPoolExecutor(threads)
         try:
-            yield from _completed(lambda t: pool.submit(task, t), todo, 2 * workers)
+            for done in _completed(lambda t: pool.submit(task, t),
+                                   [*todo, *[None] * (threads - 1)], 2 * threads):
+                if done is not None:
+                    yield done
         finally:
             # (on an error or interrupt, trees still growing are not waited for)
+            crew.stop()
             pool.shutdown(wait=False, cancel_futures=True)
 
     def _grow_forked(self, todo, after, grower):

@@ -12,7 +12,9 @@
 #                  sides (SeparatorSolver, or liblinear) and routes the
 #                  points by it.
 # The growers of one fit (one per thread) share a LargeNodeGate, which lets
-# only a few of them at a time separate the largest nodes (memory).
+# only a few of them at a time separate the largest nodes (memory), and a
+# Crew, through which a grower without a tree of its own grows nodes of
+# another's tree (a level's nodes are independent).
 
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libcpp cimport bool as cbool
@@ -204,6 +206,130 @@ cdef class LargeNodeGate:
     cdef public int64_t min_points        # a node of more than this many points is large
 
 
+cdef extern from *:
+    """
+    #include <mutex>
+    #include <condition_variable>
+    #include <vector>
+    // Levels of trees open to helpers. An owner publishes a level of n
+    // nodes, claims its nodes itself and waits until every claimed node is
+    // done; helpers claim nodes of any published level and wait for one
+    // while some tree is still growing.
+    struct xk_crew {
+        struct level { void* board; long next; long n; long left; };
+        std::mutex m;
+        std::condition_variable cv;
+        std::vector<level> levels;
+        long trees_left = 0;    // trees whose owners have not finished them
+        bool stopped = false;
+        long helped = 0;        // nodes grown by helpers
+        long waiting = 0;       // helpers waiting for nodes
+        level* find(void* b) {
+            for (auto& x : levels) if (x.board == b) return &x;
+            return nullptr;
+        }
+        void expect(long n) {
+            std::lock_guard<std::mutex> lock(m);
+            trees_left = n;
+            stopped = false;
+        }
+        void tree_done() {
+            { std::lock_guard<std::mutex> lock(m); --trees_left; }
+            cv.notify_all();
+        }
+        void stop() {
+            { std::lock_guard<std::mutex> lock(m); stopped = true; }
+            cv.notify_all();
+        }
+        // whether a helper waits for nodes (then an owner opens its level)
+        bool wanted() {
+            std::lock_guard<std::mutex> lock(m);
+            return waiting > 0;
+        }
+        // nodes first .. n - 1 of level b open
+        void publish(void* b, long first, long n) {
+            { std::lock_guard<std::mutex> lock(m); levels.push_back(level{b, first, n, n - first}); }
+            cv.notify_all();
+        }
+        long claim_own(void* b) {
+            std::lock_guard<std::mutex> lock(m);
+            level* x = find(b);
+            return x->next < x->n ? x->next++ : -1;
+        }
+        bool claim(void** b, long* i) {
+            std::unique_lock<std::mutex> lock(m);
+            for (;;) {
+                if (stopped) return false;
+                for (auto& x : levels) {
+                    if (x.next < x.n) {
+                        *b = x.board;
+                        *i = x.next++;
+                        ++helped;
+                        return true;
+                    }
+                }
+                if (trees_left <= 0) return false;
+                ++waiting;
+                cv.wait(lock);
+                --waiting;
+            }
+        }
+        void done(void* b) {
+            bool last;
+            {
+                std::lock_guard<std::mutex> lock(m);
+                last = --find(b)->left == 0;
+            }
+            if (last) cv.notify_all();
+        }
+        void finish(void* b) {
+            std::unique_lock<std::mutex> lock(m);
+            cv.wait(lock, [&] { return find(b)->left == 0; });
+            for (size_t k = 0; k < levels.size(); ++k) {
+                if (levels[k].board == b) { levels.erase(levels.begin() + k); break; }
+            }
+        }
+    };
+    """
+    cdef cppclass xk_crew:
+        long helped
+        void expect(long n) noexcept nogil
+        void tree_done() noexcept nogil
+        void stop() noexcept nogil
+        cbool wanted() noexcept nogil
+        void publish(void* b, long first, long n) noexcept nogil
+        long claim_own(void* b) noexcept nogil
+        cbool claim(void** b, long* i) noexcept nogil
+        void done(void* b) noexcept nogil
+        void finish(void* b) noexcept nogil
+
+
+cdef class Crew:
+    cdef xk_crew c                        # the open levels and the trees still growing
+
+
+# One level of a tree being grown: what a grower needs to grow any of its
+# nodes (TreeGrower._task), and where the node's results go.
+cdef struct xk_board:
+    int64_t first                         # the level's first node
+    int64_t n_nodes                       # its nodes: first .. first + n_nodes - 1
+    int64_t gen                           # the owner's level count (tells levels apart)
+    int64_t base                          # random numbers drawn before the level
+    mt19937* rng_base                     # the tree's generator after those draws
+    int32_t* pts                          # the owner's point ids
+    signed char* side                     # out: per point position, side of a split node's point
+    const int64_t* start                  # the owner's node ranges
+    const int64_t* stop
+    const int64_t* off                    # per level node: random numbers drawn before it
+    int64_t* draws                        # out: random numbers the node drew
+    int64_t* n_pos                        # out: points on the + side of a split, else -1
+    bint shared                           # grown by the crew: results in the tables below
+    vector[vector[int32_t]]* wi           # out: per level node, a split's weights (features)
+    vector[vector[float]]* wv             #      and values,
+    vector[vector[int32_t]]* li           #      a leaf's labels
+    vector[vector[float]]* lv             #      and values
+
+
 cdef class TreeGrower:
     cdef const int64_t[::1] yp            # the training labels (CSR; values as given)
     cdef const int32_t[::1] yi
@@ -215,6 +341,8 @@ cdef class TreeGrower:
     cdef NdcgPartition criterion          # splits a node's points in two
     cdef NodeSeparator separator          # separates the two sides by a hyperplane
     cdef LargeNodeGate gate               # shared by the growers of one fit, or None
+    cdef Crew crew                        # shared by the growers of one fit, or None
+    cdef bint plan_splits                 # plan levels as if every node were split (tests: False)
     # the tree being grown
     cdef vector[int32_t] child            # children of node i: child[2i], child[2i + 1]; -1 -1 at leaves
     cdef vector[int32_t] depth            # depth of each node
@@ -230,8 +358,25 @@ cdef class TreeGrower:
     cdef vector[char] seen                # per label: counted in the current leaf
     cdef vector[int32_t] act_l            # the current leaf's labels
     cdef vector[pair[double, int32_t]] order   # scratch: (-mean, label) of a leaf
+    # the current level of the tree being grown (see xk_board)
+    cdef xk_board board
+    cdef mt19937 rng_base                 # the tree's generator at the level's start
+    cdef vector[int64_t] lv_off, lv_draws, lv_npos, lv_plan, lv_wend, lv_lend
+    cdef vector[signed char] side
+    cdef vector[vector[int32_t]] lv_wi, lv_li
+    cdef vector[vector[float]] lv_wv, lv_lv
+    # the generator of the node being grown (any tree's, as a helper)
+    cdef mt19937 rng
+    cdef const xk_board* rng_board        # level the generator is positioned in
+    cdef int64_t rng_gen
+    cdef int64_t rng_pos                  # random numbers drawn from the tree's stream
 
     cdef void _grow(self, uint32_t seed) except + nogil
     cdef void _add_node(self, int64_t s, int64_t e, int32_t d) noexcept nogil
-    cdef void _leaf(self, int64_t node) noexcept nogil
-    cdef bint _split(self, int64_t node, mt19937& rng) noexcept nogil
+    cdef void _run_level(self) noexcept nogil
+    cdef void _commit_level(self) noexcept nogil
+    cdef void _task(self, const xk_board* b, int64_t i, vector[int32_t]& wi,
+                    vector[float]& wv, vector[int32_t]& li, vector[float]& lv) noexcept nogil
+    cdef void _slot_task(self, const xk_board* b, int64_t i) noexcept nogil
+    cdef void _leaf(self, const int32_t* pts, int64_t n, vector[int32_t]& li,
+                    vector[float]& lv) noexcept nogil
