@@ -313,7 +313,8 @@ cdef class Crew:
 cdef struct xk_board:
     int64_t first                         # the level's first node
     int64_t n_nodes                       # its nodes: first .. first + n_nodes - 1
-    int64_t gen                           # the owner's level count (tells levels apart)
+    int64_t gen                           # the owner's levels so far, over all its trees
+                                          # (with the board's address, names the level)
     int64_t base                          # random numbers drawn before the level
     mt19937* rng_base                     # the tree's generator after those draws
     int32_t* pts                          # the owner's point ids

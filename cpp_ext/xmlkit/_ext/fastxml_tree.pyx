@@ -1404,7 +1404,7 @@ cdef class TreeGrower:
         cdef int64_t i, total
         self.rng_base.seed(seed)
         self.board.base = 0
-        self.board.gen = 0
+        self.board.gen += 1     # (never reset: levels of two trees are told apart)
         self.child.clear(); self.depth.clear(); self.start.clear(); self.stop.clear()
         self.w_ptr.clear(); self.w_idx.clear(); self.w_val.clear()
         self.l_ptr.clear(); self.l_idx.clear(); self.l_val.clear()
