@@ -248,7 +248,10 @@ cdef extern from *:
         }
         // nodes first .. n - 1 of level b open
         void publish(void* b, long first, long n) {
-            { std::lock_guard<std::mutex> lock(m); levels.push_back(level{b, first, n, n - first}); }
+            {
+                std::lock_guard<std::mutex> lock(m);
+                levels.push_back(level{b, first, n, n - first});
+            }
             cv.notify_all();
         }
         long claim_own(void* b) {
@@ -323,7 +326,7 @@ cdef struct xk_board:
     const int64_t* stop
     const int64_t* off                    # per level node: random numbers drawn before it
     int64_t* draws                        # out: random numbers the node drew
-    int64_t* n_pos                        # out: points on the + side of a split, else -1
+    char* split                           # out: whether the node was split (else a leaf)
     bint shared                           # grown by the crew: results in the tables below
     vector[vector[int32_t]]* wi           # out: per level node, a split's weights (features)
     vector[vector[float]]* wv             #      and values,
@@ -362,10 +365,15 @@ cdef class TreeGrower:
     # the current level of the tree being grown (see xk_board)
     cdef xk_board board
     cdef mt19937 rng_base                 # the tree's generator at the level's start
-    cdef vector[int64_t] lv_off, lv_draws, lv_npos, lv_plan, lv_wend, lv_lend
-    cdef vector[signed char] side
-    cdef vector[vector[int32_t]] lv_wi, lv_li
-    cdef vector[vector[float]] lv_wv, lv_lv
+    cdef vector[int64_t] lv_off           # per level node: random numbers drawn before it
+    cdef vector[int64_t] lv_draws         # per level node: random numbers it drew
+    cdef vector[int64_t] lv_plan          # per level node: what it was planned to draw (crew)
+    cdef vector[char] lv_split            # per level node: split (else a leaf)
+    cdef vector[int64_t] lv_wend, lv_lend # per level node grown alone: end of its weights /
+                                          # leaf labels in the tree's arrays
+    cdef vector[signed char] side         # per point position: side of a split node's point
+    cdef vector[vector[int32_t]] lv_wi, lv_li  # per level node grown by the crew: weights
+    cdef vector[vector[float]] lv_wv, lv_lv    # (feature, value), leaf labels (label, value)
     # the generator of the node being grown (any tree's, as a helper)
     cdef mt19937 rng
     cdef const xk_board* rng_board        # level the generator is positioned in

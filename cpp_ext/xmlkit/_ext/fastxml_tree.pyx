@@ -1335,8 +1335,9 @@ cdef class TreeGrower:
             + self.pts.capacity() * 4 + self.tmp_pts.capacity() * 4 + self.sign.capacity()
             + self.acc.capacity() * 8 + self.seen.capacity() + self.act_l.capacity() * 4
             + self.order.capacity() * 16 + self.side.capacity()
-            + (self.lv_off.capacity() + self.lv_draws.capacity() + self.lv_npos.capacity()
-               + self.lv_plan.capacity() + self.lv_wend.capacity() + self.lv_lend.capacity()) * 8
+            + (self.lv_off.capacity() + self.lv_draws.capacity() + self.lv_plan.capacity()
+               + self.lv_wend.capacity() + self.lv_lend.capacity()) * 8
+            + self.lv_split.capacity()
             + c.lmap.capacity() * 4 + c.act_l.capacity() * 4 + c.gbuf.capacity() * 4
             + c.ly_ptr.capacity() * 8
             + c.ly_idx.capacity() * 4 + c.ly_val.capacity() * 4 + c.inorm.capacity() * 8
@@ -1454,7 +1455,7 @@ cdef class TreeGrower:
         self.board.n_nodes = n
         self.lv_off.resize(n)
         self.lv_draws.resize(n)
-        self.lv_npos.resize(n)
+        self.lv_split.resize(n)
         self.board.rng_base = &self.rng_base
         self.board.pts = self.pts.data()
         self.board.side = self.side.data()
@@ -1462,7 +1463,7 @@ cdef class TreeGrower:
         self.board.stop = self.stop.data()
         self.board.off = self.lv_off.data()
         self.board.draws = self.lv_draws.data()
-        self.board.n_pos = self.lv_npos.data()
+        self.board.split = self.lv_split.data()
         self.board.wi = &self.lv_wi
         self.board.wv = &self.lv_wv
         self.board.li = &self.lv_li
@@ -1537,7 +1538,7 @@ cdef class TreeGrower:
         cdef int64_t i, node, s, e, a, k, n_pos
         for i in range(self.board.n_nodes):
             node = self.board.first + i
-            if self.lv_npos[i] >= 0:
+            if self.lv_split[i]:
                 s = self.start[node]
                 e = self.stop[node]
                 self.tmp_pts.clear()
@@ -1579,7 +1580,7 @@ cdef class TreeGrower:
         cdef const int32_t* pts = b.pts + s
         cdef bint gated, split = False
         b.draws[i] = 0
-        b.n_pos[i] = -1
+        b.split[i] = False
         if n > self.max_leaf:
             # the generator to the node's place in the tree's stream
             if self.rng_board != b or self.rng_gen != b.gen or self.rng_pos > b.off[i]:
@@ -1606,7 +1607,7 @@ cdef class TreeGrower:
         if split:
             for a in range(n):
                 b.side[s + a] = self.sign[a]
-            b.n_pos[i] = 0
+            b.split[i] = True
         else:
             self._leaf(pts, n, li, lv)
 
