@@ -160,7 +160,9 @@ class FastXML(TreeEnsemble):
             solver="liblinear"). The largest nodes' separators (more than a
             quarter of the points, on sets of more than 32768) run in half
             the threads at most, one from 2 threads: see
-            xmlkit._ext.fastxml_tree.LargeNodeGate.
+            xmlkit._ext.fastxml_tree.LargeNodeGate. A thread left without
+            a tree grows nodes of the trees still growing (Crew); the trees
+            do not depend on threads.
         bias : value of the bias feature added to every point.
         log_loss_coeff : cost C of the logistic loss in each node's L1 classifier.
         max_leaf : a node with at most this many points is a leaf.

@@ -1255,10 +1255,7 @@ cdef class Crew:
     however their nodes were shared out (see TreeGrower._grow)."""
 
     def __init__(self, long trees=0):
-        self.c.expect(trees)
-
-    def expect(self, long trees):
-        """The number of trees the helpers wait for (each grow() ends one)."""
+        # (the helpers wait until `trees` grow() calls have ended)
         self.c.expect(trees)
 
     def stop(self):
@@ -1436,7 +1433,6 @@ cdef class TreeGrower:
         self.lv_wv.clear(); self.lv_wv.shrink_to_fit()
         self.lv_li.clear(); self.lv_li.shrink_to_fit()
         self.lv_lv.clear(); self.lv_lv.shrink_to_fit()
-        self.rng_board = NULL
 
     cdef void _run_level(self) noexcept nogil:
         """Grow the nodes board.first .. depth.size() - 1 (one level).
