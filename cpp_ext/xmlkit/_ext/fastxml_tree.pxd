@@ -122,19 +122,21 @@ cdef class NdcgPartition:
     cdef vector[float] ly_val             # value of each entry
     cdef vector[double] inorm             # 1 / ideal DCG of each point
     cdef vector[double] sp, sn            # per local label: normalised sums on the + / - side
+    cdef vector[double] spo, sno          # the sums of the step before (their order is op / on)
     cdef vector[double] gain              # per local label: disc(rank +) - disc(rank -)
     cdef vector[int32_t] rp, rn           # rank of each local label on the + / - side
     cdef vector[int32_t] op, on           # local labels in rank order on the + / - side
     cdef vector[pair[double, int32_t]] order   # scratch: (key, label) pairs being ranked
     cdef vector[uint64_t] keys            # scratch: packed (float32 key, label) sort keys
     cdef vector[uint64_t] keys_tmp        # scratch: the radix sort's second buffer
+    cdef vector[int32_t] merged           # scratch: the order being merged
 
     cdef void reset(self, int64_t n_labels)
     cdef int64_t partition(self, const int32_t* pts, int64_t n, const int64_t* yp,
                            const int32_t* yi, const float* yv, vector[signed char]& sign,
                            mt19937& rng) noexcept nogil
-    cdef void _rank(self, vector[double]& s, vector[int32_t]& r, vector[int32_t]& order,
-                    int64_t m, bint first) noexcept nogil
+    cdef void _rank(self, vector[double]& s, const double* so, vector[int32_t]& r,
+                    vector[int32_t]& order, int64_t m) noexcept nogil
 
 
 cdef class NodeSeparator:

@@ -691,9 +691,19 @@ cdef int64_t _gather(const int32_t* pts, int64_t n, const int64_t* ptr, const in
                 fcount[i] += 1
     act.assign(buf, buf + m)
     if fcount == NULL:
-        sort(act.begin(), act.end())
-        for k in range(m):
-            loc[act[k]] = <int32_t> k
+        if <int64_t> local.size() <= 16 * m:
+            # (a scan of the marks in index order beats sorting when the
+            # columns are few beside the distinct ones)
+            k = 0
+            for i in range(<int32_t> local.size()):
+                if loc[i] >= 0:
+                    act[k] = i
+                    loc[i] = <int32_t> k
+                    k += 1
+        else:
+            sort(act.begin(), act.end())
+            for k in range(m):
+                loc[act[k]] = <int32_t> k
     return m
 
 
@@ -710,6 +720,24 @@ cdef inline void _add_row(double* sums, const int32_t* idx, const float* val, in
     cdef int64_t e
     for e in range(e0, e1):
         sums[idx[e]] += scale * val[e]
+
+
+cdef inline void _gain_sums2(const float* v, const int32_t* idx, const double* g, int64_t a0,
+                             int64_t a1, int64_t b0, int64_t b1, double* out) noexcept nogil:
+    """out[0] := sum of v[e] * g[idx[e]] over [a0, a1), out[1] := the same over
+    [b0, b1): each one running sum in entry order, the two interleaved (each
+    addition waits on its own sum's last one only)."""
+    cdef double sa = 0.0, sb = 0.0
+    cdef int64_t k, both = min(a1 - a0, b1 - b0)
+    for k in range(both):
+        sa += v[a0 + k] * g[idx[a0 + k]]
+        sb += v[b0 + k] * g[idx[b0 + k]]
+    for k in range(a0 + both, a1):
+        sa += v[k] * g[idx[k]]
+    for k in range(b0 + both, b1):
+        sb += v[k] * g[idx[k]]
+    out[0] = sa
+    out[1] = sb
 
 
 cdef inline uint64_t _rank_key(double s, int64_t l) noexcept nogil:
@@ -735,15 +763,15 @@ cdef inline bint _equal_sums(const uint64_t* kv, const double* s, int64_t a,
     return True
 
 
-cdef void _radix_sort_high(vector[uint64_t]& a, vector[uint64_t]& tmp) noexcept nogil:
-    """Sort `a` by its upper 32 bits, stably (entries with equal upper bits
-    keep their order): least-significant-digit radix sort, a byte per pass,
-    passes where every entry has the same byte skipped. On keys already
-    ascending in their lower 32 bits this is the full 64-bit sort."""
-    cdef int64_t n = a.size(), i, b, c, total
+cdef void _radix_sort_high(uint64_t* a, int64_t n, vector[uint64_t]& tmp) noexcept nogil:
+    """Sort a[0:n] by the upper 32 bits, stably (entries with equal upper
+    bits keep their order): least-significant-digit radix sort, a byte per
+    pass, passes where every entry has the same byte skipped. On keys
+    already ascending in their lower 32 bits this is the full 64-bit sort."""
+    cdef int64_t i, b, c, total
     cdef int64_t count[4][256]
     cdef int pas
-    cdef uint64_t* src = a.data()
+    cdef uint64_t* src = a
     cdef uint64_t* dst
     cdef uint64_t* t
     if n < 2:
@@ -769,8 +797,8 @@ cdef void _radix_sort_high(vector[uint64_t]& a, vector[uint64_t]& tmp) noexcept 
         t = src
         src = dst
         dst = t
-    if src != a.data():
-        memcpy(a.data(), src, n * sizeof(uint64_t))
+    if src != a:
+        memcpy(a, src, n * sizeof(uint64_t))
 
 
 cdef class NdcgPartition:
@@ -802,24 +830,27 @@ cdef class NdcgPartition:
         self.lmap.resize(n_labels, -1)
         self.gbuf.resize(n_labels + 1)
 
-    def rank_labels(self, sums, previous=None):
-        """The ranks _rank gives the labels with these sums (tests):
-        from scratch, or from the order `previous` (a permutation of the
-        labels) as after the second step of an alternation."""
+    def rank_labels(self, sums, previous_sums=None):
+        """The ranks _rank gives the labels with these sums (tests): from
+        scratch, or as a step of an alternation after a step whose sums
+        were `previous_sums` (ranked from scratch first)."""
         cdef int64_t m = len(sums), k
-        cdef vector[double] s
+        cdef vector[double] s, so
         cdef vector[int32_t] r, order
         s.resize(m)
         r.resize(m)
-        order.resize(m)
         for k in range(m):
             s[k] = sums[k]
-        if previous is not None:
-            if sorted(previous) != list(range(m)):
-                raise ValueError("previous is not a permutation of the labels")
+        if previous_sums is not None:
+            if len(previous_sums) != m:
+                raise ValueError("previous_sums and sums differ in length")
+            so.resize(m)
             for k in range(m):
-                order[k] = previous[k]
-        self._rank(s, r, order, m, previous is None)
+                so[k] = previous_sums[k]
+            self._rank(so, NULL, r, order, m)
+            self._rank(s, so.data(), r, order, m)
+        else:
+            self._rank(s, NULL, r, order, m)
         return np.array([r[k] for k in range(m)], dtype=np.int32)
 
     cdef int64_t partition(self, const int32_t* pts, int64_t n, const int64_t* yp,
@@ -828,9 +859,11 @@ cdef class NdcgPartition:
         """Sides of the points pts[0:n] (label rows of Y: yp, yi, yv) into
         sign[0:n] (+1 / -1); returns how many are on the + side (0 when the
         points carry no label: then no random numbers are drawn)."""
-        cdef int64_t a, j, k, m, n_pos, step
+        cdef int64_t a, b, q, j, k, m, n_pos, step, moved
         cdef int32_t p
         cdef double obj, prev, delta
+        cdef double d2[2]
+        cdef const int64_t* ptr
         cdef double* sp
         cdef double* sn
         cdef double* gain
@@ -874,6 +907,8 @@ cdef class NdcgPartition:
         self.sp.assign(m, 0.0)
         _give_back(self.sn, m)
         self.sn.assign(m, 0.0)
+        _resize(self.spo, m)
+        _resize(self.sno, m)
         _resize(self.rp, m)
         _resize(self.rn, m)
         _resize(self.gain, m)
@@ -886,32 +921,50 @@ cdef class NdcgPartition:
         step = 0
         while True:
             # (the first reassignment moves about half the points: the step
-            # after it is re-sorted from scratch too)
-            self._rank(self.sp, self.rp, self.op, m, step < 2)
-            self._rank(self.sn, self.rn, self.on, m, step < 2)
+            # after it is ranked from scratch too; later steps re-place the
+            # labels whose sums changed since the step before)
+            self._rank(self.sp, <const double*> NULL if step < 2 else self.spo.data(),
+                       self.rp, self.op, m)
+            self._rank(self.sn, <const double*> NULL if step < 2 else self.sno.data(),
+                       self.rn, self.on, m)
             step += 1
             obj = 0.0
             for k in range(m):
                 obj += self.disc[self.rp[k]] * sp[k] + self.disc[self.rn[k]] * sn[k]
                 self.gain[k] = self.disc[self.rp[k]] - self.disc[self.rn[k]]
-                sp[k] = 0.0
-                sn[k] = 0.0
             obj /= n
+            # (this step's sums are kept for the next step's ranking; the
+            # next step's are added up from zero)
+            self.sp.swap(self.spo)
+            self.sn.swap(self.sno)
+            sp = self.sp.data()
+            sn = self.sn.data()
+            memset(sp, 0, m * sizeof(double))
+            memset(sn, 0, m * sizeof(double))
             last = obj - prev < 1e-6
             gain = self.gain.data()
-            for a in range(n):
-                delta = 0.0
-                for j in range(self.ly_ptr[a], self.ly_ptr[a + 1]):
-                    delta += lval[j] * gain[lidx[j]]
-                # (selects, not branches: a point's side is not predictable)
-                sg = sign[a]
-                sg = 1 if delta > 0 else sg
-                sg = -1 if delta < 0 else sg
-                sign[a] = sg
-                if not last:
-                    _add_row(sp if sg > 0 else sn, lidx, lval, self.ly_ptr[a],
-                             self.ly_ptr[a + 1], self.inorm[a])
-            if last:
+            ptr = self.ly_ptr.data()
+            moved = 0
+            a = 0
+            while a < n:
+                # (the gains of two points at a time: b is the point after them)
+                b = a + 2 if a + 1 < n else a + 1
+                _gain_sums2(lval, lidx, gain, ptr[a], ptr[a + 1], ptr[a + 1], ptr[b], d2)
+                for q in range(b - a):
+                    delta = d2[q]
+                    # (selects, not branches: a point's side is not predictable)
+                    sg = sign[a]
+                    moved += (sg > 0 and delta < 0) or (sg < 0 and delta > 0)
+                    sg = 1 if delta > 0 else sg
+                    sg = -1 if delta < 0 else sg
+                    sign[a] = sg
+                    if not last:
+                        _add_row(sp if sg > 0 else sn, lidx, lval, ptr[a], ptr[a + 1],
+                                 self.inorm[a])
+                    a += 1
+            # (no point moved: the next step would rank the same sums the
+            # same way, gain nothing and move nobody, so it is skipped)
+            if last or moved == 0:
                 break
             prev = obj
         n_pos = 0
@@ -927,70 +980,98 @@ cdef class NdcgPartition:
             _give_back(self.inorm, 0)
         return n_pos
 
-    cdef void _rank(self, vector[double]& s, vector[int32_t]& r, vector[int32_t]& order,
-                    int64_t m, bint first) noexcept nogil:
+    cdef void _rank(self, vector[double]& s, const double* so, vector[int32_t]& r,
+                    vector[int32_t]& order, int64_t m) noexcept nogil:
         """Rank labels by decreasing sum, ties to the lower local index; labels
-        with a zero sum follow in index order: r[l] := rank of l, and
-        order[k] := the label of rank k.
+        with a sum that is not positive follow in index order: r[l] := rank
+        of l, and order[k] := the label of rank k. That order is total, so
+        the ranks do not depend on how they were found:
 
-        Labels are sorted as 64-bit keys packing the sum rounded to float32
-        (whose bit pattern orders like the value for positive floats;
-        inverted, so that ascending keys are decreasing sums; all ones for a
-        sum that is not positive) above the label. Rounding is monotone, so
-        only runs of equal float32 sums can be out of the exact order: those
-        are re-sorted on the double sums.
-
-        After the second step of an alternation (`first` False) the previous
-        `order` is nearly right (few points change sides), so the keys are
-        re-sorted from that order by insertion, which costs the number of
-        moves; past a budget of 2 moves per label a full sort (radix sort on
-        large sets) takes over. Both give the same total order, so the ranks
-        do not depend on which ran."""
-        cdef int64_t k, q, a, b, l, moves = 0
-        cdef uint64_t item
+        - from scratch (so NULL): labels are sorted as 64-bit keys packing
+          the sum rounded to float32 (whose bit pattern orders like the
+          value for positive floats; inverted, so that ascending keys are
+          decreasing sums; all ones for a sum that is not positive) above
+          the label. Rounding is monotone, so only runs of equal float32
+          sums can be out of the exact order: those are re-sorted on the
+          double sums.
+        - from the previous step (so: the sums `order` holds the order of):
+          the labels whose sum changed (some of the points with them
+          changed sides) are sorted on their new sums and merged into the
+          others, which keep their order. That costs a pass over the labels
+          and a sort of the changed ones; when more than a quarter changed,
+          the full sort runs instead."""
+        cdef int64_t k, j, c, out, a, b, l
+        cdef double v
+        cdef const double* sv = s.data()
+        cdef int32_t* od
+        cdef int32_t* nw
         cdef uint64_t* kv
-        cdef bint sorted_ = False
-        _resize(self.keys, m)
-        if first:
-            _give_back(order, m)    # (else it holds the previous order, read below)
-        kv = self.keys.data()
-        if not first:
-            for k in range(m):
-                kv[k] = _rank_key(s[order[k]], order[k])
-            for k in range(1, m):
-                item = kv[k]
-                q = k
-                while q > 0 and item < kv[q - 1]:
-                    kv[q] = kv[q - 1]
-                    q -= 1
-                kv[q] = item
-                moves += k - q
-                if moves > 2 * m:
-                    break
-            else:
-                sorted_ = True
-        if not sorted_:
-            # keys in label order, so that a stable sort on the sums is the
-            # full sort
+        if so != NULL:
+            self.order.clear()
             for l in range(m):
-                kv[l] = _rank_key(s[l], l)
-            if m >= 64:
-                _radix_sort_high(self.keys, self.keys_tmp)
-                kv = self.keys.data()
-            else:
-                sort(self.keys.begin(), self.keys.end())
+                if sv[l] != so[l]:
+                    v = sv[l] if sv[l] > 0 else 0.0
+                    self.order.push_back(pair[double, int32_t](-v, <int32_t> l))
+                    if <int64_t> self.order.size() * 4 > m:
+                        break
+            c = self.order.size()
+            if c * 4 <= m:
+                sort(self.order.begin(), self.order.end())
+                _resize(self.merged, m)
+                od = order.data()
+                nw = self.merged.data()
+                out = 0
+                j = 0
+                for k in range(m):
+                    l = od[k]
+                    if sv[l] != so[l]:
+                        continue
+                    v = -(sv[l] if sv[l] > 0 else 0.0)
+                    while j < c and (self.order[j].first < v or (
+                            self.order[j].first == v and self.order[j].second < l)):
+                        nw[out] = self.order[j].second
+                        out += 1
+                        j += 1
+                    nw[out] = <int32_t> l
+                    out += 1
+                while j < c:
+                    nw[out] = self.order[j].second
+                    out += 1
+                    j += 1
+                order.swap(self.merged)
+                od = order.data()
+                for k in range(m):
+                    r[od[k]] = <int32_t> k
+                return
+        _resize(self.keys, m)
+        _resize(order, m + 1)       # (the passes below write one entry past the end)
+        kv = self.keys.data()
+        od = order.data()
+        # keys of the labels with a positive sum, in label order (so that a
+        # stable sort on the sums is the full sort); the others go last
+        c = 0
+        for l in range(m):
+            kv[c] = _rank_key(sv[l], l)
+            c += sv[l] > 0
+        j = c
+        for l in range(m):
+            od[j] = <int32_t> l
+            j += not sv[l] > 0
         order.resize(m)
+        if c >= 64:
+            _radix_sort_high(kv, c, self.keys_tmp)
+        else:
+            sort(kv, kv + c)
         a = 0
-        while a < m:
+        while a < c:
             b = a + 1
-            while b < m and (kv[b] >> 32) == (kv[a] >> 32):
+            while b < c and (kv[b] >> 32) == (kv[a] >> 32):
                 b += 1
-            if b - a > 1 and (kv[a] >> 32) != 0xFFFFFFFFULL and not _equal_sums(
-                    kv, s.data(), a, b):
+            if b - a > 1 and not _equal_sums(kv, sv, a, b):
                 self.order.clear()
                 for k in range(a, b):
                     l = <int64_t> (kv[k] & 0xFFFFFFFFULL)
-                    self.order.push_back(pair[double, int32_t](-s[l], <int32_t> l))
+                    self.order.push_back(pair[double, int32_t](-sv[l], <int32_t> l))
                 sort(self.order.begin(), self.order.end())
                 for k in range(a, b):
                     order[k] = self.order[k - a].second
