@@ -142,6 +142,20 @@ def test_tree_encoding_round_trip(bibtex):
         assert np.array_equal(back[key], tree[key]), key
 
 
+def test_tree_file_stores_weight_values_uncompressed(bibtex, tmp_path):
+    import zipfile
+    from xmlkit import store
+    X, Y, _, _ = bibtex
+    tree = xmlkit.FastXML(n_trees=1).fit(X, Y).trees_[0]
+    store.save_arrays(tmp_path, "t", encode_tree(tree, lazy=True))
+    kinds = {i.filename: i.compress_type for i in zipfile.ZipFile(tmp_path / "t.npz").infolist()}
+    assert kinds.pop("w_val_planes.npy") == zipfile.ZIP_STORED
+    assert set(kinds.values()) == {zipfile.ZIP_DEFLATED}
+    back = decode_tree(dict(store.load_arrays(tmp_path, "t")), "t")
+    for key in tree:
+        assert np.array_equal(back[key], tree[key]), key
+
+
 def test_grower_holds_no_root_sized_scratch_between_trees(bibtex):
     # the root's feature columns alone are a copy of X (8 bytes an entry);
     # without giving scratch back as the nodes shrink, and the tree's own

@@ -252,13 +252,26 @@ def remove_stale_temps(folder):
             pass
 
 
+class Uncompressed:
+    """An entry of save_arrays' `arrays` (an array, or a function giving
+    one) that is stored without compression: for bytes that deflate
+    shrinks little for much time (the low bytes of float32 weights)."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+
 def save_arrays(folder, name, arrays, remove_dead=False):
     """Write `<folder>/<name>.npz` atomically (compressed, no pickles).
 
     An entry of `arrays` may be a function giving the array: it is called
     when its entry is written, and the array let go before the next, so
     that arrays made for the file alone (a tree's byte planes) are held one
-    at a time. Arrays are written from their memory, without a copy.
+    at a time. An entry wrapped in Uncompressed is stored as it is (numpy
+    and zipfile read either kind). Arrays are written from their memory,
+    without a copy.
 
     Unlike numpy.savez_compressed, the zip entries carry a fixed date, so the
     same arrays always give the same bytes (models are comparable by file).
@@ -271,12 +284,16 @@ def save_arrays(folder, name, arrays, remove_dead=False):
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
             for key in sorted(arrays):
                 info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-                info.compress_type = zipfile.ZIP_DEFLATED
-                try:
-                    info.compress_level = 1         # Python >= 3.13
-                except AttributeError:
-                    info._compresslevel = 1
                 a = arrays[key]
+                if isinstance(a, Uncompressed):
+                    info.compress_type = zipfile.ZIP_STORED
+                    a = a.array
+                else:
+                    info.compress_type = zipfile.ZIP_DEFLATED
+                    try:
+                        info.compress_level = 1         # Python >= 3.13
+                    except AttributeError:
+                        info._compresslevel = 1
                 with zf.open(info, "w", force_zip64=True) as f:
                     _write_npy(f, np.asarray(a() if callable(a) else a))
                 a = None

@@ -16,7 +16,7 @@ import numpy as np
 from xmlkit._ext.forest_predict import (ForestKernel, LeafSums, add_row_deltas, ascending_rows,
                                         plane_floats, plane_row_deltas)
 from xmlkit.csr import CHUNK_ROWS, Rows, model_rows, row_blocks, score_rows, stack_rows
-from xmlkit import checks
+from xmlkit import checks, store
 from xmlkit.checks import DamagedModel
 from xmlkit.errors import XmlkitError
 
@@ -56,7 +56,10 @@ def encode_tree(tree, lazy=False):
     float32s (deflate compresses the planes far better than the interleaved
     bytes: sign/exponent bytes are repetitive). lazy=True: the planes are
     functions making them, for store.save_arrays to make one at a time
-    (the planes of a tree are as large as the tree)."""
+    (the planes of a tree are as large as the tree), and the split
+    weights' value planes are stored uncompressed: deflate took more than
+    half of a FastXML tree file's time for them and shrank them by less
+    than a third (their low bytes are noise)."""
     out = {"child": np.asarray(tree["child"], np.int32),
            "depth": np.asarray(tree["depth"], np.int32)}
     for part in ("w", "l"):
@@ -67,7 +70,12 @@ def encode_tree(tree, lazy=False):
                       plane_row_deltas, ptr, np.ascontiguousarray(tree[f"{part}_idx"], np.int32)),
                   f"{part}_val_planes": partial(
                       plane_floats, np.ascontiguousarray(tree[f"{part}_val"], np.float32))}
-        out.update(planes if lazy else {k: make() for k, make in planes.items()})
+        if lazy:
+            if part == "w":
+                planes["w_val_planes"] = store.Uncompressed(planes["w_val_planes"])
+            out.update(planes)
+        else:
+            out.update({k: make() for k, make in planes.items()})
     return out
 
 
