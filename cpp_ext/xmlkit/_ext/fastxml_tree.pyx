@@ -1419,8 +1419,10 @@ cdef class TreeGrower:
             + c.lmap.capacity() * 4 + c.act_l.capacity() * 4 + c.gbuf.capacity() * 4
             + c.ly_ptr.capacity() * 8
             + c.ly_idx.capacity() * 4 + c.ly_val.capacity() * 4 + c.inorm.capacity() * 8
-            + (c.sp.capacity() + c.sn.capacity() + c.gain.capacity()) * 8
-            + (c.rp.capacity() + c.rn.capacity() + c.op.capacity() + c.on.capacity()) * 4
+            + (c.sp.capacity() + c.sn.capacity() + c.spo.capacity() + c.sno.capacity()
+               + c.gain.capacity()) * 8
+            + (c.rp.capacity() + c.rn.capacity() + c.op.capacity() + c.on.capacity()
+               + c.merged.capacity()) * 4
             + (c.keys.capacity() + c.keys_tmp.capacity()) * 8 + c.order.capacity() * 16
             + sep.fmap.capacity() * 4 + sep.act_f.capacity() * 4 + sep.gbuf.capacity() * 4
             + sep.fcount.capacity() * 8
