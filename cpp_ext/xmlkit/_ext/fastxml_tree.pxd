@@ -137,6 +137,9 @@ cdef class NdcgPartition:
                            mt19937& rng) noexcept nogil
     cdef void _rank(self, vector[double]& s, const double* so, vector[int32_t]& r,
                     vector[int32_t]& order, int64_t m) noexcept nogil
+    cdef bint _merge_changed(self, const double* sv, const double* so, vector[int32_t]& order,
+                             int64_t m) noexcept nogil
+    cdef void _sort_all(self, const double* sv, vector[int32_t]& order, int64_t m) noexcept nogil
 
 
 cdef class NodeSeparator:

@@ -1000,49 +1000,58 @@ cdef class NdcgPartition:
           others, which keep their order. That costs a pass over the labels
           and a sort of the changed ones; when more than a quarter changed,
           the full sort runs instead."""
-        cdef int64_t k, j, c, out, a, b, l
-        cdef double v
+        cdef int64_t k
         cdef const double* sv = s.data()
+        if so == NULL or not self._merge_changed(sv, so, order, m):
+            self._sort_all(sv, order, m)
+        for k in range(m):
+            r[order[k]] = <int32_t> k
+
+    cdef bint _merge_changed(self, const double* sv, const double* so, vector[int32_t]& order,
+                             int64_t m) noexcept nogil:
+        """_rank after a step: order := the labels by sums sv, from `order`,
+        their order by the sums so of the step before. False (order
+        untouched) when more than a quarter of the sums changed."""
+        cdef int64_t k, j = 0, c, out = 0, l
+        cdef double v
         cdef int32_t* od
         cdef int32_t* nw
+        self.order.clear()
+        for l in range(m):
+            if sv[l] != so[l]:
+                v = sv[l] if sv[l] > 0 else 0.0
+                self.order.push_back(pair[double, int32_t](-v, <int32_t> l))
+                if <int64_t> self.order.size() * 4 > m:
+                    return False
+        c = self.order.size()
+        sort(self.order.begin(), self.order.end())
+        _resize(self.merged, m)
+        od = order.data()
+        nw = self.merged.data()
+        for k in range(m):
+            l = od[k]
+            if sv[l] != so[l]:
+                continue
+            v = -(sv[l] if sv[l] > 0 else 0.0)
+            while j < c and (self.order[j].first < v or (
+                    self.order[j].first == v and self.order[j].second < l)):
+                nw[out] = self.order[j].second
+                out += 1
+                j += 1
+            nw[out] = <int32_t> l
+            out += 1
+        while j < c:
+            nw[out] = self.order[j].second
+            out += 1
+            j += 1
+        order.swap(self.merged)
+        return True
+
+    cdef void _sort_all(self, const double* sv, vector[int32_t]& order, int64_t m) noexcept nogil:
+        """_rank from scratch: order := the labels by sums sv."""
+        cdef int64_t k, j, c, a, b, l
+        cdef int32_t* od
         cdef uint64_t* kv
-        if so != NULL:
-            self.order.clear()
-            for l in range(m):
-                if sv[l] != so[l]:
-                    v = sv[l] if sv[l] > 0 else 0.0
-                    self.order.push_back(pair[double, int32_t](-v, <int32_t> l))
-                    if <int64_t> self.order.size() * 4 > m:
-                        break
-            c = self.order.size()
-            if c * 4 <= m:
-                sort(self.order.begin(), self.order.end())
-                _resize(self.merged, m)
-                od = order.data()
-                nw = self.merged.data()
-                out = 0
-                j = 0
-                for k in range(m):
-                    l = od[k]
-                    if sv[l] != so[l]:
-                        continue
-                    v = -(sv[l] if sv[l] > 0 else 0.0)
-                    while j < c and (self.order[j].first < v or (
-                            self.order[j].first == v and self.order[j].second < l)):
-                        nw[out] = self.order[j].second
-                        out += 1
-                        j += 1
-                    nw[out] = <int32_t> l
-                    out += 1
-                while j < c:
-                    nw[out] = self.order[j].second
-                    out += 1
-                    j += 1
-                order.swap(self.merged)
-                od = order.data()
-                for k in range(m):
-                    r[od[k]] = <int32_t> k
-                return
         _resize(self.keys, m)
         _resize(order, m + 1)       # (the passes below write one entry past the end)
         kv = self.keys.data()
@@ -1079,8 +1088,6 @@ cdef class NdcgPartition:
                 for k in range(a, b):
                     order[k] = <int32_t> (kv[k] & 0xFFFFFFFFULL)
             a = b
-        for k in range(m):
-            r[order[k]] = <int32_t> k
 
 
 cdef class NodeSeparator:
