@@ -52,7 +52,8 @@ def test_cli_and_api_give_the_same_scores(tmp_path, bibtex):
     assert manifest["algorithm"] == "fastxml" and manifest["seed"] == 7
     assert manifest["params"] == {"bias": 1.0, "log_loss_coeff": 1.0, "max_leaf": 10,
                                   "labels_per_leaf": 10, "solver": "newglmnet",
-                                  "tol": 0.03, "max_newton": 10, "init": "zero"}
+                                  "tol": 0.03, "max_newton": 10, "max_newton_small": 3,
+                                  "small_node": 4096, "init": "zero"}
     assert manifest["format_version"] == 2 and manifest["n_labels"] == Y.shape[1]
     assert sorted(manifest["files"]) == [f"tree_{t:05d}.npz" for t in range(3)]
 
@@ -360,9 +361,9 @@ def test_train_command_does_not_import_scipy(tmp_path, algorithm):
 
 
 def test_folders_before_the_solver_rules_keep_the_cpp_rules(tmp_path, bibtex):
-    """A folder whose manifest has no tol, max_newton or init was grown with
-    the C++ tool's rules (tol 0.01, 10 Newton steps from zero): loading (and
-    training into it) keeps them."""
+    """A folder whose manifest has no tol, max_newton, max_newton_small or
+    init was grown with the C++ tool's rules (tol 0.01, 10 Newton steps from
+    zero at every node): loading (and training into it) keeps them."""
     X, Y, _, _ = bibtex
     folder = tmp_path / "m"
     xmlkit.FastXML(n_trees=1, tol=0.01, max_newton=3, init="warm").fit(
@@ -370,27 +371,34 @@ def test_folders_before_the_solver_rules_keep_the_cpp_rules(tmp_path, bibtex):
     mf = folder / "manifest.json"
     m = json.loads(mf.read_text())
     del m["params"]["init"]
+    del m["params"]["max_newton_small"]
+    del m["params"]["small_node"]
     mf.write_text(json.dumps(m))
-    assert (xmlkit.load_model(folder).max_newton, xmlkit.load_model(folder).init) == (3, "zero")
+    loaded = xmlkit.load_model(folder)
+    assert (loaded.max_newton, loaded.init, loaded.max_newton_small) == (3, "zero", 10)
     del m["params"]["max_newton"]
     del m["params"]["tol"]
     mf.write_text(json.dumps(m))
     loaded = xmlkit.load_model(folder)
-    assert (loaded.tol, loaded.max_newton, loaded.init) == (0.01, 10, "zero")
+    assert (loaded.tol, loaded.max_newton, loaded.max_newton_small, loaded.init) == (
+        0.01, 10, 10, "zero")
 
 
 def test_tol_001_is_the_cpp_solver(bibtex):
-    """tol=0.01 (10 Newton steps from zero) grows the tree of the kernel's
-    C++ rules; the default tolerance and the warm start grow others."""
+    """tol=0.01 with max_newton_small=10 (10 Newton steps from zero at every
+    node) grows the tree of the kernel's C++ rules; the default tolerance,
+    the default cap on small nodes and the warm start grow others."""
     from xmlkit._ext.fastxml_tree import NdcgPartition, NodeSeparator, TreeGrower
     from xmlkit.models.fastxml import _as_training_csr
     X, Y = bibtex[0][:600], bibtex[1][:600]
     g = TreeGrower(_as_training_csr(X, "f", X.shape[1]), _as_training_csr(Y, "l", Y.shape[1]),
                    NdcgPartition(True), NodeSeparator(1.0, 1.0, "newglmnet"))
     cpp = g.grow(0, 0)
-    tree = xmlkit.FastXML(n_trees=1, tol=0.01).fit(X, Y).trees_[0]
+    tree = xmlkit.FastXML(n_trees=1, tol=0.01, max_newton_small=10).fit(X, Y).trees_[0]
     assert all(np.array_equal(cpp[k], tree[k]) for k in cpp)
-    for other in ({}, {"tol": 0.01, "init": "warm"}):
+    tree = xmlkit.FastXML(n_trees=1, tol=0.01, small_node=0).fit(X, Y).trees_[0]
+    assert all(np.array_equal(cpp[k], tree[k]) for k in cpp)
+    for other in ({}, {"tol": 0.01}, {"tol": 0.01, "max_newton_small": 10, "init": "warm"}):
         tree = xmlkit.FastXML(n_trees=1, **other).fit(X, Y).trees_[0]
         assert not np.array_equal(cpp["w_val"], tree["w_val"]), other
 

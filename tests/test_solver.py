@@ -44,7 +44,8 @@ def node_problem(seed, n=None, d=None, density=0.05):
 
 def solve(X, y, cp, cn, seed=1, **caps):
     s = SeparatorSolver(caps.get("max_newton", 10), caps.get("max_inner", 10), 20,
-                        caps.get("eps", 0.01), caps.get("warm", False))
+                        caps.get("eps", 0.01), caps.get("warm", False),
+                        caps.get("max_newton_small", 10), caps.get("small_node", 0))
     return s.solve_csr(X.indptr, X.indices, X.data, y, cp, cn, seed), s
 
 
@@ -103,6 +104,19 @@ def test_caps_bound_the_iterations_and_the_seed_only_moves_the_order():
     a, _ = solve(X, y, cp, cn, seed=1, max_newton=200, max_inner=1000, eps=1e-10)
     b, _ = solve(X, y, cp, cn, seed=2, max_newton=200, max_inner=1000, eps=1e-10)
     np.testing.assert_allclose(a, b, atol=1e-4)         # same optimum, other shuffles
+
+
+@pytest.mark.parametrize("small_node, cap", [(801, 2), (800, 7), (0, 7)])
+def test_small_node_cap_binds_below_small_node_points(small_node, cap):
+    """A problem of fewer than small_node points takes at most
+    max_newton_small Newton steps; one of small_node points or more (and
+    every one with small_node 0) takes up to max_newton."""
+    X, y, cp, cn = node_problem(3, n=800, d=300)
+    w, s = solve(X, y, cp, cn, max_newton=7, max_newton_small=2, small_node=small_node,
+                 eps=1e-12)
+    assert s.last_newton == cap
+    same, _ = solve(X, y, cp, cn, max_newton=cap, eps=1e-12)
+    assert np.array_equal(w, same)
 
 
 def test_one_feature_and_bias_by_hand():

@@ -38,6 +38,10 @@ SOLVERS = ("newglmnet", "liblinear")
 TOL, CPP_TOL = 0.03, 0.01
 #: Newton steps per node: xmlkit's default (the C++ tool's)
 MAX_NEWTON = CPP_MAX_NEWTON = 10
+#: Newton steps per node of fewer than SMALL_NODE points: xmlkit's default
+#: (the C++ tool's: no other cap than MAX_NEWTON)
+MAX_NEWTON_SMALL, CPP_MAX_NEWTON_SMALL = 3, 10
+SMALL_NODE = 4096
 #: where each node's solver starts: xmlkit's default (the C++ tool's)
 INITS = ("warm", "zero")
 INIT = CPP_INIT = "zero"
@@ -141,15 +145,18 @@ class FastXML(TreeEnsemble):
         "labels_per_leaf": integer(1), "seed": SEED, "solver": one_of(*SOLVERS),
         "tol": real(0, 1, hi_open=True),
         "max_newton": integer(1),
+        "max_newton_small": integer(1),
+        "small_node": integer(0),
         "init": one_of(*INITS),
     }
     MODEL_KEYS = ("bias", "log_loss_coeff", "max_leaf", "labels_per_leaf", "solver",
-                  "tol", "max_newton", "init")
+                  "tol", "max_newton", "max_newton_small", "small_node", "init")
     SHAPE_KEYS = ("child", "depth")
 
     def __init__(self, *, n_trees=50, start_tree=0, threads=1, bias=1.0, log_loss_coeff=1.0,
                  max_leaf=10, labels_per_leaf=10, seed=0, solver="newglmnet",
-                 tol=TOL, max_newton=MAX_NEWTON, init=INIT):
+                 tol=TOL, max_newton=MAX_NEWTON, max_newton_small=MAX_NEWTON_SMALL,
+                 small_node=SMALL_NODE, init=INIT):
         """
         Parameters
         ----------
@@ -175,12 +182,22 @@ class FastXML(TreeEnsemble):
         tol : the node solver's stopping tolerance (newglmnet): it stops
             once the L1 norm of the minimum-norm subgradient is at most tol
             times its value at w = 0. The C++ tool's is 0.01; 0.03 takes
-            0.6-0.7x its solver passes, and its 10-seed P@k and PSP@k are
-            no lower on Bibtex, Delicious and the 100k synthetic set
-            (scripts/results/solver.md). tol=0.01 (with the max_newton and
-            init defaults) reproduces the C++ tool's stopping rules.
+            fewer solver passes, and its 10-seed P@k and PSP@k are no lower
+            on Bibtex, Delicious and the 100k synthetic set
+            (scripts/results/solver.md). tol=0.01 with max_newton_small=10
+            (and the max_newton and init defaults) reproduces the C++
+            tool's stopping rules.
         max_newton : Newton steps at most per node (newglmnet; the C++
             tool's 10).
+        max_newton_small : Newton steps at most per node of fewer than
+            `small_node` points (newglmnet; the C++ tool's: 10, no cap of
+            its own). Fewer steps on the many small nodes save about a
+            quarter of the solver's passes on Bibtex and Delicious, with
+            P@k and PSP@k within the seeds' noise; the few large nodes,
+            whose splits route the most points, keep `max_newton` (capping
+            them too lowered P@1 on the 100k synthetic set; solver.md).
+        small_node : nodes of fewer points than this take at most
+            `max_newton_small` Newton steps (0: none does).
         init : where each node's solver starts (newglmnet): "zero" (the C++
             tool's) or "warm" (from one proximal-gradient step at zero: the
             class-balanced difference of the two sides' mean rows,
@@ -198,6 +215,8 @@ class FastXML(TreeEnsemble):
         self.solver = solver
         self.tol = tol
         self.max_newton = max_newton
+        self.max_newton_small = max_newton_small
+        self.small_node = small_node
         self.init = init
 
     # -- training
@@ -237,6 +256,8 @@ class FastXML(TreeEnsemble):
             return TreeGrower(Xg, Yg, NdcgPartition(self.use_idcg),
                               NodeSeparator(p.bias, p.log_loss_coeff, p.solver,
                                             eps=p.tol, max_newton=p.max_newton,
+                                            max_newton_small=p.max_newton_small,
+                                            small_node=p.small_node,
                                             warm=p.init == "warm"),
                               max_leaf=p.max_leaf, labels_per_leaf=p.labels_per_leaf,
                               gate=gate, crew=crew)
@@ -315,10 +336,12 @@ class FastXML(TreeEnsemble):
         params = manifest["params"]
         if "solver" not in params:
             params = {**params, "solver": "liblinear"}
-        # and those written before tol, max_newton (init) were, the C++
-        # tool's rules
+        # and those written before tol, max_newton (init, max_newton_small,
+        # small_node) were, the C++ tool's rules
         manifest = {**manifest, "params": {"tol": CPP_TOL, "max_newton": CPP_MAX_NEWTON,
-                                           "init": CPP_INIT, **params}}
+                                           "max_newton_small": CPP_MAX_NEWTON_SMALL,
+                                           "small_node": SMALL_NODE, "init": CPP_INIT,
+                                           **params}}
         return super().from_manifest(manifest, folder)
 
     # -- prediction

@@ -19,7 +19,7 @@ from xmlkit.store import sha256
 from xmlkit.metrics import PROPENSITY_PRESETS, inverse_propensity, propensity_ab
 from xmlkit.models.base import array_like, boolean, integer, one_of, optional, real
 from xmlkit.models.ensemble import ModelBase
-from xmlkit.models.fastxml import INIT, MAX_NEWTON, TOL, FastXML
+from xmlkit.models.fastxml import INIT, MAX_NEWTON, MAX_NEWTON_SMALL, SMALL_NODE, TOL, FastXML
 
 #: name of the tail-classifier arrays in a model folder
 TAIL = "tail_centroids"
@@ -101,14 +101,16 @@ class PfastreXML(FastXML):
 
     def __init__(self, *, n_trees=50, start_tree=0, threads=1, bias=1.0, log_loss_coeff=1.0,
                  max_leaf=10, labels_per_leaf=100, seed=0, solver="newglmnet",
-                 tol=TOL, max_newton=MAX_NEWTON, init=INIT, trees_only=False, gamma=30.0,
+                 tol=TOL, max_newton=MAX_NEWTON, max_newton_small=MAX_NEWTON_SMALL,
+                 small_node=SMALL_NODE, init=INIT, trees_only=False, gamma=30.0,
                  alpha=0.8, propensity_preset="default", propensity_a=None, propensity_b=None,
                  inv_propensity=None):
         """
         Parameters
         ----------
         n_trees, start_tree, threads, bias, log_loss_coeff, max_leaf, seed,
-        solver, tol, max_newton, init : as for FastXML.
+        solver, tol, max_newton, max_newton_small, small_node, init : as for
+            FastXML.
         labels_per_leaf : labels kept per leaf (the C++ tool's default, 100).
         trees_only : True: trees only, no tail classifiers (PfastXML).
         gamma : sharpness of the tail classifiers.
@@ -122,7 +124,8 @@ class PfastreXML(FastXML):
         super().__init__(n_trees=n_trees, start_tree=start_tree, threads=threads, bias=bias,
                          log_loss_coeff=log_loss_coeff, max_leaf=max_leaf,
                          labels_per_leaf=labels_per_leaf, seed=seed, solver=solver,
-                         tol=tol, max_newton=max_newton, init=init)
+                         tol=tol, max_newton=max_newton, max_newton_small=max_newton_small,
+                         small_node=small_node, init=init)
         self.trees_only = trees_only
         self.gamma = gamma
         self.alpha = alpha

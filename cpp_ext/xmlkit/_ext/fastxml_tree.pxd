@@ -71,6 +71,8 @@ cdef class SeparatorSolver:
     cdef vector[double] cw                # cost C_a of each point's loss
     # -- stopping rules
     cdef int max_newton                   # Newton iterations at most
+    cdef int max_newton_small             # ... on problems of fewer than small_node points
+    cdef int64_t small_node               # (0: every problem takes max_newton at most)
     cdef int max_inner                    # coordinate-descent passes per Newton step at most
     cdef int max_halvings                 # line-search halvings at most
     cdef double eps                       # relative tolerance on the subgradient's L1 norm

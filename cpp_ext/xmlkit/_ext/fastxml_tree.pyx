@@ -264,11 +264,16 @@ cdef class SeparatorSolver:
     tool's: 10 Newton iterations, 10 coordinate-descent passes each, 20
     halvings, stop once the L1 norm of the minimum-norm subgradient is at
     most eps times its value at w = 0, and LIBLINEAR-style shrinking.
+    With small_node > 0, a problem of fewer than small_node points takes
+    at most min(max_newton, max_newton_small) Newton iterations.
     Members: see fastxml_tree.pxd.
     """
     def __init__(self, int max_newton=10, int max_inner=10, int max_halvings=20,
-                 double eps=0.01, bint warm=False):
+                 double eps=0.01, bint warm=False, int max_newton_small=10,
+                 int64_t small_node=0):
         self.max_newton = max_newton
+        self.max_newton_small = max_newton_small
+        self.small_node = small_node
         self.max_inner = max_inner
         self.max_halvings = max_halvings
         self.eps = eps
@@ -431,6 +436,9 @@ cdef class SeparatorSolver:
 
     cdef int solve(self, mt19937& rng) noexcept nogil:
         """Solve the problem held in the object; returns the Newton iterations."""
+        cdef int max_newton = self.max_newton
+        if self.n < self.small_node and self.max_newton_small < max_newton:
+            max_newton = self.max_newton_small
         cdef int64_t n = self.n, nf = self.nf
         cdef int64_t a, j, e, s, active, qp
         cdef int newton = 0, inner, halvings
@@ -490,7 +498,7 @@ cdef class SeparatorSolver:
         # coordinate orders: a xorshift64* generator seeded from the tree's
         # (a third of the cost of drawing each from the Mersenne twister)
         cdef uint64_t xs = (<uint64_t> rng() << 32) | rng() | 1
-        while newton < self.max_newton:
+        while newton < max_newton:
             # -- gradient and Hessian diagonal (from fill at w = 0); outer
             # shrinking
             gmax_new = 0.0
@@ -1098,13 +1106,15 @@ cdef class NodeSeparator:
     split. Members: see fastxml_tree.pxd."""
 
     def __init__(self, double bias=1.0, double cost=1.0, solver="newglmnet",
-                 double eps=0.01, int max_newton=10, int max_inner=10, bint warm=False):
+                 double eps=0.01, int max_newton=10, int max_inner=10, bint warm=False,
+                 int max_newton_small=10, int64_t small_node=0):
         if solver not in ("newglmnet", "liblinear"):
             raise ValueError(f"unknown solver {solver!r}")
         self.use_liblinear = solver == "liblinear"
         if self.use_liblinear and ll_train == NULL:
             raise RuntimeError("liblinear is not bound (call bind_liblinear first)")
-        self.solver = SeparatorSolver(max_newton, max_inner, 20, eps, warm)
+        self.solver = SeparatorSolver(max_newton, max_inner, 20, eps, warm, max_newton_small,
+                                      small_node)
         self.bias = bias
         self.cost = cost
         self.eps = eps
