@@ -29,7 +29,7 @@ WORK_S = WORK / "solver"
 SETTINGS = {
     "C++ rules (tol 0.01, max_newton 10, zero start)": (0, {}),
     "max_newton 3, zero start": (1, {"max_newton": 3}),
-    "max_newton 3, warm start (the previous default)": (2, {"max_newton": 3, "warm": True}),
+    "max_newton 3, warm start (an earlier default)": (2, {"max_newton": 3, "warm": True}),
     "max_newton 10, warm start": (3, {"warm": True}),
     "max_newton 4, max_inner 4, zero start": (4, {"max_newton": 4, "max_inner": 4}),
     "tol 0.03, zero start (the previous default)": (5, {"eps": 0.03}),
