@@ -375,13 +375,14 @@ def test_folders_before_the_solver_rules_keep_the_cpp_rules(tmp_path, bibtex):
     del m["params"]["small_node"]
     mf.write_text(json.dumps(m))
     loaded = xmlkit.load_model(folder)
-    assert (loaded.max_newton, loaded.init, loaded.max_newton_small) == (3, "zero", 10)
+    assert (loaded.max_newton, loaded.init, loaded.max_newton_small, loaded.small_node) == (
+        3, "zero", 10, 0)
     del m["params"]["max_newton"]
     del m["params"]["tol"]
     mf.write_text(json.dumps(m))
     loaded = xmlkit.load_model(folder)
-    assert (loaded.tol, loaded.max_newton, loaded.max_newton_small, loaded.init) == (
-        0.01, 10, 10, "zero")
+    assert (loaded.tol, loaded.max_newton, loaded.max_newton_small, loaded.small_node,
+            loaded.init) == (0.01, 10, 10, 0, "zero")
 
 
 def test_tol_001_is_the_cpp_solver(bibtex):

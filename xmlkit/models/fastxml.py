@@ -337,10 +337,11 @@ class FastXML(TreeEnsemble):
         if "solver" not in params:
             params = {**params, "solver": "liblinear"}
         # and those written before tol, max_newton (init, max_newton_small,
-        # small_node) were, the C++ tool's rules
+        # small_node) were, the C++ tool's rules: no cap on small nodes
+        # (small_node 0, whatever max_newton the folder holds)
         manifest = {**manifest, "params": {"tol": CPP_TOL, "max_newton": CPP_MAX_NEWTON,
                                            "max_newton_small": CPP_MAX_NEWTON_SMALL,
-                                           "small_node": SMALL_NODE, "init": CPP_INIT,
+                                           "small_node": 0, "init": CPP_INIT,
                                            **params}}
         return super().from_manifest(manifest, folder)
 
