@@ -2,6 +2,7 @@
 optimality conditions, liblinear-official's objective on random node problems,
 its iteration caps, and the choice of solver in FastXML."""
 import json
+import math
 
 import numpy as np
 import pytest
@@ -199,3 +200,77 @@ def test_label_ranks_from_scratch_and_after_a_step(m):
             changed = rng.random(m) < share
             before[changed] = rng.permutation(s)[changed] + rng.integers(0, 2, m)[changed]
             assert np.array_equal(part.rank_labels(s, before), want)
+
+
+def _alternation_by_hand(Y, start, use_idcg=True):
+    """The nDCG alternation (NdcgPartition.partition) in plain Python: the
+    side sums as integers of the partition's unit (so exact), every step's
+    sums added up from zero, from the sides `start`."""
+    n, m_all = Y.shape
+    labels = np.unique(Y.indices)                 # local index: ascending label
+    local = {int(l): k for k, l in enumerate(labels)}
+    m = len(labels)
+    disc = [1.0 / math.log2(r + 2.0) for r in range(m_all + 1)]
+    cs = [1.0]
+    for r in range(1, m_all + 2):
+        cs.append((cs[r - 1] if r > 1 else 0.0) + disc[r - 1])
+    rows = [[(local[int(Y.indices[j])], float(np.float32(Y.data[j])))
+             for j in range(Y.indptr[a], Y.indptr[a + 1])] for a in range(n)]
+    inorm = [1.0 / (cs[len(r)] if use_idcg else 1.0) for r in rows]
+    total = 0.0
+    for a in range(n):
+        row = 0.0
+        for _, v in rows[a]:
+            row += abs(v)
+        total += row * inorm[a]
+    expo = min(51 - math.frexp(total)[1], 960) if total > 0 else 0
+    unit = math.ldexp(1.0, -expo)
+    # (round: halves to even, as C's rint)
+    terms = [[(k, round(math.ldexp(inorm[a], expo) * v)) for k, v in rows[a]] for a in range(n)]
+    sign = [int(s) for s in start]
+    prev = -2.0
+    while True:
+        sums = {1: [0] * m, -1: [0] * m}
+        for a in range(n):
+            for k, q in terms[a]:
+                sums[sign[a]][k] += q
+        rank = {}
+        for side in (1, -1):
+            s = np.array(sums[side], dtype=float) * unit
+            rank[side] = _ranks_by_hand(s)
+        obj = 0.0
+        for k in range(m):
+            obj += (disc[rank[1][k]] * (sums[1][k] * unit)
+                    + disc[rank[-1][k]] * (sums[-1][k] * unit))
+        gain = [disc[rank[1][k]] - disc[rank[-1][k]] for k in range(m)]
+        obj /= n
+        moved = 0
+        for a in range(n):
+            delta = 0.0
+            for j in range(Y.indptr[a], Y.indptr[a + 1]):
+                delta += float(np.float32(Y.data[j])) * gain[local[int(Y.indices[j])]]
+            new = 1 if delta > 0 else (-1 if delta < 0 else sign[a])
+            moved += new != sign[a]
+            sign[a] = new
+        if obj - prev < 1e-6 or moved == 0:
+            return np.array(sign, dtype=np.int8)
+        prev = obj
+
+
+@pytest.mark.parametrize("use_idcg", [True, False])
+def test_ndcg_alternation_equals_a_hand_run(bibtex, use_idcg):
+    # the kernel updates the side sums by the points that move; a plain
+    # re-run that adds them up from zero at every step gives the same sides
+    # (the sums are exact), on real label rows and on weighted ones
+    from xmlkit._ext.fastxml_tree import NdcgPartition
+    _, Y, _, _ = bibtex
+    rng = np.random.default_rng(3)
+    for rows, weighted in ((slice(0, 400), False), (slice(1000, 1300), True)):
+        Yn = sp.csr_matrix(Y[rows], dtype=np.float32)
+        if weighted:
+            Yn.data = rng.uniform(0.1, 7.0, Yn.nnz).astype(np.float32)
+        part = NdcgPartition(use_idcg)
+        start, got = part.sides(Yn.indptr, Yn.indices, Yn.data, Y.shape[1], 11)
+        assert set(np.unique(start)) == {-1, 1} and set(np.unique(got)) == {-1, 1}
+        assert not np.array_equal(start, got)
+        assert np.array_equal(got, _alternation_by_hand(Yn, start, use_idcg))

@@ -22,7 +22,7 @@
 
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport srand, free
-from libc.math cimport log2, fabs, exp, log1p, INFINITY
+from libc.math cimport log2, fabs, exp, log1p, rint, frexp, ldexp, INFINITY
 from libc.string cimport memcpy, memset
 from libcpp cimport bool as cbool
 from libcpp.vector cimport vector
@@ -723,11 +723,24 @@ cdef inline void _release(vector[int32_t]& local, vector[int32_t]& act) noexcept
 
 
 cdef inline void _add_row(double* sums, const int32_t* idx, const float* val, int64_t e0,
-                          int64_t e1, double scale) noexcept nogil:
-    """sums[idx[e]] += scale * val[e] for e in [e0, e1)."""
+                          int64_t e1, double scale, double unit) noexcept nogil:
+    """sums[idx[e]] += the multiple of `unit` nearest scale * val[e] * unit,
+    for e in [e0, e1) (`scale` is a term's factor over the unit; see
+    NdcgPartition.partition: sums of such multiples are exact)."""
     cdef int64_t e
     for e in range(e0, e1):
-        sums[idx[e]] += scale * val[e]
+        sums[idx[e]] += rint(scale * val[e]) * unit
+
+
+cdef inline void _move_row(double* dst, double* src, const int32_t* idx, const float* val,
+                           int64_t e0, int64_t e1, double scale, double unit) noexcept nogil:
+    """_add_row to dst, and the same terms taken from src."""
+    cdef int64_t e
+    cdef double q
+    for e in range(e0, e1):
+        q = rint(scale * val[e]) * unit
+        dst[idx[e]] += q
+        src[idx[e]] -= q
 
 
 cdef inline void _gain_sums2(const float* v, const int32_t* idx, const double* g, int64_t a0,
@@ -861,6 +874,29 @@ cdef class NdcgPartition:
             self._rank(s, NULL, r, order, m)
         return np.array([r[k] for k in range(m)], dtype=np.int32)
 
+    def sides(self, Y_indptr, Y_indices, Y_data, int64_t n_labels, uint32_t seed):
+        """The partition of the points of the label rows Y (CSR), as one node
+        (tests): (the random sides it starts from, the sides it returns),
+        each an int8 array of +1 / -1, with its generator seeded by `seed`."""
+        cdef const int64_t[::1] yp = np.ascontiguousarray(Y_indptr, dtype=np.int64)
+        cdef const int32_t[::1] yi = np.ascontiguousarray(Y_indices, dtype=np.int32)
+        cdef const float[::1] yv = np.ascontiguousarray(Y_data, dtype=np.float32)
+        cdef int64_t n = yp.shape[0] - 1, a
+        cdef const int32_t[::1] pts = np.arange(max(n, 1), dtype=np.int32)
+        cdef vector[signed char] sign
+        cdef mt19937 rng, first
+        if n < 1 or yi.shape[0] != yp[n] or yv.shape[0] != yp[n]:
+            raise ValueError("Y is not a CSR matrix of one row or more")
+        if yi.shape[0] and (np.min(yi) < 0 or np.max(yi) >= n_labels):
+            raise ValueError("a label index is out of range")
+        self.reset(n_labels)
+        rng.seed(seed)
+        first = rng
+        start = np.array([1 if (first() & 1) else -1 for a in range(n)], dtype=np.int8)
+        with nogil:
+            self.partition(&pts[0], n, &yp[0], &yi[0], &yv[0], sign, rng)
+        return start, np.array([sign[a] for a in range(n)], dtype=np.int8)
+
     cdef int64_t partition(self, const int32_t* pts, int64_t n, const int64_t* yp,
                            const int32_t* yi, const float* yv, vector[signed char]& sign,
                            mt19937& rng) noexcept nogil:
@@ -879,6 +915,8 @@ cdef class NdcgPartition:
         cdef int32_t* lidx
         cdef signed char sg
         cdef bint last
+        cdef double total = 0.0, unit, row
+        cdef int expo
 
         # -- active labels, local label rows, per-point nDCG normaliser
         m = _gather(pts, n, yp, yi, self.lmap, self.act_l, self.gbuf.data(), NULL)
@@ -909,8 +947,25 @@ cdef class NdcgPartition:
             sign[a] = sg
         _release(self.lmap, self.act_l)
 
-        # -- the alternation; each step's side sums are added up as the
-        # previous step assigns the sides
+        # -- the side sums are kept exact, so that they follow the points that
+        # move instead of being added up anew at every step (and equal sums
+        # tie exactly, whatever order they were added in): each term
+        # inorm * value is rounded to a multiple of a power of two, `unit`,
+        # chosen so that all the terms together stay below 2^52 units, which
+        # doubles add without rounding
+        for a in range(n):
+            row = 0.0
+            for j in range(self.ly_ptr[a], self.ly_ptr[a + 1]):
+                row += fabs(lval[j])
+            total += row * self.inorm[a]
+        expo = 0
+        if total > 0:
+            frexp(total, &expo)             # total < 2^expo
+            expo = min(51 - expo, 960)      # (1 / unit finite beside any inorm)
+        unit = ldexp(1.0, -expo)
+
+        # -- the alternation; each step's side sums are the step before's,
+        # updated by the points that changed sides
         _give_back(self.sp, m)
         self.sp.assign(m, 0.0)
         _give_back(self.sn, m)
@@ -924,7 +979,7 @@ cdef class NdcgPartition:
         sn = self.sn.data()
         for a in range(n):
             _add_row(sp if sign[a] > 0 else sn, lidx, lval, self.ly_ptr[a],
-                     self.ly_ptr[a + 1], self.inorm[a])
+                     self.ly_ptr[a + 1], ldexp(self.inorm[a], expo), unit)
         prev = -2.0
         step = 0
         while True:
@@ -942,13 +997,13 @@ cdef class NdcgPartition:
                 self.gain[k] = self.disc[self.rp[k]] - self.disc[self.rn[k]]
             obj /= n
             # (this step's sums are kept for the next step's ranking; the
-            # next step's are added up from zero)
+            # next step's start from them)
             self.sp.swap(self.spo)
             self.sn.swap(self.sno)
             sp = self.sp.data()
             sn = self.sn.data()
-            memset(sp, 0, m * sizeof(double))
-            memset(sn, 0, m * sizeof(double))
+            memcpy(sp, self.spo.data(), m * sizeof(double))
+            memcpy(sn, self.sno.data(), m * sizeof(double))
             last = obj - prev < 1e-6
             gain = self.gain.data()
             ptr = self.ly_ptr.data()
@@ -962,13 +1017,13 @@ cdef class NdcgPartition:
                     delta = d2[q]
                     # (selects, not branches: a point's side is not predictable)
                     sg = sign[a]
-                    moved += (sg > 0 and delta < 0) or (sg < 0 and delta > 0)
-                    sg = 1 if delta > 0 else sg
-                    sg = -1 if delta < 0 else sg
-                    sign[a] = sg
-                    if not last:
-                        _add_row(sp if sg > 0 else sn, lidx, lval, ptr[a], ptr[a + 1],
-                                 self.inorm[a])
+                    if (sg > 0 and delta < 0) or (sg < 0 and delta > 0):
+                        sign[a] = -sg
+                        moved += 1
+                        if not last:
+                            _move_row(sn if sg > 0 else sp, sp if sg > 0 else sn, lidx,
+                                      lval, ptr[a], ptr[a + 1],
+                                      ldexp(self.inorm[a], expo), unit)
                     a += 1
             # (no point moved: the next step would rank the same sums the
             # same way, gain nothing and move nobody, so it is skipped)
