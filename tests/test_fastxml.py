@@ -178,18 +178,23 @@ def test_grower_holds_no_root_sized_scratch_between_trees(bibtex):
 
 def test_large_node_gate_orders_separators_and_leaves_trees_alone(bibtex):
     # two growers in two threads share a gate that takes every node as
-    # large: their separators run one at a time, and each tree is the one
-    # a grower without a gate grows
+    # large: the nodes past it never hold more points than the training
+    # set (a root's columns, shared by the roots at once, count once), and
+    # each tree is the one a grower without a gate grows
     from concurrent.futures import ThreadPoolExecutor
     from xmlkit._ext.fastxml_tree import LargeNodeGate, NdcgPartition, NodeSeparator, TreeGrower
     from xmlkit.models.fastxml import _as_training_csr
     X, Y, _, _ = bibtex
+    n = X.shape[0]
     Xg, Yg = _as_training_csr(X, "f", X.shape[1]), _as_training_csr(Y, "l", Y.shape[1])
 
     def grower(gate):
         return TreeGrower(Xg, Yg, NdcgPartition(True), NodeSeparator(1.0, 1.0, "newglmnet"),
                           gate=gate)
     alone = [grower(None).grow(0, t) for t in range(4)]
+
+    def same(trees):
+        return all(all(np.array_equal(a[k], b[k]) for k in a) for a, b in zip(alone, trees))
 
     def in_two_threads(gate):
         # thread i grows trees i, i + 2 with a grower of its own
@@ -199,13 +204,20 @@ def test_large_node_gate_orders_separators_and_leaves_trees_alone(bibtex):
         with ThreadPoolExecutor(2) as pool:
             (t0, t2), (t1, t3) = pool.map(grow, range(2))
         return [t0, t1, t2, t3]
-    gate = LargeNodeGate(X.shape[0], 1, min_points=0)
-    for a, b in zip(alone, in_two_threads(gate)):
-        assert all(np.array_equal(a[k], b[k]) for k in a)
-    assert gate.most_at_once == 1
-    wide = LargeNodeGate(X.shape[0], 2, min_points=0)
-    in_two_threads(wide)
-    assert 1 <= wide.most_at_once <= 2
+    gate = LargeNodeGate(n, 1, min_points=0)
+    assert same(in_two_threads(gate))
+    assert 0 < gate.most_points <= n
+    assert 1 <= gate.most_at_once <= 2
+    wide = LargeNodeGate(n, 2, min_points=0)
+    assert same(in_two_threads(wide))
+    assert wide.most_points <= 2 * n
+    # roots on a copy of their columns built for another tree's root (kept
+    # here, so that every root after the first borrows it): the same trees
+    kept = LargeNodeGate(n, 1, min_points=n - 1, keep_root=True)
+    g = grower(kept)
+    assert same([g.grow(0, t) for t in range(4)])
+    assert kept.roots_shared == 3
+    assert same(in_two_threads(kept)) and kept.roots_shared == 7
     # the threshold: a quarter of the points, and never LARGE_NODE (32768) or fewer
     assert LargeNodeGate(100_000).min_points == 32768
     assert LargeNodeGate(1_000_000).min_points == 250_000

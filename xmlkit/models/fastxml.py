@@ -165,9 +165,10 @@ class FastXML(TreeEnsemble):
             n_trees - 1 are grown; shards of one model use different ranges).
         threads : trees grown in parallel (threads; worker processes with
             solver="liblinear"). The largest nodes' separators (more than a
-            quarter of the points, on sets of more than 32768) run in half
-            the threads at most, one from 2 threads: see
-            xmlkit._ext.fastxml_tree.LargeNodeGate. A thread left without
+            quarter of the points, on sets of more than 32768) run together
+            only while they hold at most the training set's points (times
+            threads // 2 from 4 threads), the roots sharing one copy of their
+            columns: see xmlkit._ext.fastxml_tree.LargeNodeGate. A thread left without
             a tree grows nodes of the trees still growing (Crew); the trees
             do not depend on threads.
         bias : value of the bias feature added to every point.
@@ -248,8 +249,8 @@ class FastXML(TreeEnsemble):
         Xg = _as_training_csr(X, "features", self.n_features_in_)
         Yg = _as_training_csr(self._label_values(Y), "labels", self.n_labels_)
         # the largest nodes (roots, and their children from ~65k points) are
-        # separated by one thread at a time (half the threads from 4 on):
-        # see LargeNodeGate
+        # separated together while they hold at most the training points
+        # (times half the threads from 4 on): see LargeNodeGate
         gate = LargeNodeGate(Xg.shape[0], max(1, p.threads // 2))
 
         def grower(crew=None):

@@ -12,7 +12,8 @@
 #                  sides (SeparatorSolver, or liblinear) and routes the
 #                  points by it.
 # The growers of one fit (one per thread) share a LargeNodeGate, which lets
-# only a few of them at a time separate the largest nodes (memory), and a
+# them separate the largest nodes together only within a budget of points
+# (memory), the roots on one shared copy of their columns, and a
 # Crew, through which a grower without a tree of its own grows nodes of
 # another's tree (a level's nodes are independent).
 
@@ -60,6 +61,103 @@ cdef struct ll_model:
     double rho
 
 
+cdef extern from *:
+    """
+    #include <mutex>
+    #include <condition_variable>
+    #include <vector>
+    #include <cstdint>
+    // The points of the large nodes being separated, held against a
+    // budget: a node waits until its points fit beside those held (a node
+    // alone always fits). The roots of a fit's trees hold the same points
+    // in the same order, so their separators share one copy of their
+    // columns (the `root_*` vectors, built by the first of them): the
+    // roots separated at once hold one root's points.
+    struct xk_slots {
+        std::mutex m;
+        std::condition_variable cv;
+        long long budget = 1;
+        long long held = 0;         // points held now
+        long long most_held = 0;    // the most points ever held at once
+        long count = 0;             // separators past the gate now
+        long most_count = 0;        // the most ever past it at once
+        int root_state = 0;         // 0: no root copy, 1: being built, 2: built
+        long root_users = 0;        // separators using the root copy
+        long root_shared = 0;       // separators that used a copy they did not build
+        bool keep_root = false;     // (tests) the copy outlives its users
+        std::vector<int64_t> root_ptr;
+        std::vector<int32_t> root_pt;
+        std::vector<float> root_val;
+        void _in(long long w) {
+            held += w;
+            if (held > most_held) most_held = held;
+            if (++count > most_count) most_count = count;
+        }
+        bool _fits(long long w) { return held == 0 || held + w <= budget; }
+        void take(long long w) {
+            std::unique_lock<std::mutex> lock(m);
+            cv.wait(lock, [this, w] { return _fits(w); });
+            _in(w);
+        }
+        void give(long long w) {
+            { std::lock_guard<std::mutex> lock(m); held -= w; --count; }
+            cv.notify_all();
+        }
+        // a root's separator: true when it builds the copy (then
+        // root_built()), false when the copy is built and its to share
+        bool take_root(long long w) {
+            std::unique_lock<std::mutex> lock(m);
+            for (;;) {
+                if (root_state == 2) { ++root_users; ++root_shared; _in(0); return false; }
+                if (root_state == 0 && _fits(w)) {
+                    root_state = 1;
+                    root_users = 1;
+                    _in(w);
+                    return true;
+                }
+                cv.wait(lock);
+            }
+        }
+        void root_built() {
+            { std::lock_guard<std::mutex> lock(m); root_state = 2; }
+            cv.notify_all();
+        }
+        // the last of the roots' separators gives the copy back
+        void give_root(long long w) {
+            std::vector<int64_t> ptr;
+            std::vector<int32_t> pt;
+            std::vector<float> val;
+            {
+                std::lock_guard<std::mutex> lock(m);
+                --count;
+                if (--root_users == 0 && !keep_root) {
+                    root_state = 0;
+                    held -= w;
+                    ptr.swap(root_ptr);
+                    pt.swap(root_pt);
+                    val.swap(root_val);
+                }
+            }
+            cv.notify_all();
+        }
+    };
+    """
+    cdef cppclass xk_slots:
+        long long budget
+        long long most_held
+        long most_count
+        long root_shared
+        cbool keep_root
+        vector[int64_t] root_ptr
+        vector[int32_t] root_pt
+        vector[float] root_val
+        void take(long long w) noexcept nogil
+        void give(long long w) noexcept nogil
+        cbool take_root(long long w) noexcept nogil
+        void root_built() noexcept nogil
+        void give_root(long long w) noexcept nogil
+
+
 cdef class SeparatorSolver:
     # -- the problem
     cdef int64_t n                        # number of points
@@ -67,6 +165,9 @@ cdef class SeparatorSolver:
     cdef vector[int64_t] col_ptr          # column j: entries col_ptr[j]..col_ptr[j+1]-1
     cdef vector[int32_t] col_pt           # point (0..n-1) of each entry, ascending per column
     cdef vector[float] col_val            # value of each entry
+    cdef const int64_t* cptr              # the columns solved: col_ptr, col_pt, col_val's
+    cdef const int32_t* cpt               # data, or a root's shared copy (borrow)
+    cdef const float* cval
     cdef vector[signed char] y            # label of each point, +1 or -1
     cdef vector[double] cw                # cost C_a of each point's loss
     # -- stopping rules
@@ -101,6 +202,9 @@ cdef class SeparatorSolver:
     cdef public int64_t newtons           # Newton iterations, summed over solves
     cdef public int64_t solves            # solves since the counters were zeroed
 
+    cdef void borrow(self, xk_slots* root, int64_t n, const signed char* sign, double cpos,
+                     double cneg) noexcept nogil
+    cdef void lend(self, xk_slots* root) noexcept nogil
     cdef void let_go(self) noexcept nogil
     cdef void fill(self, const int32_t* pts, int64_t n, const int64_t* xp, const int32_t* xi,
                    const float* xv, const int32_t* fmap, int64_t* fcount, const int32_t* act,
@@ -169,9 +273,9 @@ cdef class NodeSeparator:
                     int64_t n_features)
     cdef bint split(self, const int32_t* pts, int64_t n, int64_t n_pos,
                     vector[signed char]& sign, mt19937& rng, vector[int32_t]& w_idx,
-                    vector[float]& w_val) noexcept nogil
+                    vector[float]& w_val, xk_slots* root=*) noexcept nogil
     cdef void _fit(self, const int32_t* pts, int64_t n, int64_t nf, int64_t n_pos,
-                   vector[signed char]& sign, mt19937& rng) noexcept nogil
+                   vector[signed char]& sign, mt19937& rng, xk_slots* root) noexcept nogil
     cdef void _fit_liblinear(self, const int32_t* pts, int64_t n, int64_t nf, int64_t n_pos,
                              vector[signed char]& sign, mt19937& rng) noexcept nogil
     cdef bint _route(self, const int32_t* pts, int64_t n, int64_t nf, const double* u,
@@ -179,38 +283,11 @@ cdef class NodeSeparator:
                      vector[float]& w_val) noexcept nogil
 
 
-cdef extern from *:
-    """
-    #include <mutex>
-    #include <condition_variable>
-    struct xk_slots {
-        std::mutex m;
-        std::condition_variable cv;
-        long free_slots = 1;
-        long held = 0;          // slots taken now
-        long most_held = 0;     // the most ever taken at once
-        void take() {
-            std::unique_lock<std::mutex> lock(m);
-            cv.wait(lock, [this] { return free_slots > 0; });
-            --free_slots;
-            if (++held > most_held) most_held = held;
-        }
-        void give() {
-            { std::lock_guard<std::mutex> lock(m); ++free_slots; --held; }
-            cv.notify_one();
-        }
-    };
-    """
-    cdef cppclass xk_slots:
-        long free_slots
-        long most_held
-        void take() noexcept nogil
-        void give() noexcept nogil
-
-
 cdef class LargeNodeGate:
-    cdef xk_slots slots                   # separators of large nodes running at most at once
+    cdef xk_slots slots                   # points of the large nodes being separated; the
+                                          # roots' shared columns
     cdef public int64_t min_points        # a node of more than this many points is large
+    cdef int64_t n_points                 # training points (a node of all of them is a root)
 
 
 cdef extern from *:

@@ -346,6 +346,68 @@ cdef class SeparatorSolver:
         for k in range(nf):
             fcount[act[k]] = 0
         self.visits += self.col_ptr[ncol]     # (the pass of the derivatives at 0)
+        self.cptr = self.col_ptr.data()
+        self.cpt = self.col_pt.data()
+        self.cval = self.col_val.data()
+
+    cdef void lend(self, xk_slots* root) noexcept nogil:
+        """Hand the problem's columns (just filled) over to `root`, the
+        shared copy of the roots' columns: the solver goes on reading them
+        there (a swap moves the buffers, not the entries)."""
+        self.col_ptr.swap(root.root_ptr)
+        self.col_pt.swap(root.root_pt)
+        self.col_val.swap(root.root_val)
+
+    cdef void borrow(self, xk_slots* root, int64_t n, const signed char* sign, double cpos,
+                     double cneg) noexcept nogil:
+        """Set the problem as fill() would for the points whose columns
+        `root` holds (a root's: built by another solver's fill, then lend),
+        with labels from sign (see fill). The derivatives at w = 0 are
+        added up column by column, each in its entries' (the points')
+        order, as fill adds them: the same sums."""
+        cdef int64_t a, e, k, ncol = <int64_t> root.root_ptr.size() - 1
+        cdef double v
+        cdef double* g0
+        cdef double* h0
+        cdef double* rg
+        cdef double* dh
+        cdef const int64_t* cp = root.root_ptr.data()
+        cdef const int32_t* ct = root.root_pt.data()
+        cdef const float* cv = root.root_val.data()
+        self.n = n
+        self.nf = ncol
+        _resize(self.y, n)
+        _resize(self.cw, n)
+        _resize(self.r, n)
+        _resize(self.D, n)
+        rg = self.r.data()        # (scratch here: solve() sets r and D anew)
+        dh = self.D.data()
+        for a in range(n):
+            if sign[a] > 0:
+                self.y[a] = 1
+                self.cw[a] = cpos
+            else:
+                self.y[a] = -1
+                self.cw[a] = cneg
+            # the loss derivatives at u = 0, as in fill
+            rg[a] = -0.5 * self.y[a] * self.cw[a]
+            dh[a] = 0.25 * self.cw[a]
+        _give_back(self.grad0, ncol)
+        self.grad0.assign(ncol, 0.0)
+        _give_back(self.hdiag0, ncol)
+        self.hdiag0.assign(ncol, 0.0)
+        g0 = self.grad0.data()
+        h0 = self.hdiag0.data()
+        for k in range(ncol):
+            for e in range(cp[k], cp[k + 1]):
+                a = ct[e]
+                v = cv[e]
+                g0[k] += rg[a] * v
+                h0[k] += dh[a] * v * v
+        self.visits += cp[ncol]
+        self.cptr = cp
+        self.cpt = ct
+        self.cval = cv
 
     cdef void let_go(self) noexcept nogil:
         """Give back the problem's columns and per-point vectors (after a
@@ -403,9 +465,9 @@ cdef class SeparatorSolver:
             else:
                 continue
             dnorm += fabs(self.w[j])      # (= the subgradient's violation at 0)
-            _scatter_add(self.col_val.data(), self.col_pt.data(), self.xTd.data(),
-                         self.col_ptr[j], self.col_ptr[j + 1], self.w[j])
-            self.visits += self.col_ptr[j + 1] - self.col_ptr[j]
+            _scatter_add(self.cval, self.cpt, self.xTd.data(), self.cptr[j],
+                         self.cptr[j + 1], self.w[j])
+            self.visits += self.cptr[j + 1] - self.cptr[j]
         if dnorm == 0:
             return 0.0
         # minimise t |d|_1 + sum_a C_a softplus(-y_a t m_a) over t >= 0 (convex)
@@ -478,9 +540,9 @@ cdef class SeparatorSolver:
         cdef double* tq = self.tq.data()
         cdef double* tsp = self.tsp.data()
         cdef const signed char* y = self.y.data()
-        cdef const int64_t* cptr = self.col_ptr.data()
-        cdef const int32_t* cpt = self.col_pt.data()
-        cdef const float* cval = self.col_val.data()
+        cdef const int64_t* cptr = self.cptr
+        cdef const int32_t* cpt = self.cpt
+        cdef const float* cval = self.cval
         cdef int64_t visits = 0
         cdef int32_t tmp
         for j in range(nf):
@@ -1195,11 +1257,14 @@ cdef class NodeSeparator:
 
     cdef bint split(self, const int32_t* pts, int64_t n, int64_t n_pos,
                     vector[signed char]& sign, mt19937& rng, vector[int32_t]& w_idx,
-                    vector[float]& w_val) noexcept nogil:
+                    vector[float]& w_val, xk_slots* root=NULL) noexcept nogil:
         """Separate the points pts[0:n] by their sides sign[0:n] (n_pos on
         the + side); sign := the side of the fitted hyperplane. When both
         sides are non-empty, appends its non-zero weights (by feature, the
-        bias as feature n_features) to w_idx / w_val and returns True."""
+        bias as feature n_features) to w_idx / w_val and returns True.
+        `root` (xmlkit's solver only): the node is a root, whose columns
+        the roots separated at once share through the gate's copy (see
+        LargeNodeGate)."""
         cdef int64_t nf
         cdef bint ok
         cdef int64_t* counts = NULL
@@ -1211,7 +1276,7 @@ cdef class NodeSeparator:
             self._fit_liblinear(pts, n, nf, n_pos, sign, rng)
             ok = self._route(pts, n, nf, NULL, sign, w_idx, w_val)
         else:
-            self._fit(pts, n, nf, n_pos, sign, rng)
+            self._fit(pts, n, nf, n_pos, sign, rng, root)
             ok = self._route(pts, n, nf, self.solver.u.data(), sign, w_idx, w_val)
             if n > LARGE_NODE:
                 self.solver.let_go()
@@ -1219,16 +1284,29 @@ cdef class NodeSeparator:
         return ok
 
     cdef void _fit(self, const int32_t* pts, int64_t n, int64_t nf, int64_t n_pos,
-                   vector[signed char]& sign, mt19937& rng) noexcept nogil:
+                   vector[signed char]& sign, mt19937& rng, xk_slots* root) noexcept nogil:
         """Class-balanced L1-regularised logistic regression on the node by
-        xmlkit's solver into wvec (local feature order, bias last)."""
+        xmlkit's solver into wvec (local feature order, bias last); a root
+        (`root` not NULL: see split) on the gate's shared copy of its
+        columns, built here when there is none."""
         cdef int64_t k
         cdef double cpos = self.cost * n / <double> n_pos
         cdef double cneg = self.cost * n / <double> (n - n_pos)
-        self.solver.fill(pts, n, &self.xp[0], &self.xi[0], &self.xv[0], self.fmap.data(),
-                         self.fcount.data(), self.act_f.data(), nf, self.bias, True,
-                         sign.data(), cpos, cneg)
+        if root == NULL or root.take_root(n):
+            self.solver.fill(pts, n, &self.xp[0], &self.xi[0], &self.xv[0], self.fmap.data(),
+                             self.fcount.data(), self.act_f.data(), nf, self.bias, True,
+                             sign.data(), cpos, cneg)
+            if root != NULL:
+                self.solver.lend(root)
+                root.root_built()
+        else:
+            # (the gather counted the columns' entries for a fill)
+            for k in range(nf):
+                self.fcount[self.act_f[k]] = 0
+            self.solver.borrow(root, n, sign.data(), cpos, cneg)
         self.solver.solve(rng)
+        if root != NULL:
+            root.give_root(n)
         self.wvec.resize(nf + 1)
         for k in range(nf + 1):
             self.wvec[k] = round_weight(self.solver.w[k])
@@ -1358,31 +1436,54 @@ cdef class NodeSeparator:
 
 
 cdef class LargeNodeGate:
-    """Lets at most `slots` growers separate a large node at once: the
-    growers of one fit share it. A node is large when it holds more than a
-    quarter of the training points and more than LARGE_NODE points: in
-    practice the roots on sets of more than 32768 points, and their
-    children (about half the points each) on sets of more than about
-    65536; no node on smaller sets. A large node's separator holds a copy
-    of its points' entries of X (the node's columns: X's size at the root)
-    and per-point and per-feature work space, and the threads' trees start
-    together: on a 100k-point set at `-T 2`, two roots at once were most
-    of the training peak. A grower waits only before a large node's
-    separator (its partition runs before), and trees stay the same: the
-    gate orders work, it does not change it. `min_points` (tests) replaces
-    the threshold."""
+    """Lets the growers of one fit separate large nodes at once only while
+    those nodes hold at most `slots` times the training points between
+    them. A node is large when it holds more than a quarter of the training
+    points and more than LARGE_NODE points: in practice the roots on sets
+    of more than 32768 points, and their children (about half the points
+    each) on sets of more than about 65536; no node on smaller sets. A
+    large node's separator holds a copy of its points' entries of X (the
+    node's columns: X's size at the root) and per-point and per-feature
+    work space, and gives them back when done: its memory follows its
+    points. So at one slot a root is separated without another large node,
+    two children of roots (half the points each) together. The roots of a
+    fit's trees are alike (all the points, in order): the roots separated
+    at once share one copy of their columns, built by the first of them
+    (SeparatorSolver.fill, then lend; the others borrow it), and it counts
+    once. The threads' trees start together: on a 100k-point set at `-T 2`
+    two roots, each with its own copy, were most of the training peak. A
+    grower waits only before a large node's separator (its partition runs
+    before), and trees stay the same: the gate orders work and shares
+    columns, it does not change them. `min_points` (tests) replaces the
+    threshold; `keep_root` (tests) keeps the roots' copy, and the points it
+    holds, once built: every later root borrows it."""
 
-    def __init__(self, int64_t n_points, long slots=1, min_points=None):
+    def __init__(self, int64_t n_points, long slots=1, min_points=None, bint keep_root=False):
         if slots < 1:
             raise ValueError("a gate needs a slot")
-        self.slots.free_slots = slots
+        self.n_points = n_points
+        self.slots.keep_root = keep_root
+        self.slots.budget = slots * max(n_points, 1)
         self.min_points = (max(LARGE_NODE, n_points // 4) if min_points is None
                            else min_points)
 
     @property
     def most_at_once(self):
         """The most separators that ever passed the gate at once."""
+        return self.slots.most_count
+
+    @property
+    def most_points(self):
+        """The most points that the separators past the gate held at once
+        (a shared root copy counted once): at most `slots` times the
+        training points."""
         return self.slots.most_held
+
+    @property
+    def roots_shared(self):
+        """Roots separated on a copy of their columns that another root's
+        separator built."""
+        return self.slots.root_shared
 
 
 cdef inline bint _labelled(const int32_t* pts, int64_t n, const int64_t* yp) noexcept nogil:
@@ -1748,11 +1849,16 @@ cdef class TreeGrower:
                 b.draws[i] = n
             if 0 < n_pos < n:
                 gated = self.gate is not None and n > self.gate.min_points
-                if gated:
-                    self.gate.slots.take()
-                split = self.separator.split(pts, n, n_pos, self.sign, self.rng, wi, wv)
-                if gated:
-                    self.gate.slots.give()
+                if gated and n == self.gate.n_points and not self.separator.use_liblinear:
+                    # a root: its columns shared with the roots separated at once
+                    split = self.separator.split(pts, n, n_pos, self.sign, self.rng, wi, wv,
+                                                 &self.gate.slots)
+                else:
+                    if gated:
+                        self.gate.slots.take(n)
+                    split = self.separator.split(pts, n, n_pos, self.sign, self.rng, wi, wv)
+                    if gated:
+                        self.gate.slots.give(n)
                 b.draws[i] += SEP_DRAWS
             self.rng_pos += b.draws[i]
         if split:
