@@ -205,6 +205,8 @@ cdef class SeparatorSolver:
     cdef void borrow(self, xk_slots* root, int64_t n, const signed char* sign, double cpos,
                      double cneg) noexcept nogil
     cdef void lend(self, xk_slots* root) noexcept nogil
+    cdef void _labels(self, int64_t n, int64_t ncol, const signed char* sign, double cpos,
+                      double cneg) noexcept nogil
     cdef void let_go(self) noexcept nogil
     cdef void fill(self, const int32_t* pts, int64_t n, const int64_t* xp, const int32_t* xi,
                    const float* xv, const int32_t* fmap, int64_t* fcount, const int32_t* act,

@@ -309,22 +309,11 @@ cdef class SeparatorSolver:
             self.col_ptr[ncol] = self.col_ptr[nf] + n
         _resize(self.col_pt, self.col_ptr[ncol])
         _resize(self.col_val, self.col_ptr[ncol])
-        _resize(self.y, n)
-        _resize(self.cw, n)
-        _give_back(self.grad0, ncol)
-        self.grad0.assign(ncol, 0.0)
-        _give_back(self.hdiag0, ncol)
-        self.hdiag0.assign(ncol, 0.0)
+        self._labels(n, ncol, sign, cpos, cneg)
         g0 = self.grad0.data()
         h0 = self.hdiag0.data()
         for a in range(n):
             p = pts[a]
-            if sign[a] > 0:
-                self.y[a] = 1
-                self.cw[a] = cpos
-            else:
-                self.y[a] = -1
-                self.cw[a] = cneg
             # the loss derivatives at u = 0: r_a = -y_a C_a / 2, D_a = C_a / 4
             rg = -0.5 * self.y[a] * self.cw[a]
             dh = 0.25 * self.cw[a]
@@ -349,6 +338,26 @@ cdef class SeparatorSolver:
         self.cptr = self.col_ptr.data()
         self.cpt = self.col_pt.data()
         self.cval = self.col_val.data()
+
+    cdef void _labels(self, int64_t n, int64_t ncol, const signed char* sign, double cpos,
+                      double cneg) noexcept nogil:
+        """Labels y and costs cw of the n points from sign (> 0: +1 with cost
+        cpos, else -1 with cost cneg); grad0 and hdiag0 zeroed for ncol
+        columns."""
+        cdef int64_t a
+        _resize(self.y, n)
+        _resize(self.cw, n)
+        for a in range(n):
+            if sign[a] > 0:
+                self.y[a] = 1
+                self.cw[a] = cpos
+            else:
+                self.y[a] = -1
+                self.cw[a] = cneg
+        _give_back(self.grad0, ncol)
+        self.grad0.assign(ncol, 0.0)
+        _give_back(self.hdiag0, ncol)
+        self.hdiag0.assign(ncol, 0.0)
 
     cdef void lend(self, xk_slots* root) noexcept nogil:
         """Hand the problem's columns (just filled) over to `root`, the
@@ -376,26 +385,15 @@ cdef class SeparatorSolver:
         cdef const float* cv = root.root_val.data()
         self.n = n
         self.nf = ncol
-        _resize(self.y, n)
-        _resize(self.cw, n)
+        self._labels(n, ncol, sign, cpos, cneg)
         _resize(self.r, n)
         _resize(self.D, n)
         rg = self.r.data()        # (scratch here: solve() sets r and D anew)
         dh = self.D.data()
         for a in range(n):
-            if sign[a] > 0:
-                self.y[a] = 1
-                self.cw[a] = cpos
-            else:
-                self.y[a] = -1
-                self.cw[a] = cneg
             # the loss derivatives at u = 0, as in fill
             rg[a] = -0.5 * self.y[a] * self.cw[a]
             dh[a] = 0.25 * self.cw[a]
-        _give_back(self.grad0, ncol)
-        self.grad0.assign(ncol, 0.0)
-        _give_back(self.hdiag0, ncol)
-        self.hdiag0.assign(ncol, 0.0)
         g0 = self.grad0.data()
         h0 = self.hdiag0.data()
         for k in range(ncol):
