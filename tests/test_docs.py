@@ -90,3 +90,21 @@ def test_algorithms_prose_does_not_restate_option_defaults():
     found = [prose[m.start():m.end()] for m in
              re.finditer(r"`-{1,2}[a-z][\w-]*`[ ,]*\(?[0-9][0-9.]*\)?", prose)]
     assert not found, found
+
+
+@pytest.mark.slow
+def test_readme_main_job_prints_what_the_readme_shows(tmp_path):
+    """The README's main job, run as written (but the install) from another
+    folder, prints the table the README shows under it: the figures change
+    whenever the trees do, and the README must follow."""
+    import re
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("**Main job"):readme.index("**Tests**")]
+    command, shown = re.findall(r"```(?:sh)?\n(.*?)```", section, re.S)
+    command = command.strip().removeprefix("pip install . && ")
+    assert [c.split()[0] for c in command.split(" && ")] == ["xml-train", "xml-predict",
+                                                            "xml-eval"]
+    r = subprocess.run(command.replace("data_samples/", f"{ROOT}/data_samples/"), shell=True,
+                       cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == shown
