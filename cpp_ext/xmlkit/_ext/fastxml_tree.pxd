@@ -104,7 +104,7 @@ cdef extern from *:
             cv.notify_all();
         }
         // a root's separator: true when it builds the copy (then
-        // root_built()), false when the copy is built and its to share
+        // root_built()), false when it shares the copy already built
         bool take_root(long long w) {
             std::unique_lock<std::mutex> lock(m);
             for (;;) {
