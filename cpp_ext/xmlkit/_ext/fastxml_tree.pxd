@@ -158,6 +158,16 @@ cdef extern from *:
         void give_root(long long w) noexcept nogil
 
 
+cdef struct xk_col:
+    # fill's state of one column: where its next entry goes, the sums of
+    # its loss gradient and Hessian diagonal at w = 0 (one cache line holds
+    # two columns: the pass over the points touches one line per entry)
+    int64_t pos
+    double g
+    double h
+    double pad
+
+
 cdef class SeparatorSolver:
     # -- the problem
     cdef int64_t n                        # number of points
@@ -193,6 +203,7 @@ cdef class SeparatorSolver:
     cdef vector[double] grad              # gradient of the loss at w
     cdef vector[double] grad0             # gradient of the loss at w = 0 (filled by fill)
     cdef vector[double] hdiag0            # Hessian diagonal of the loss at w = 0 (filled by fill)
+    cdef vector[xk_col] acc               # fill's per-column positions and sums
     cdef vector[double] hdiag             # Hessian diagonal (+ nu) at w
     cdef vector[int32_t] index            # columns: [0, active) outer-active, [0, qp) inner-active
     cdef public int last_newton           # Newton iterations of the last solve
@@ -209,8 +220,8 @@ cdef class SeparatorSolver:
                       double cneg) noexcept nogil
     cdef void let_go(self) noexcept nogil
     cdef void fill(self, const int32_t* pts, int64_t n, const int64_t* xp, const int32_t* xi,
-                   const float* xv, const int32_t* fmap, int64_t* fcount, const int32_t* act,
-                   int64_t nf, double bias, bint with_bias, const signed char* sign,
+                   const float* xv, const int32_t* fmap, int64_t* lcount, int64_t nf,
+                   double bias, bint with_bias, const signed char* sign,
                    double cpos, double cneg) noexcept nogil
     cdef void _point_terms(self, bint trial) noexcept nogil
     cdef double _warm_start(self) noexcept nogil
@@ -264,7 +275,8 @@ cdef class NodeSeparator:
     cdef vector[int32_t] fmap             # feature -> local column in the node, else -1
     cdef vector[int32_t] act_f            # the node's features (local column -> feature)
     cdef vector[int32_t] gbuf             # scratch of _gather: one entry per feature (+ bias), and one more
-    cdef vector[int64_t] fcount           # per feature (+ bias): entries in the node; then fill positions
+    cdef vector[int64_t] lcount           # per local column: the node's entries (for fill;
+                                          # zero between nodes)
     cdef vector[double] wvec              # the node's weights by local column, bias last
     cdef vector[pair[int32_t, float]] wsel     # scratch: the non-zero weights by feature
     cdef vector[ll_node] xbuf             # liblinear: the node's rows

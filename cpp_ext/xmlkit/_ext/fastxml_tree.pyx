@@ -36,6 +36,17 @@ from sparse_rows cimport array_copy, mt19937, tree_seed
 
 cnp.import_array()
 
+cdef extern from *:
+    """
+    #define xk_prefetch(p) __builtin_prefetch(p)
+    """
+    void xk_prefetch(const void* p) noexcept nogil
+
+#: points ahead whose row is fetched into the cache in passes over a node's
+#: rows (its points are spread over X: without it each row waits for memory)
+cdef enum:
+    AHEAD = 4
+
 
 # ---- liblinear's C ABI (linear.h of liblinear >= 2.44) -------------------
 
@@ -171,6 +182,7 @@ ctypedef fused _Scratch:
     vector[signed char]
     vector[ll_node]
     vector[ll_node*]
+    vector[xk_col]
 
 
 cdef inline void _give_back(_Scratch& v, int64_t n) noexcept nogil:
@@ -280,64 +292,82 @@ cdef class SeparatorSolver:
         self.warm = warm
 
     cdef void fill(self, const int32_t* pts, int64_t n, const int64_t* xp, const int32_t* xi,
-                   const float* xv, const int32_t* fmap, int64_t* fcount, const int32_t* act,
-                   int64_t nf, double bias, bint with_bias, const signed char* sign,
+                   const float* xv, const int32_t* fmap, int64_t* lcount, int64_t nf,
+                   double bias, bint with_bias, const signed char* sign,
                    double cpos, double cneg) noexcept nogil:
         """Set the problem: the points pts[0:n] of the CSR rows (xp, xi, xv),
-        column i as local column fmap[i] (local column k holds column act[k],
-        fcount[act[k]] of the points' entries; fcount is zeroed on return),
-        then with `with_bias` a last column of value `bias` for every point;
-        labels from sign (> 0: +1 with cost cpos, else -1 with cost cneg).
+        column i as local column fmap[i] (local column k holds lcount[k] of
+        the points' entries; lcount is zeroed on return), then with
+        `with_bias` a last column of value `bias` for every point; labels
+        from sign (> 0: +1 with cost cpos, else -1 with cost cneg).
         The loss gradient and Hessian diagonal at w = 0 are added up into
         grad0 and hdiag0 in the same pass (point by point, so in each
         column's entry order): the first Newton step from zero needs no
         pass of its own."""
         cdef int64_t a, j, k, pos, ncol = nf + (1 if with_bias else 0)
         cdef int32_t p
-        cdef double rg, dh
+        cdef double rg, dh, gb = 0.0, hb = 0.0
         cdef float v
-        cdef double* g0
-        cdef double* h0
+        cdef xk_col* c
+        cdef xk_col* acc
+        cdef int64_t* cp
+        cdef int32_t* cpt
+        cdef float* cval
         self.n = n
         self.nf = ncol
         _resize(self.col_ptr, ncol + 1)
-        self.col_ptr[0] = 0
+        _resize(self.acc, nf)
+        cp = self.col_ptr.data()
+        acc = self.acc.data()
+        cp[0] = 0
         for k in range(nf):
-            self.col_ptr[k + 1] = self.col_ptr[k] + fcount[act[k]]
-            fcount[act[k]] = self.col_ptr[k]
+            cp[k + 1] = cp[k] + lcount[k]
+            acc[k].pos = cp[k]
+            acc[k].g = 0.0
+            acc[k].h = 0.0
+            lcount[k] = 0
         if with_bias:
-            self.col_ptr[ncol] = self.col_ptr[nf] + n
-        _resize(self.col_pt, self.col_ptr[ncol])
-        _resize(self.col_val, self.col_ptr[ncol])
+            cp[ncol] = cp[nf] + n
+        _resize(self.col_pt, cp[ncol])
+        _resize(self.col_val, cp[ncol])
+        cpt = self.col_pt.data()
+        cval = self.col_val.data()
         self._labels(n, ncol, sign, cpos, cneg)
-        g0 = self.grad0.data()
-        h0 = self.hdiag0.data()
         for a in range(n):
+            _fetch_ahead(pts, a, n, xp, xi, xv)
             p = pts[a]
             # the loss derivatives at u = 0: r_a = -y_a C_a / 2, D_a = C_a / 4
             rg = -0.5 * self.y[a] * self.cw[a]
             dh = 0.25 * self.cw[a]
             for j in range(xp[p], xp[p + 1]):
-                pos = fcount[xi[j]]
+                c = &acc[fmap[xi[j]]]
+                pos = c.pos
                 v = xv[j]
-                self.col_pt[pos] = <int32_t> a
-                self.col_val[pos] = v
-                fcount[xi[j]] = pos + 1
-                k = fmap[xi[j]]
-                g0[k] += rg * v
-                h0[k] += dh * v * v
+                cpt[pos] = <int32_t> a
+                cval[pos] = v
+                c.pos = pos + 1
+                c.g += rg * v
+                c.h += dh * v * v
             if with_bias:
-                pos = self.col_ptr[nf] + a
-                self.col_pt[pos] = <int32_t> a
-                self.col_val[pos] = <float> bias
-                g0[nf] += rg * <float> bias
-                h0[nf] += dh * <float> bias * <float> bias
+                pos = cp[nf] + a
+                cpt[pos] = <int32_t> a
+                cval[pos] = <float> bias
+                gb += rg * <float> bias
+                hb += dh * <float> bias * <float> bias
         for k in range(nf):
-            fcount[act[k]] = 0
-        self.visits += self.col_ptr[ncol]     # (the pass of the derivatives at 0)
-        self.cptr = self.col_ptr.data()
-        self.cpt = self.col_pt.data()
-        self.cval = self.col_val.data()
+            self.grad0[k] = acc[k].g
+            self.hdiag0[k] = acc[k].h
+        if with_bias:
+            self.grad0[nf] = gb
+            self.hdiag0[nf] = hb
+        if nf > LARGE_NODE:
+            # (a node of that many columns is large: its column state goes
+            # now, as large nodes' per-point scratch does in let_go)
+            _give_back(self.acc, 0)
+        self.visits += cp[ncol]     # (the pass of the derivatives at 0)
+        self.cptr = cp
+        self.cpt = cpt
+        self.cval = cval
 
     cdef void _labels(self, int64_t n, int64_t ncol, const signed char* sign, double cpos,
                       double cneg) noexcept nogil:
@@ -719,9 +749,9 @@ cdef class SeparatorSolver:
         nf = (int(np.max(xi)) + 1) if xi.shape[0] else 0
         cdef const int32_t[::1] pts = np.arange(max(n, 1), dtype=np.int32)
         cdef const int32_t[::1] ident = np.arange(max(nf, 1), dtype=np.int32)
-        cdef int64_t[::1] fcount = np.bincount(np.asarray(xi), minlength=max(nf, 1)).astype(np.int64)
+        cdef int64_t[::1] lcount = np.bincount(np.asarray(xi), minlength=max(nf, 1)).astype(np.int64)
         self.fill(&pts[0], n, &xp[0], &xi[0] if xi.shape[0] else NULL,
-                  &xv[0] if xv.shape[0] else NULL, &ident[0], &fcount[0], &ident[0], nf,
+                  &xv[0] if xv.shape[0] else NULL, &ident[0], &lcount[0], nf,
                   0.0, False, <const signed char*> &yy[0] if n else NULL, cost_pos, cost_neg)
         rng.seed(<uint32_t> seed)
         with nogil:
@@ -729,14 +759,29 @@ cdef class SeparatorSolver:
         return np.asarray(<double[:nf]> self.w.data()).copy() if nf else np.zeros(0)
 
 
+cdef inline void _fetch_ahead(const int32_t* pts, int64_t a, int64_t n, const int64_t* ptr,
+                              const int32_t* idx, const float* val) noexcept nogil:
+    """Ask the cache for the row of point pts[a + AHEAD] (its start in idx,
+    and val's when not NULL) and for the row pointer of pts[a + 2 AHEAD]."""
+    cdef int64_t e
+    if a + 2 * AHEAD < n:
+        xk_prefetch(&ptr[pts[a + 2 * AHEAD]])
+    if a + AHEAD < n:
+        e = ptr[pts[a + AHEAD]]
+        xk_prefetch(&idx[e])
+        if val != NULL:
+            xk_prefetch(&val[e])
+
+
 cdef int64_t _gather(const int32_t* pts, int64_t n, const int64_t* ptr, const int32_t* idx,
                      vector[int32_t]& local, vector[int32_t]& act, int32_t* buf,
-                     int64_t* fcount) noexcept nogil:
+                     int64_t* lcount) noexcept nogil:
     """The distinct column indices of the rows of points pts[0:n] into `act`;
     local[i] := position of i in act (all other entries of `local` stay -1;
-    _release resets them). `act` is ascending, or with `fcount` (not NULL)
+    _release resets them). `act` is ascending, or with `lcount` (not NULL)
     in order of first appearance (the separator's weights are put in index
-    order at the end), and then fcount[i] += the number of rows holding i.
+    order at the end), and then lcount[local[i]] += the number of rows
+    holding i.
     buf: scratch of len(local) + 1 entries (every entry is written to
     buf[len(act)], also once len(act) is len(local)). Returns len(act).
 
@@ -747,18 +792,20 @@ cdef int64_t _gather(const int32_t* pts, int64_t n, const int64_t* ptr, const in
     cdef bint new
     cdef int32_t* loc = local.data()
     for a in range(n):
+        _fetch_ahead(pts, a, n, ptr, idx, NULL)
         p = pts[a]
         for j in range(ptr[p], ptr[p + 1]):
             i = idx[j]
             l = loc[i]
             new = l < 0
             buf[m] = i
-            loc[i] = <int32_t> m if new else l
+            l = <int32_t> m if new else l
+            loc[i] = l
             m += new
-            if fcount != NULL:
-                fcount[i] += 1
+            if lcount != NULL:
+                lcount[l] += 1
     act.assign(buf, buf + m)
-    if fcount == NULL:
+    if lcount == NULL:
         if <int64_t> local.size() <= 16 * m:
             # (a scan of the marks in index order beats sorting when the
             # columns are few beside the distinct ones)
@@ -995,6 +1042,7 @@ cdef class NdcgPartition:
         lval = self.ly_val.data()
         k = 0
         for a in range(n):
+            _fetch_ahead(pts, a, n, yp, yi, yv)
             p = pts[a]
             for j in range(yp[p], yp[p + 1]):
                 lidx[k] = self.lmap[yi[j]]
@@ -1250,8 +1298,8 @@ cdef class NodeSeparator:
         self.fmap.clear()
         self.fmap.resize(n_features + 1, -1)
         self.gbuf.resize(n_features + 2)
-        self.fcount.clear()
-        self.fcount.resize(n_features + 1, 0)
+        self.lcount.clear()
+        self.lcount.resize(n_features + 1, 0)
 
     cdef bint split(self, const int32_t* pts, int64_t n, int64_t n_pos,
                     vector[signed char]& sign, mt19937& rng, vector[int32_t]& w_idx,
@@ -1267,7 +1315,7 @@ cdef class NodeSeparator:
         cdef bint ok
         cdef int64_t* counts = NULL
         if not self.use_liblinear:
-            counts = self.fcount.data()
+            counts = self.lcount.data()
         nf = _gather(pts, n, &self.xp[0], &self.xi[0], self.fmap, self.act_f, self.gbuf.data(),
                      counts)
         if self.use_liblinear:
@@ -1292,7 +1340,7 @@ cdef class NodeSeparator:
         cdef double cneg = self.cost * n / <double> (n - n_pos)
         if root == NULL or root.take_root(n):
             self.solver.fill(pts, n, &self.xp[0], &self.xi[0], &self.xv[0], self.fmap.data(),
-                             self.fcount.data(), self.act_f.data(), nf, self.bias, True,
+                             self.lcount.data(), nf, self.bias, True,
                              sign.data(), cpos, cneg)
             if root != NULL:
                 self.solver.lend(root)
@@ -1300,7 +1348,7 @@ cdef class NodeSeparator:
         else:
             # (the gather counted the columns' entries for a fill)
             for k in range(nf):
-                self.fcount[self.act_f[k]] = 0
+                self.lcount[k] = 0
             self.solver.borrow(root, n, sign.data(), cpos, cneg)
         self.solver.solve(rng)
         if root != NULL:
@@ -1596,7 +1644,7 @@ cdef class TreeGrower:
                + c.merged.capacity()) * 4
             + (c.keys.capacity() + c.keys_tmp.capacity()) * 8 + c.order.capacity() * 16
             + sep.fmap.capacity() * 4 + sep.act_f.capacity() * 4 + sep.gbuf.capacity() * 4
-            + sep.fcount.capacity() * 8
+            + sep.lcount.capacity() * 8 + s.acc.capacity() * sizeof(xk_col)
             + sep.wvec.capacity() * 8 + sep.wsel.capacity() * 8
             + sep.xbuf.capacity() * sizeof(ll_node) + sep.xrows.capacity() * 8
             + sep.yvec.capacity() * 8
