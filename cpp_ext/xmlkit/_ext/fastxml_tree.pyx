@@ -38,14 +38,28 @@ cnp.import_array()
 
 cdef extern from *:
     """
-    #define xk_prefetch(p) __builtin_prefetch(p)
+    #include <cstdint>
+    // Ask the cache for the row of point pts[a + XK_AHEAD] (its start in
+    // idx, and in val when not NULL) and for the row pointer of point
+    // pts[a + 2 XK_AHEAD], in a pass over the rows of the points pts[0:n]:
+    // a node's points are spread over X, and without it each row waits
+    // for memory. (In C, always inlined: GCC drops a call to a function
+    // whose only effect is a prefetch before it would inline it.)
+    #define XK_AHEAD 4
+    static inline __attribute__((always_inline)) void xk_fetch_ahead(
+            const int32_t* pts, int64_t a, int64_t n, const int64_t* ptr,
+            const int32_t* idx, const float* val) {
+        if (a + 2 * XK_AHEAD < n) __builtin_prefetch(&ptr[pts[a + 2 * XK_AHEAD]]);
+        if (a + XK_AHEAD < n) {
+            int64_t e = ptr[pts[a + XK_AHEAD]];
+            __builtin_prefetch(&idx[e]);
+            if (val) __builtin_prefetch(&val[e]);
+        }
+    }
     """
-    void xk_prefetch(const void* p) noexcept nogil
-
-#: points ahead whose row is fetched into the cache in passes over a node's
-#: rows (its points are spread over X: without it each row waits for memory)
-cdef enum:
-    AHEAD = 4
+    void _fetch_ahead "xk_fetch_ahead" (const int32_t* pts, int64_t a, int64_t n,
+                                        const int64_t* ptr, const int32_t* idx,
+                                        const float* val) noexcept nogil
 
 
 # ---- liblinear's C ABI (linear.h of liblinear >= 2.44) -------------------
@@ -757,20 +771,6 @@ cdef class SeparatorSolver:
         with nogil:
             self.solve(rng)
         return np.asarray(<double[:nf]> self.w.data()).copy() if nf else np.zeros(0)
-
-
-cdef inline void _fetch_ahead(const int32_t* pts, int64_t a, int64_t n, const int64_t* ptr,
-                              const int32_t* idx, const float* val) noexcept nogil:
-    """Ask the cache for the row of point pts[a + AHEAD] (its start in idx,
-    and val's when not NULL) and for the row pointer of pts[a + 2 AHEAD]."""
-    cdef int64_t e
-    if a + 2 * AHEAD < n:
-        xk_prefetch(&ptr[pts[a + 2 * AHEAD]])
-    if a + AHEAD < n:
-        e = ptr[pts[a + AHEAD]]
-        xk_prefetch(&idx[e])
-        if val != NULL:
-            xk_prefetch(&val[e])
 
 
 cdef int64_t _gather(const int32_t* pts, int64_t n, const int64_t* ptr, const int32_t* idx,
