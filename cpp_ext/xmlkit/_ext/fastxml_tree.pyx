@@ -386,8 +386,8 @@ cdef class SeparatorSolver:
     cdef void _labels(self, int64_t n, int64_t ncol, const signed char* sign, double cpos,
                       double cneg) noexcept nogil:
         """Labels y and costs cw of the n points from sign (> 0: +1 with cost
-        cpos, else -1 with cost cneg); grad0 and hdiag0 zeroed for ncol
-        columns."""
+        cpos, else -1 with cost cneg); grad0 and hdiag0 sized for ncol
+        columns (their entries are for the caller to set)."""
         cdef int64_t a
         _resize(self.y, n)
         _resize(self.cw, n)
@@ -398,10 +398,8 @@ cdef class SeparatorSolver:
             else:
                 self.y[a] = -1
                 self.cw[a] = cneg
-        _give_back(self.grad0, ncol)
-        self.grad0.assign(ncol, 0.0)
-        _give_back(self.hdiag0, ncol)
-        self.hdiag0.assign(ncol, 0.0)
+        _resize(self.grad0, ncol)
+        _resize(self.hdiag0, ncol)
 
     cdef void lend(self, xk_slots* root) noexcept nogil:
         """Hand the problem's columns (just filled) over to `root`, the
@@ -441,6 +439,8 @@ cdef class SeparatorSolver:
         g0 = self.grad0.data()
         h0 = self.hdiag0.data()
         for k in range(ncol):
+            g0[k] = 0.0
+            h0[k] = 0.0
             for e in range(cp[k], cp[k + 1]):
                 a = ct[e]
                 v = cv[e]
