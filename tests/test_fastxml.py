@@ -89,7 +89,10 @@ def test_same_seed_same_files_at_any_worker_count(tmp_path):
     train(TRAIN, b3, "-t", "4", "-T", "3")
     fa, fb = tree_files(a), tree_files(b)
     assert len(fa) == 4 and fa == fb == tree_files(b3)
-    assert (a / "manifest.json").read_text() == (b / "manifest.json").read_text()
+    # every file of the folders, hidden ones (the lock file) included
+    whole = {p.name: p.read_bytes() for p in a.iterdir()}
+    assert ".lock" in whole and "manifest.json" in whole
+    assert whole == {p.name: p.read_bytes() for p in b.iterdir()}
     c = tmp_path / "c"
     train(TRAIN, c, "-t", "4", "--seed", "1")
     assert tree_files(c) != fa

@@ -202,9 +202,10 @@ def refuse_foreign(folder):
 def folder_lock(folder):
     """Hold an exclusive lock on model folder `folder` (created if missing):
     a second run into the same folder fails at once, naming the holder. The
-    lock is the file `.lock` in the folder; the system drops it when its
-    holder exits, however it ends. Re-entrant within a process. A folder
-    it created is removed again if nothing was written into it."""
+    lock is on the file `.lock` in the folder, which holds the holder's pid
+    while it runs and is emptied when it ends; the system drops the lock
+    when its holder exits, however it ends. Re-entrant within a process. A
+    folder it created is removed again if nothing was written into it."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise XmlkitError(f"{folder}: exists and is not a folder")
@@ -238,6 +239,11 @@ def folder_lock(folder):
                 # nothing was written: leave no folder behind
                 (folder / LOCK).unlink()
                 folder.rmdir()
+            else:
+                # the pid was only for a second run while this one holds the
+                # lock: the folder keeps an empty lock file, so two runs of
+                # the same seed leave the same bytes, hidden files included
+                os.ftruncate(fd, 0)
     finally:
         os.close(fd)
 
