@@ -74,19 +74,25 @@ def train_ratios(results, sets):
     return sbs, span([ratio(r["train ratio (range)"]) for r in sbs])
 
 
+def means(row):
+    """A comparison row of benchlib.accuracy_comparison: xmlkit's mean, the
+    C++ tool's, and their seeds (its setting ends '(10 / 10 seeds)', the
+    C++ tool's count first)."""
+    seeds = re.search(r"\((\d+) / \d+ seeds\)", row["setting"]).group(1)
+    return row["xmlkit mean (se)"].split()[0], row["C++ mean (se)"].split()[0], seeds
+
+
 def fastxml():
     acc = find("fastxml.md", "C++ mean (se)", setting="Bibtex", metric="P@1")[0]
-    seeds = re.search(r"\((\d+) / \d+ seeds\)", acc["setting"]).group(1)
     _, train = train_ratios("fastxml.md", ["Bibtex", "Delicious"])
     scale = [find("scale.md", "train ratio (range)", setting=f"synthetic {n}")[0]
              for n in ("100,000", "1,000,000")]
     rss = [rss_ratio(r["train peak RSS MB (C++ / xmlkit, ratio)"]) for r in scale]
+    ours, cpp, seeds = means(acc)
     # the same comparison over every seed of seeds.md (its last row of Bibtex P@1: all seeds)
-    more = find("seeds.md", "C++ mean (se)", setting="Bibtex, seeds", metric="P@1")[-1]
-    n = re.search(r"\((\d+) / \d+ seeds\)", more["setting"]).group(1)
-    return (f"P@1 {acc['xmlkit mean (se)'].split()[0]} (C++ {acc['C++ mean (se)'].split()[0]}), "
-            f"means of {seeds} seeds of each ({more['xmlkit mean (se)'].split()[0]} and "
-            f"{more['C++ mean (se)'].split()[0]} over {n}); training {train} the C++ tool's "
+    more = means(find("seeds.md", "C++ mean (se)", setting="Bibtex, seeds", metric="P@1")[-1])
+    return (f"P@1 {ours} (C++ {cpp}), means of {seeds} seeds of each ({more[0]} and {more[1]} "
+            f"over {more[2]}); training {train} the C++ tool's "
             f"time (Bibtex, Delicious), {span([ratio(r['train ratio (range)']) for r in scale])} "
             f"on 100k and 1M synthetic points; training peak memory {rss[0]:.2f}× (100k) and "
             f"{rss[1]:.2f}× (1M) the C++ tool's; prediction "
