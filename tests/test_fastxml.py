@@ -54,7 +54,7 @@ def test_cli_and_api_give_the_same_scores(tmp_path, bibtex):
                                   "labels_per_leaf": 10, "solver": "newglmnet",
                                   "tol": 0.03, "max_newton": 10, "max_newton_small": 3,
                                   "small_node": 4096, "init": "zero"}
-    assert manifest["format_version"] == 2 and manifest["n_labels"] == Y.shape[1]
+    assert manifest["format_version"] == 3 and manifest["n_labels"] == Y.shape[1]
     assert sorted(manifest["files"]) == [f"tree_{t:05d}.npz" for t in range(3)]
 
 
@@ -137,27 +137,48 @@ def test_cpp_model_interop(tmp_path, shared):
     assert np.abs(ours.data - theirs.data).max() <= 1e-6
 
 
-def test_tree_encoding_round_trip(bibtex):
-    X, Y, _, _ = bibtex
-    tree = xmlkit.FastXML(n_trees=1).fit(X, Y).trees_[0]
-    back = decode_tree(encode_tree(tree), "t")
-    assert set(back) == set(tree)
-    for key in tree:
-        assert np.array_equal(back[key], tree[key]), key
-
-
-def test_tree_file_stores_weight_values_uncompressed(bibtex, tmp_path):
-    import zipfile
+def test_tree_encoding_round_trip(bibtex, tmp_path):
+    # both layouts give the tree back: the mapped one as views of the file,
+    # the compact one decoded
     from xmlkit import store
     X, Y, _, _ = bibtex
     tree = xmlkit.FastXML(n_trees=1).fit(X, Y).trees_[0]
-    store.save_arrays(tmp_path, "t", encode_tree(tree, lazy=True))
+    planes = decode_tree(encode_tree(tree, compact=True), "t", X.shape[1], Y.shape[1])
+    store.save_arrays(tmp_path, "m", encode_tree(tree))
+    mapped = decode_tree(store.load_arrays(tmp_path, "m", lazy=True), "m", X.shape[1],
+                         Y.shape[1])
+    mapped.verify()
+    for back in (planes, mapped):
+        assert set(back) == set(tree)
+        for key in tree:
+            assert np.array_equal(back[key], tree[key]), key
+            assert back[key].dtype == tree[key].dtype, key
+
+
+def test_tree_file_layouts(bibtex, tmp_path):
+    # compact: byte planes deflated, but the weight values' (stored); mapped:
+    # every array stored as it is, its data at a multiple of 64 bytes, in
+    # TREE_KEYS order, then the table of block digests
+    import zipfile
+    from xmlkit import arrayfile, store
+    from xmlkit.models.forest import TREE_KEYS
+    X, Y, _, _ = bibtex
+    tree = xmlkit.FastXML(n_trees=1).fit(X, Y).trees_[0]
+    store.save_arrays(tmp_path, "t", encode_tree(tree, compact=True, lazy=True), compact=True)
     kinds = {i.filename: i.compress_type for i in zipfile.ZipFile(tmp_path / "t.npz").infolist()}
     assert kinds.pop("w_val_planes.npy") == zipfile.ZIP_STORED
     assert set(kinds.values()) == {zipfile.ZIP_DEFLATED}
-    back = decode_tree(dict(store.load_arrays(tmp_path, "t")), "t")
+    back = decode_tree(dict(store.load_arrays(tmp_path, "t")), "t", X.shape[1], Y.shape[1])
     for key in tree:
         assert np.array_equal(back[key], tree[key]), key
+    store.save_arrays(tmp_path, "m", encode_tree(tree))
+    infos = zipfile.ZipFile(tmp_path / "m.npz").infolist()
+    assert [i.filename for i in infos] == [f"{k}.npy" for k in TREE_KEYS] + ["__blocks__.npy"]
+    assert {i.compress_type for i in infos} == {zipfile.ZIP_STORED}
+    f = arrayfile.open_file(tmp_path / "m.npz", arrayfile.digest(tmp_path / "m.npz"))
+    assert all(start % 64 == 0 for start, _ in f.spans.values())
+    assert not f["w_val"].flags.writeable and not f["w_val"].flags.owndata
+    assert np.load(tmp_path / "m.npz")["w_idx"].tolist() == tree["w_idx"].tolist()
 
 
 def test_grower_holds_no_root_sized_scratch_between_trees(bibtex):
@@ -281,7 +302,7 @@ def test_tree_encoding_by_hand():
             "w_val": np.array([1.0, -2.0, 0.5, 0.0, 3.0]),
             "l_ptr": np.array([0, 0, 1, 1, 1, 1]), "l_idx": np.array([4]),
             "l_val": np.array([1.0])}
-    enc = encode_tree(tree)
+    enc = encode_tree(tree, compact=True)
     assert enc["w_count"].tolist() == [2, 0, 1, 2, 0]
     assert enc["w_idx_delta_planes"].tolist() == [[5, 2, 3, 9, 249], [0, 0, 0, 0, 255],
                                                   [0, 0, 0, 0, 255], [0, 0, 0, 0, 255]]
@@ -289,13 +310,19 @@ def test_tree_encoding_by_hand():
     assert enc["w_val_planes"].tolist() == [[0, 0, 0, 0, 0], [0, 0, 0, 0, 0],
                                             [0x80, 0, 0, 0, 0x40], [0x3F, 0xC0, 0x3F, 0, 0x40]]
     assert enc["l_idx_delta_planes"].tolist() == [[4], [0], [0], [0]]
-    back = decode_tree(enc, "t")
+    back = decode_tree(enc, "t", 10, 5)
     assert back["w_idx"].tolist() == [5, 7, 3, 9, 2]
     assert back["w_val"].tolist() == [1.0, -2.0, 0.5, 0.0, 3.0]
     with pytest.raises(ValueError, match="do not cover"):
-        encode_tree(dict(tree, w_ptr=np.array([0, 2, 2, 3, 4, 4])))
+        encode_tree(dict(tree, w_ptr=np.array([0, 2, 2, 3, 4, 4])), compact=True)
     with pytest.raises(ValueError, match="decrease"):
-        encode_tree(dict(tree, w_ptr=np.array([0, 3, 2, 3, 5, 5])))
+        encode_tree(dict(tree, w_ptr=np.array([0, 3, 2, 3, 5, 5])), compact=True)
+    # the mapped layout stores the arrays as they are, rows sorted where a
+    # row is out of order (a C++ tool's tree may have such rows)
+    mapped = encode_tree(tree)
+    assert mapped["w_idx"].tolist() == [5, 7, 3, 2, 9]
+    assert mapped["w_val"].tolist() == [1.0, -2.0, 0.5, 3.0, 0.0]
+    assert mapped["w_ptr"].dtype == np.int64 and mapped["child"].dtype == np.int32
 
 
 @pytest.mark.slow

@@ -78,7 +78,7 @@ def test_deleted_tree_and_nan_weights_are_refused_by_the_cli(tiny, tmp_path):
     assert not (tmp_path / "s.txt").exists()
     shutil.rmtree(m)
     shutil.copytree(tiny / "linear", m)
-    a = store.load_arrays(m, "linear")
+    a = {k: np.array(v) for k, v in store.load_arrays(m, "linear").items()}
     a["w_val"][len(a["w_val"]) // 2] = np.nan
     store.save_arrays(m, "linear", a)
     r = run_cli("xml-predict", tiny / "test.txt", tmp_path / "s.txt", m)
@@ -92,7 +92,7 @@ def test_pointer_entry_changed_is_refused_not_a_crash(tiny, tmp_path):
     """The issue's example: w_ptr[len//2] = -5 in linear.npz (records rewritten)."""
     m = tmp_path / "m"
     shutil.copytree(tiny / "linear", m)
-    a = store.load_arrays(m, "linear")
+    a = {k: np.array(v) for k, v in store.load_arrays(m, "linear").items()}
     a["w_ptr"][len(a["w_ptr"]) // 2] = -5
     store.save_arrays(m, "linear", a)
     store.record_files(m, ["linear"])
@@ -530,7 +530,7 @@ def test_a_version_1_folder_keeps_all_its_trees_when_trained_into(tiny, tmp_path
     assert sorted(xmlkit.load_model(m).trees_) == [0, 1, 2, 3]
     assert run_cli("xml-train", tiny / "train.txt", m, "-t", "2", "-q").returncode == 0
     upgraded = json.loads((m / "manifest.json").read_text())
-    assert upgraded["format_version"] == 2
+    assert upgraded["format_version"] == 3
     assert sorted(upgraded["files"]) == [f"tree_{t:05d}.npz" for t in range(4)]
     assert sorted(xmlkit.load_model(m).trees_) == [0, 1, 2, 3]
 

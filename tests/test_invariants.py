@@ -31,18 +31,29 @@ def test_a_leaf_holds_at_most_labels_per_leaf(cls, per_leaf, small):
         assert np.all(tree["l_val"] <= 1.0 + 1e-6) or cls is xmlkit.PfastreXML
 
 
+def kernel_of(trees, n_features, n_labels, bias=1.0, ascending=None):
+    """A ForestKernel over trees, each made ready (rows taken as ascending
+    when they are, or as `ascending` says)."""
+    kernel = ForestKernel(trees, n_features, n_labels, bias)
+    for t, tree in enumerate(trees):
+        kernel.ready(t, rows_ascending(tree["w_ptr"], tree["w_idx"]) if ascending is None
+                     else ascending)
+    return kernel
+
+
+def leaves_of(tree, X, n_labels):
+    """The leaf of `tree` that each row of X reaches."""
+    X = as_rows(X)
+    leaves = np.zeros((1, X.shape[0]), np.int32)
+    kernel_of([tree], X.shape[1], n_labels).route(0, X, 0, X.shape[0], leaves)
+    return leaves[0]
+
+
 def points_reaching_each_node(tree, X, n_labels):
     """Training points routed through a tree by the stored split rule (which
     is the split: the rounded stored weights routed the points in training):
     how many reach each node."""
-    from xmlkit._ext.forest_predict import ForestKernel
-    from xmlkit.csr import as_rows
-    from xmlkit.models.forest import rows_ascending
-    kernel = ForestKernel([0], tree["child"], tree["w_ptr"], tree["w_idx"], tree["w_val"],
-                          tree["l_ptr"], tree["l_idx"], tree["l_val"], X.shape[1], n_labels, 1.0,
-                          rows_ascending(tree["w_ptr"], tree["w_idx"]))
-    leaves = kernel.route_rows(as_rows(X), 0, X.shape[0])[:, 0]
-    reach = np.bincount(leaves, minlength=len(tree["child"]))
+    reach = np.bincount(leaves_of(tree, X, n_labels), minlength=len(tree["child"]))
     for n in range(len(reach) - 1, -1, -1):       # children come after their parent
         if tree["child"][n, 0] >= 0:
             reach[n] = reach[tree["child"][n, 0]] + reach[tree["child"][n, 1]]
@@ -60,10 +71,7 @@ def test_leaves_hold_the_means_of_the_points_routed_there(solver, small):
     X, Y = X[keep], Y[keep]
     m = xmlkit.FastXML(n_trees=2, max_leaf=4, labels_per_leaf=5, solver=solver).fit(X, Y)
     for tree in m.trees_.values():
-        kernel = ForestKernel([0], tree["child"], tree["w_ptr"], tree["w_idx"], tree["w_val"],
-                              tree["l_ptr"], tree["l_idx"], tree["l_val"], X.shape[1],
-                              Y.shape[1], 1.0, rows_ascending(tree["w_ptr"], tree["w_idx"]))
-        leaves = kernel.route_rows(as_rows(X), 0, X.shape[0])[:, 0]
+        leaves = leaves_of(tree, X, Y.shape[1])
         for leaf in np.unique(leaves):
             means = np.asarray(Y[leaves == leaf].mean(axis=0)).ravel()
             lo, hi = tree["l_ptr"][leaf], tree["l_ptr"][leaf + 1]
@@ -103,39 +111,48 @@ def test_predict_threads_give_the_same_scores(small):
 
 
 def test_routing_does_not_depend_on_the_block(small):
-    """A point's scores are the same whether it is routed alone (long
-    weight rows searched), in a block (rows scattered once) or with the
-    rows taken as unordered (always scattered), and equal to routing it
-    node by node here."""
+    """A point's scores are the same whether it is routed alone (its own
+    walk: rows dotted with it, searched for its features, or read from
+    their dense copies), in a block (rows scattered once, searched or dense)
+    or with the rows taken as unordered (always scattered), tree by tree
+    for a block (route, then score_leaves), and equal to routing it node by
+    node here."""
     X, Y, Xt, _ = small
     m = xmlkit.FastXML(n_trees=3).fit(X, Y)
-    f = m.forest()
-    kernel = ForestKernel(f.roots, f.child, f.w_ptr, f.w_idx, f.w_val, f.l_ptr, f.l_idx,
-                          f.l_val, f.n_features, f.n_labels, f.bias, True)
+    trees = [m.trees_[t] for t in sorted(m.trees_)]
+    D = X.shape[1]
+    # (Bibtex's roots hold over a quarter of the features: dense copies)
+    assert max(np.diff(t["w_ptr"]).max() for t in trees) * 4 >= D + 1
+    kernel = kernel_of(trees, D, Y.shape[1])
     Xt = as_rows(Xt[:200], "t")
     block = kernel.predict_rows(Xt, 0, 200, 5)
     alone = [kernel.predict_rows(Xt, r, r + 1, 5) for r in range(200)]
     assert np.array_equal(block[1], np.concatenate([a[1] for a in alone]))
     assert np.array_equal(block[2], np.concatenate([a[2] for a in alone]))
-    unordered = ForestKernel(f.roots, f.child, f.w_ptr, f.w_idx, f.w_val, f.l_ptr, f.l_idx,
-                             f.l_val, f.n_features, f.n_labels, f.bias, False)
+    unordered = kernel_of(trees, D, Y.shape[1], ascending=False)
     for a, b in zip(block, unordered.predict_rows(Xt, 0, 200, 5)):
         assert np.array_equal(a, b)
+    leaves = np.zeros((3, 200), np.int32)
+    for t in range(3):
+        for r0 in range(0, 200, 64):
+            kernel.route(t, Xt, r0, min(200, r0 + 64), leaves)
+    for a, b in zip(block, kernel.score_leaves(leaves, 0, 200, 5)):
+        assert np.array_equal(a, b)
     # the leaves by hand: w·x >= 0 goes to the first child
-    x = np.hstack([Xt.to_scipy().toarray(), np.full((Xt.shape[0], 1), f.bias)])
+    x = np.hstack([Xt.to_scipy().toarray(), np.full((Xt.shape[0], 1), 1.0)])
     for r in range(0, 200, 40):
-        acc = np.zeros(f.n_labels)
-        for root in f.roots:
-            node = root
-            while f.child[node, 0] >= 0:
-                lo, hi = f.w_ptr[node], f.w_ptr[node + 1]
-                margin = x[r, f.w_idx[lo:hi]] @ f.w_val[lo:hi].astype(np.float64)
-                node = f.child[node, 0 if margin >= 0 else 1]
-            lo, hi = f.l_ptr[node], f.l_ptr[node + 1]
-            acc[f.l_idx[lo:hi]] += f.l_val[lo:hi]
+        acc = np.zeros(Y.shape[1])
+        for tree in trees:
+            node = 0
+            while tree["child"][node, 0] >= 0:
+                lo, hi = tree["w_ptr"][node], tree["w_ptr"][node + 1]
+                margin = x[r, tree["w_idx"][lo:hi]] @ tree["w_val"][lo:hi].astype(np.float64)
+                node = tree["child"][node, 0 if margin >= 0 else 1]
+            lo, hi = tree["l_ptr"][node], tree["l_ptr"][node + 1]
+            acc[tree["l_idx"][lo:hi]] += tree["l_val"][lo:hi]
         _, labels, scores = kernel.predict_rows(Xt, r, r + 1, 0)
         assert np.array_equal(labels, np.flatnonzero(acc))
-        assert np.allclose(scores, acc[labels] / len(f.roots), rtol=1e-6)
+        assert np.allclose(scores, acc[labels] / len(trees), rtol=1e-6)
 
 
 @pytest.mark.parametrize("params", [dict(loss="squared", lr_schedule="constant", lr=0.3),
@@ -258,108 +275,95 @@ def test_fit_folder_without_trees_in_memory(small, tmp_path):
 
 def test_searched_rows_route_as_scanned_rows(small):
     """Long weight rows are searched for the point's features instead of
-    scanned (ascending rows only): the same scores either way, and a forest
-    with a row out of order never searches."""
-    from xmlkit.models.forest import rows_ascending
+    scanned (ascending rows only): the same scores either way, and rows out
+    of order are never searched."""
     X, Y, Xt, _ = small
-    f = xmlkit.FastXML(n_trees=3).fit(X, Y).forest()
-    assert f.ascending
+    m = xmlkit.FastXML(n_trees=3).fit(X, Y)
+    trees = [m.trees_[t] for t in sorted(m.trees_)]
+    assert all(rows_ascending(t["w_ptr"], t["w_idx"]) for t in trees)
     # (points with few features meet rows over 16 times longer: searched)
-    assert (16 * (np.diff(Xt.indptr) + 1) < np.diff(f.w_ptr).max()).sum() > 10
-    searched = f.predict(Xt)
-    f.ascending = False
-    scanned = f.predict(Xt)
-    assert np.array_equal(searched.indptr, scanned.indptr)
-    assert np.array_equal(searched.indices, scanned.indices)
-    assert np.array_equal(searched.data, scanned.data)
+    longest = max(np.diff(t["w_ptr"]).max() for t in trees)
+    assert (16 * (np.diff(Xt.indptr) + 1) < longest).sum() > 10
+    R = as_rows(Xt)
+    searched = kernel_of(trees, X.shape[1], Y.shape[1]).predict_rows(R, 0, R.shape[0], 0)
+    scanned = kernel_of(trees, X.shape[1], Y.shape[1], ascending=False).predict_rows(
+        R, 0, R.shape[0], 0)
+    for a, b in zip(searched, scanned):
+        assert np.array_equal(a, b)
     ptr = np.array([0, 3, 5])
     assert rows_ascending(ptr, np.array([1, 4, 9, 0, 2]))
     assert not rows_ascending(ptr, np.array([1, 9, 4, 0, 2]))
     assert not rows_ascending(ptr, np.array([1, 4, 9, 2, 2]))
 
 
-def test_forest_release_keeps_one_copy(small, tmp_path):
-    """forest(release=True) (what xml-predict does) lets each tree go once
-    packed: the model keeps the trees' shapes and the packed forest, and
-    scores as before, also on later calls."""
-    X, Y, Xt, _ = small
-    m = xmlkit.FastXML(n_trees=3).fit(X, Y)
-    before = m.predict(Xt)
-    m.save(tmp_path / "m")
-    loaded = xmlkit.load_model(tmp_path / "m")
-    loaded.forest(release=True)
-    assert all(set(t) == {"child", "depth"} for t in loaded.trees_.values())
-    for _ in range(2):
-        assert (loaded.predict(Xt) != before).nnz == 0
-    assert loaded.stats() == m.stats()
-
-
 @pytest.mark.parametrize("family", [xmlkit.FastXML, xmlkit.PfastreXML])
-def test_streamed_trees_give_the_packed_scores(family, small, tmp_path):
-    """A folder loaded with stream=True (what xml-predict does: one tree in
-    memory at a time) scores as the whole model does, byte for byte, at any
-    number of threads; the trees stay on disk."""
+def test_loaded_trees_are_their_files_pages(family, small, tmp_path):
+    """A loaded folder's trees are read-only views of their mapped files (no
+    copy): the model scores as the fitted one, byte for byte, at any number
+    of threads, whole or in pieces (several: blocks of rows, re-ranked on
+    their threads for PfastreXML), with each tree's pages let go after use
+    (release) or not, and again after that; pickled (for Dask), the trees
+    are plain arrays."""
+    import pickle
     import scipy.sparse as sp
     X, Y, Xt, _ = small
-    family(n_trees=3).fit(X, Y).save(tmp_path / "m")
-    whole = xmlkit.load_model(tmp_path / "m")
-    streamed = xmlkit.load_model(tmp_path / "m", stream=True)
-    assert not hasattr(streamed, "trees_") and streamed.forest().n_trees == 3
+    fitted = family(n_trees=3).fit(X, Y)
+    fitted.save(tmp_path / "m")
+    loaded = xmlkit.load_model(tmp_path / "m")
+    tree = loaded.trees_[0]
+    assert not tree["w_val"].flags.writeable and not tree["w_val"].flags.owndata
+    Xt = sp.vstack([Xt] * 2).tocsr()            # (600 rows: routed a tree at a time)
     for k in (None, 5):
-        one = whole.predict(Xt, k=k)
+        one = fitted.predict(Xt, k=k)
         for threads in (1, 2):
-            got = streamed.predict(Xt, k=k, threads=threads)
-            assert np.array_equal(one.indptr, got.indptr)
-            assert np.array_equal(one.indices, got.indices)
-            assert np.array_equal(one.data, got.data)
-            # in pieces (what xml-predict writes): the same rows, in order;
-            # FastXML's several (they are never all held), PfastreXML's one
-            # (re-ranking takes whole rows)
-            pieces = list(streamed.predict_pieces(Xt, k=k, threads=threads))
-            assert (len(pieces) > 1) == (family is xmlkit.FastXML)
-            got = sp.vstack(pieces).tocsr()
-            assert got.shape == one.shape
-            assert np.array_equal(one.indptr, got.indptr)
-            assert np.array_equal(one.indices, got.indices)
-            assert np.array_equal(one.data, got.data)
+            for release in (True, False, False):
+                got = sp.vstack(list(loaded.predict_pieces(Xt, k=k, threads=threads,
+                                                           release=release))).tocsr()
+                assert got.shape == one.shape
+                assert np.array_equal(one.indptr, got.indptr)
+                assert np.array_equal(one.indices, got.indices)
+                assert np.array_equal(one.data, got.data)
+            assert len(list(loaded.predict_pieces(Xt, k=k, threads=threads))) > 1
+            assert (loaded.predict(Xt, k=k, threads=threads) != one).nnz == 0
+    copy = pickle.loads(pickle.dumps(loaded))
+    assert type(copy.trees_[0]) is dict and copy.trees_[0]["w_val"].flags.writeable
+    assert (copy.predict(Xt) != fitted.predict(Xt)).nnz == 0
 
 
-def test_leaf_sums_refuse_what_is_outside_the_tree():
-    from xmlkit._ext.forest_predict import LeafSums
-    s = LeafSums(2, 5, 1)
-    ptr, val = np.array([0, 1, 2]), np.ones(2, np.float32)
-    with pytest.raises(ValueError, match="labels outside"):
-        s.add_tree(ptr, np.array([0, 5], np.int32), val, np.array([0, 1], np.int32))
-    with pytest.raises(ValueError, match="leaf ids outside"):
-        s.add_tree(ptr, np.array([0, 4], np.int32), val, np.array([0, 2], np.int32))
-    with pytest.raises(ValueError, match="malformed"):
-        s.add_tree(np.array([0, 3, 2]), np.array([0, 4], np.int32), val,
-                   np.array([0, 1], np.int32))
-    with pytest.raises(ValueError, match="0 of the 1 trees"):
-        s.score_rows(0, 2, 0)
-    s.add_tree(ptr, np.array([0, 4], np.int32), val, np.array([1, 1], np.int32))
-    with pytest.raises(ValueError, match="already added"):
-        s.add_tree(ptr, np.array([0, 4], np.int32), val, np.array([0, 1], np.int32))
-    got = s.score_rows(0, 2, 0)
-    assert list(got[0]) == [0, 1, 2] and list(got[1]) == [4, 4]
+def test_kernel_routes_only_checked_trees():
+    """A tree is routed only once marked ready (its contents checked)."""
+    import scipy.sparse as sp
+    tree = {"child": np.full((1, 2), -1, np.int32), "w_ptr": np.zeros(2, np.int64),
+            "w_idx": np.zeros(0, np.int32), "w_val": np.zeros(0, np.float32),
+            "l_ptr": np.array([0, 1]), "l_idx": np.array([2], np.int32),
+            "l_val": np.ones(1, np.float32)}
+    k = ForestKernel([tree], 3, 4, 1.0)
+    X = sp.csr_matrix(np.ones((2, 3), np.float32))
+    with pytest.raises(ValueError, match="not checked"):
+        k.predict_rows(X, 0, 2, 0)
+    with pytest.raises(ValueError, match="not checked"):
+        k.route(0, X, 0, 2, np.zeros((1, 2), np.int32))
+    with pytest.raises(ValueError, match="disagree"):
+        ForestKernel([{**tree, "w_ptr": np.zeros(3, np.int64)}], 3, 4, 1.0)
+    k.ready(0, True)
+    assert list(k.predict_rows(X, 0, 2, 0)[1]) == [2, 2]
 
 
 def test_zero_leaf_values_are_scored_once():
     """A leaf value of exactly 0 (a C++ tool's file may hold one) gives its
-    label one entry per row, in the whole and the streamed forest alike."""
+    label one entry per row, routed in a block or tree by tree alike."""
     import scipy.sparse as sp
-    from xmlkit._ext.forest_predict import LeafSums
-    l_ptr, l_idx = np.array([0, 2]), np.array([1, 3], np.int32)
-    l_val = np.array([0.0, 0.5], np.float32)
-    X = sp.csr_matrix(np.ones((2, 3), np.float32))
-    f = ForestKernel([0, 1], np.full((2, 2), -1, np.int32), np.array([0, 0, 0]),
-                     np.zeros(0, np.int32), np.zeros(0, np.float32),
-                     np.array([0, 2, 4]), np.tile(l_idx, 2), np.tile(l_val, 2), 3, 4, 1.0)
+    tree = {"child": np.full((1, 2), -1, np.int32), "w_ptr": np.zeros(2, np.int64),
+            "w_idx": np.zeros(0, np.int32), "w_val": np.zeros(0, np.float32),
+            "l_ptr": np.array([0, 2]), "l_idx": np.array([1, 3], np.int32),
+            "l_val": np.array([0.0, 0.5], np.float32)}
+    X = as_rows(sp.csr_matrix(np.ones((2, 3), np.float32)))
+    f = kernel_of([tree, tree], 3, 4)
     whole = f.predict_rows(X, 0, 2, 0)
-    s = LeafSums(2, 4, 2)
-    for _ in range(2):
-        s.add_tree(l_ptr, l_idx, l_val, np.zeros(2, np.int32))
-    streamed = s.score_rows(0, 2, 0)
-    for got in (whole, streamed):
+    leaves = np.zeros((2, 2), np.int32)
+    for t in range(2):
+        f.route(t, X, 0, 2, leaves)
+    by_tree = f.score_leaves(leaves, 0, 2, 0)
+    for got in (whole, by_tree):
         assert list(got[0]) == [0, 2, 4] and list(got[1]) == [1, 3, 1, 3]
         assert list(got[2]) == [0.0, 0.5, 0.0, 0.5]

@@ -267,7 +267,7 @@ class DaskExecutor:
         tasks of about n_rows / (4 workers) rows (at most TASK_ROWS; each
         piece whole when `whole`), yielded in order."""
         import math
-        m = model._copy_without("_packed")     # (the packed forest is rebuilt there)
+        m = model._copy_without(*model.CACHES)     # (rebuilt there)
         kwargs = {**kwargs, "threads": 1}
         size = max(1, min(TASK_ROWS, math.ceil(n_rows / (4 * worker_count(self.client)))))
         blocks = pieces if whole else split_pieces(pieces, size)

@@ -63,7 +63,8 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
             adopt = unrecorded if v1 else unrecorded & want
             for key in sorted((recorded & want) | adopt):
                 # a recorded part is checked against its record, the others as any file
-                part = load_part(model, folder, key, manifest if key in recorded else None)
+                part = load_part(model, folder, key, manifest if key in recorded else None,
+                                 check_now=True)
                 if key in want:
                     kept_parts[key] = keep(part)
             store.record_files(folder, [model._part_file(k) for k in sorted(adopt)])

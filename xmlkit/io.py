@@ -21,6 +21,7 @@ import bz2
 import contextlib
 import gzip
 import lzma
+import os
 import re
 import sys
 import zlib
@@ -167,18 +168,32 @@ def read_xc(path, index_base=0, layout=None, progress=None):
     return next(parts)
 
 
-def iter_xc(path, chunk_rows, index_base=0, layout=None, progress=None):
+def iter_xc(path, chunk_rows, index_base=0, layout=None, progress=None, stream=False):
     """Read an XC file as it is read in read_xc, in pieces of about
     `chunk_rows` rows, so that memory does not grow with the file: returns
     (header, pieces), header = (N, C) or (N, D, L) read from the file, then
     each piece an XCFile of the next rows (labels of a data set are parsed
     and checked, then dropped: pieces hold features only). chunk_rows None:
     one piece, the whole file as read_xc gives it. `path` "-" reads
-    standard input. Errors are raised as the rows are read (no piece after
-    a bad row)."""
+    standard input; with stream=True (a pipe or terminal) as the rows
+    arrive: a piece is every complete row read so far, as soon as there is
+    one (rows that arrive together come together, up to chunk_rows).
+    Errors are raised as the rows are read (no piece after a bad row)."""
     chunk_rows = None if chunk_rows is None else max(1, int(chunk_rows))
-    parts = _xc_parts(path, index_base, layout, progress, chunk_rows)
+    parts = _xc_parts(path, index_base, layout, progress, chunk_rows, stream)
     return next(parts), parts
+
+
+def is_stream(path):
+    """Whether input `path` is standard input that is not a regular file (a
+    pipe, a terminal, a socket): rows then come as they are written."""
+    if str(path) != "-":
+        return False
+    import stat
+    try:
+        return not stat.S_ISREG(os.fstat(sys.stdin.fileno()).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def _open_input(path):
@@ -187,23 +202,27 @@ def _open_input(path):
     return open_for_reading(path), str(path)
 
 
-def _xc_parts(path, index_base, layout, progress, chunk_rows):
+def _xc_parts(path, index_base, layout, progress, chunk_rows, stream=False):
     """Generator: the header's dimensions first, then the file's rows as
-    one XCFile (chunk_rows None) or as pieces of chunk_rows rows."""
+    one XCFile (chunk_rows None) or as pieces of chunk_rows rows (stream:
+    of the rows read so far, see iter_xc)."""
     if index_base not in (0, 1):
         raise XmlkitError(f"index base must be 0 or 1, not {index_base}")
     raw, path = _open_input(path)
+    streaming = stream and raw is sys.stdin.buffer and chunk_rows is not None
     with contextlib.nullcontext(raw) if raw is sys.stdin.buffer else raw as stream:
+        # (a stream is read as its bytes arrive: read1 returns what is there)
+        read = stream.read1 if streaming else stream.read
         parser = None
         buf = b""
         taken = 0
         try:
-            first = stream.read(CHUNK_BYTES)
+            first = read(CHUNK_BYTES)
             if not first:
                 raise InputFormatError(path, 1, "empty file: expected a header 'N D L' or 'N C'")
             buf = first
             while b"\n" not in buf:
-                more = stream.read(CHUNK_BYTES)
+                more = read(CHUNK_BYTES)
                 if not more:
                     break
                 buf += more
@@ -227,7 +246,19 @@ def _xc_parts(path, index_base, layout, progress, chunk_rows):
             # (in pieces: smaller reads, so that a piece is not much above chunk_rows)
             step = CHUNK_BYTES if chunk_rows is None else PIECE_BYTES
             while True:
-                more = stream.read(step)
+                if streaming:
+                    # rows already read come out before waiting for more
+                    if buf:
+                        used = parser.feed(buf, False)
+                        if parser.err:
+                            raise _parse_error(path, parser, buf, found)
+                        buf = buf[used:]
+                    if parser.rows_done > taken:
+                        n_new = parser.rows_done - taken
+                        taken = parser.rows_done
+                        yield _piece(parser.arrays(), n_new, n_cols, found)
+                        parser.restart()
+                more = read(step)
                 final = not more
                 if more:
                     buf = buf + more if buf else more
@@ -296,6 +327,14 @@ def _put_rows(out, x, y, fixed, precision, index_base):
     """Write the rows of x = (indptr, indices, data, shape) to the stream out
     as text, with y = (indptr, indices) as their labels (single-file data
     set) or None (sparse matrix)."""
+    for text in _row_text(x, y, fixed, precision, index_base):
+        out.write(text)
+
+
+def _row_text(x, y, fixed, precision, index_base):
+    """The text of the rows of x (see _put_rows) in pieces of a bounded size
+    (the text of a piece is held twice while it is written), each formatted
+    without the GIL (so formatting runs on whichever thread asks)."""
     xp, xi, xv, shape = x
     if index_base:
         xi = xi + np.int32(index_base)
@@ -307,11 +346,9 @@ def _put_rows(out, x, y, fixed, precision, index_base):
     n = shape[0]
     r0 = 0
     while r0 < n:
-        # (the text of a piece is held twice while it is written: pieces of
-        # a bounded size, so that writing scores costs little memory)
         r1 = int(np.searchsorted(xp, xp[r0] + WRITE_ENTRIES, side="right")) - 1
         r1 = min(n, r0 + WRITE_ROWS, max(r1, r0 + 1))
-        out.write(format_rows(xp, xi, xv, yp, yi, r0, r1, fixed, precision))
+        yield format_rows(xp, xi, xv, yp, yi, r0, r1, fixed, precision)
         r0 = r1
 
 
@@ -330,26 +367,57 @@ def output_stream(path):
 @contextlib.contextmanager
 def matrix_writer(path, n_rows, n_cols, precision=6, fixed=True, index_base=0):
     """Write a sparse matrix file ``N C`` piece by piece (as write_matrix):
-    yields write(M), called with the next rows until n_rows are written.
-    The file is replaced atomically when all rows are there; `path` "-"
-    writes to standard output as the rows come."""
+    yields a MatrixWriter `write`; write(M) writes the next rows, until
+    n_rows are written. The file is replaced atomically when all rows are
+    there; `path` "-" writes to standard output as the rows come."""
     with output_stream(path) as out:
         out.write(f"{n_rows} {n_cols}\n".encode())
-        done = 0
-
-        def write(M):
-            nonlocal done
-            x = _as_csr32(M, str(path))
-            shape = x[3]
-            if shape[1] != n_cols or done + shape[0] > n_rows:
-                raise XmlkitError(f"{path}: rows of {shape[1]} columns beyond the {n_rows} x "
-                                  f"{n_cols} matrix being written")
-            _put_rows(out, x, None, fixed, precision, index_base)
-            done += shape[0]
+        write = MatrixWriter(out, path, n_rows, n_cols, precision, fixed, index_base)
         yield write
-        if done != n_rows:
-            raise XmlkitError(f"{path}: {done} rows written of {n_rows}")
+        if write.done != n_rows:
+            raise XmlkitError(f"{path}: {write.done} rows written of {n_rows}")
         out.flush()
+
+
+class MatrixWriter:
+    """The rows of a matrix_writer: write(M) writes rows M; format(M) gives
+    their text (any thread may format, without the GIL) for write_text,
+    which writes it in the order it is called; flush() pushes what is
+    written to the stream's reader (standard output: row by row)."""
+
+    def __init__(self, out, path, n_rows, n_cols, precision, fixed, index_base):
+        self.out, self.path, self.n_rows, self.n_cols = out, path, n_rows, n_cols
+        self.precision, self.fixed, self.index_base = precision, fixed, index_base
+        self.done = 0
+
+    def format(self, M):
+        """(rows, [text pieces]) of the rows of M."""
+        x = _as_csr32(M, str(self.path))
+        if x[3][0] <= WRITE_ROWS and len(x[1]) <= WRITE_ENTRIES and not self.index_base:
+            if x[3][1] != self.n_cols:
+                raise XmlkitError(f"{self.path}: rows of {x[3][1]} columns in a matrix of "
+                                  f"{self.n_cols}")
+            return x[3][0], [format_rows(x[0], x[1], x[2], None, None, 0, x[3][0], self.fixed,
+                                         self.precision)]
+        if x[3][1] != self.n_cols:
+            raise XmlkitError(f"{self.path}: rows of {x[3][1]} columns in a matrix of "
+                              f"{self.n_cols}")
+        return x[3][0], list(_row_text(x, None, self.fixed, self.precision, self.index_base))
+
+    def write_text(self, formatted):
+        n, pieces = formatted
+        if self.done + n > self.n_rows:
+            raise XmlkitError(f"{self.path}: rows beyond the {self.n_rows} x {self.n_cols} "
+                              "matrix being written")
+        for text in pieces:
+            self.out.write(text)
+        self.done += n
+
+    def __call__(self, M):
+        self.write_text(self.format(M))
+
+    def flush(self):
+        self.out.flush()
 
 
 def write_matrix(path, M, precision=6, fixed=True, index_base=0):

@@ -2,45 +2,36 @@
 
     <model>/manifest.json    format, format_version, xmlkit_version, algorithm,
                              params, n_features, n_labels, seed, and `files`:
-                             name -> {"size", "sha256"} of every array file
-                             that belongs to the model
-    <model>/<name>.npz       arrays (e.g. one file per tree)
+                             name -> {"size", "xxh64"} of every array file
+                             that belongs to the model ({"size", "sha256"}
+                             in folders written before format version 3)
+    <model>/<name>.npz       arrays (e.g. one file per tree), in the mapped
+                             or the compact layout (xmlkit.arrayfile)
 
 Every file is written atomically (temporary name, then rename), so a folder
 never holds a half-written file; nothing is pickled. An array file is part
 of the model once its record is in the manifest (record_files, after the
-file is complete); loading checks size and SHA-256 of each file it reads
-against its record, so a damaged, replaced or deleted file is refused.
-Format version 1 folders (no `files`) still load, without that check.
-Loading a folder of another format version fails with a clear message.
+file is complete); a file is checked against its record before its arrays
+are used (size when opened; digest when opened (compact) or verified
+(mapped): xmlkit.arrayfile), so a damaged, replaced or deleted file is
+refused. Format version 1 folders (no `files`) still load, without that
+check. Loading a folder of another format version fails with a clear
+message.
 """
 import fcntl
-import io
 import json
 import os
-import zipfile
-import zlib
-from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
-
+from xmlkit import arrayfile
 from xmlkit._version import __version__
 from xmlkit.atomic import atomic_path
 from xmlkit.errors import XmlkitError
 
-try:        # Python's own SHA-256: loading OpenSSL's (hashlib) costs every
-    from _sha2 import sha256            # process ~3.5 MB of memory, for files
-except ImportError:                     # hashed at ~360 MB/s instead of ~2 GB/s
-    try:
-        from _sha256 import sha256      # (Python < 3.12)
-    except ImportError:
-        from hashlib import sha256
-
 FORMAT = "xmlkit-model"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)     # version 1: no file records
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)  # version 1: no file records; 2: SHA-256 records
 MANIFEST = "manifest.json"
 LOCK = ".lock"
 _HELD = set()          # folders this process holds the lock of
@@ -97,7 +88,7 @@ def read_manifest(folder):
         raise XmlkitError(f"{path}: manifest dimensions or seed out of range")
     for name, rec in m.get("files", {}).items():
         if not (isinstance(rec, dict) and isinstance(rec.get("size"), int)
-                and isinstance(rec.get("sha256"), str) and _safe_name(name)):
+                and isinstance(rec.get("xxh64", rec.get("sha256")), str) and _safe_name(name)):
             raise XmlkitError(f"{path}: malformed record of file '{name}'")
     return m
 
@@ -108,14 +99,8 @@ def _safe_name(name):
 
 
 def file_record(path):
-    """{"size", "sha256"} of a file."""
-    h = sha256()
-    size = 0
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-            size += len(block)
-    return {"size": size, "sha256": h.hexdigest()}
+    """{"size", "xxh64"} of a file (xmlkit.arrayfile.digest)."""
+    return arrayfile.digest(path)
 
 
 def record_files(folder, names):
@@ -133,7 +118,8 @@ def record_files(folder, names):
 
 
 def records(manifest):
-    """The manifest's file records (file name -> {"size", "sha256"}), or None
+    """The manifest's file records (file name -> {"size", "xxh64"}, or
+    {"size", "sha256"} in folders written before version 3), or None
     for a version 1 manifest (which records no file)."""
     return manifest.get("files", {}) if manifest.get("format_version", 1) >= 2 else None
 
@@ -258,69 +244,24 @@ def remove_stale_temps(folder):
             pass
 
 
-class Uncompressed:
-    """An entry of save_arrays' `arrays` (an array, or a function giving
-    one) that is stored without compression: for bytes that deflate
-    shrinks little for much time (the low bytes of float32 weights)."""
-
-    __slots__ = ("array",)
-
-    def __init__(self, array):
-        self.array = array
+Uncompressed = arrayfile.Uncompressed
 
 
-def save_arrays(folder, name, arrays, remove_dead=False):
-    """Write `<folder>/<name>.npz` atomically (compressed, no pickles).
-
-    An entry of `arrays` may be a function giving the array: it is called
-    when its entry is written, and the array let go before the next, so
-    that arrays made for the file alone (a tree's byte planes) are held one
-    at a time. An entry wrapped in Uncompressed is stored as it is (numpy
-    and zipfile read either kind). Arrays are written from their memory,
-    without a copy.
-
-    Unlike numpy.savez_compressed, the zip entries carry a fixed date, so the
-    same arrays always give the same bytes (models are comparable by file).
-    Deflate level 1: on FastXML trees a third of level 6's time for files 4%
-    larger (training writes a tree file per tree). Files in a model folder
-    leave dead temporary files to remove_stale_temps (under the folder's
-    lock); a file of its own passes remove_dead=True (atomic_path's).
-    """
-    with atomic_path(Path(folder) / f"{name}.npz", remove_dead=remove_dead) as tmp:
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            for key in sorted(arrays):
-                info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-                a = arrays[key]
-                if isinstance(a, Uncompressed):
-                    info.compress_type = zipfile.ZIP_STORED
-                    a = a.array
-                else:
-                    info.compress_type = zipfile.ZIP_DEFLATED
-                    try:
-                        info.compress_level = 1         # Python >= 3.13
-                    except AttributeError:
-                        info._compresslevel = 1
-                with zf.open(info, "w", force_zip64=True) as f:
-                    _write_npy(f, np.asarray(a() if callable(a) else a))
-                a = None
-
-
-def _write_npy(f, a):
-    """numpy.lib.format.write_array(f, a) (the same bytes), without its copy
-    of a contiguous array's data."""
-    fmt = np.lib.format
-    if a.dtype.hasobject or not a.flags.c_contiguous:
-        fmt.write_array(f, a, allow_pickle=False)
-        return
-    fmt.write_array_header_1_0(f, fmt.header_data_from_array_1_0(a))
-    f.write(memoryview(a.reshape(-1)).cast("B"))
+def save_arrays(folder, name, arrays, remove_dead=False, compact=False):
+    """Write `<folder>/<name>.npz` atomically (no pickles), in the mapped
+    layout (every array stored, aligned: read in place) or, compact=True,
+    deflated: see xmlkit.arrayfile.write. Files in a model folder leave dead
+    temporary files to remove_stale_temps (under the folder's lock); a file
+    of its own passes remove_dead=True (atomic_path's)."""
+    arrayfile.write(folder, name, arrays, compact=compact, remove_dead=remove_dead)
 
 
 def load_arrays(folder, name, manifest=None, lazy=False):
-    """The arrays of `<folder>/<name>.npz`: a dict, or with lazy=True a
-    StoredArrays (each array decompressed when looked up: for a reader that
-    takes each once). With a version 2 `manifest`, the file must be
-    recorded there and match its record (size, SHA-256)."""
+    """The arrays of `<folder>/<name>.npz`: a dict, checked against the
+    file's record in a version 2 or 3 `manifest` (which must record it), or
+    with lazy=True the file itself (xmlkit.arrayfile.ArrayFile, mapped, whose
+    digest and contents its reader verifies before a kernel sees them; or a
+    CompactFile, read and checked whole)."""
     path = Path(folder) / f"{name}.npz"
     rec = None
     files = None if manifest is None else records(manifest)
@@ -328,78 +269,12 @@ def load_arrays(folder, name, manifest=None, lazy=False):
         rec = files.get(f"{name}.npz")
         if rec is None:
             raise XmlkitError(f"{path}: not part of the model (not in its manifest)")
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise XmlkitError(f"{path}: missing from the model folder") from None
-    except OSError as exc:
-        raise XmlkitError(f"{path}: unreadable ({exc.strerror})") from None
-    if rec is not None and (len(data) != rec["size"]
-                            or sha256(data).hexdigest() != rec["sha256"]):
-        raise XmlkitError(f"{path}: damaged model file (size or SHA-256 differs from the "
-                          "manifest's record)")
-    arrays = StoredArrays(data, path)
-    return arrays if lazy else dict(arrays)
-
-
-_UNREADABLE = (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error)
-
-
-class StoredArrays(Mapping):
-    """The arrays of an .npz file held in memory (load_arrays), each
-    decompressed whenever it is looked up, and not kept: a reader that
-    takes one array at a time and lets it go (a tree's decoder) holds the
-    file's bytes and one array, never all of them at once. A damaged entry
-    raises XmlkitError when it is read."""
-
-    def __init__(self, data, path):
-        self._path = path
-        try:
-            self._z = np.load(io.BytesIO(data), allow_pickle=False)
-            self._names = tuple(self._z.files)
-        except _UNREADABLE as exc:
-            raise self._damaged(exc) from None
-
-    def _damaged(self, exc):
-        return XmlkitError(f"{self._path}: unreadable, damaged model file ({exc})")
-
-    def __getitem__(self, name):
-        if name not in self._names:
-            raise KeyError(name)
-        try:
-            return self._z[name]
-        except _UNREADABLE as exc:
-            raise self._damaged(exc) from None
-
-    def read_npy(self, name):
-        """Array `name` as (shape, dtype, read): its header, and read(k)
-        giving its next k bytes of data (fewer at the end), for a reader
-        that decodes it a piece at a time instead of holding it whole."""
-        if name not in self._names:
-            raise KeyError(name)
-        fmt = np.lib.format
-        try:
-            f = self._z.zip.open(f"{name}.npy")
-            version = fmt.read_magic(f)
-            shape, fortran, dtype = (fmt.read_array_header_1_0(f) if version == (1, 0)
-                                     else fmt.read_array_header_2_0(f))
-        except _UNREADABLE as exc:
-            raise self._damaged(exc) from None
-        if fortran and len(shape) > 1:
-            raise self._damaged(f"{name} is stored in Fortran order")
-
-        def read(k):
-            try:
-                return f.read(k)
-            except _UNREADABLE as exc:
-                raise self._damaged(exc) from None
-        return shape, dtype, read
-
-    def __iter__(self):
-        return iter(self._names)
-
-    def __len__(self):
-        return len(self._names)
+    arrays = arrayfile.open_file(path, rec)
+    if lazy:
+        return arrays
+    if not arrays.verified:
+        arrays.verify()
+    return dict(arrays)
 
 
 def array_names(folder, prefix):

@@ -3,6 +3,7 @@ import copy
 import functools
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import click
 
@@ -11,7 +12,7 @@ from xmlkit.atomic import output_target
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, named_algorithm,
                                quiet_option, run, text_input, version_option)
 from xmlkit.cluster import CONNECT_TIMEOUT
-from xmlkit.io import iter_xc, matrix_writer
+from xmlkit.io import is_stream, iter_xc, matrix_writer
 from xmlkit.cli.options import predict_click_options
 from xmlkit.models import REGISTRY, load_model
 from xmlkit.models.base import C_INT_MAX
@@ -72,13 +73,9 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
     if scores != "-":
         output_target(scores)               # before any work: a usable output location
     trees = _tree_range(model_dir, start_tree, n_trees)
-    # trees are read one at a time as each piece is scored (one tree's
-    # weights in memory, as with the C++ tool), unless shipped to Dask
-    model = load_model(model_dir, trees, threads=threads, stream=dask_address is None)
+    model = load_model(model_dir, trees, threads=threads)
     if algorithm is not None and model.algorithm != algorithm:
         fail(f"{model_dir} holds a {model.algorithm} model, not {algorithm} (--algorithm)")
-    if dask_address is None and hasattr(model, "forest"):
-        model.forest(release=True)          # (C++ folders: packed once, not held twice)
     extra = predict_options(model, **family)
     # rows are read, scored and written in pieces (memory does not grow with
     # the file), except for embed's F1 inference, which needs every row at once
@@ -91,7 +88,8 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
         return
     if names or text_format is not None:
         fail(f"--{'names' if names else 'text-format'} goes with --text")
-    header, pieces = iter_xc(features, piece, index_base)
+    stream = is_stream(features)
+    header, pieces = iter_xc(features, piece, index_base, stream=stream)
     n_rows, n_cols = header[0], header[1]
     if n_cols > model.n_features_in_:
         fail(f"{features} has {n_cols} features but the model in {model_dir} was "
@@ -101,10 +99,8 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
     with log.progress(n_rows, "predicting", "points") as bar, \
             matrix_writer(scores, n_rows, model.n_labels_, index_base=index_base) as write:
         if dask_address is None:
-            for part in pieces:
-                for S in model.predict_pieces(part.feature_rows, progress=bar.update,
-                                              **kwargs):
-                    write(S)
+            score_pieces(model, pieces, write, kwargs, bar.update, stdout=scores == "-",
+                         flush=stream and scores == "-")
         else:
             from xmlkit import cluster
             with cluster.connect(dask_address) as client:
@@ -114,11 +110,60 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
                     write(S)
                     bar.update(S.shape[0])
     seconds = time.perf_counter() - start
-    trees = getattr(model, "streamed_forest_", None)
-    n_trees = trees.n_trees if trees is not None else len(getattr(model, "trees_", None) or ())
+    n_trees = len(getattr(model, "trees_", None) or ())
     what = f"{n_trees} trees" if n_trees else model.algorithm
     log(f"read and scored {n_rows} points with {what} in {seconds:.2f} s "
         f"({1000 * seconds / max(1, n_rows):.3f} ms/point) -> {scores}")
+
+
+def score_pieces(model, pieces, write, kwargs, progress, stdout=False, flush=False):
+    """Score XCFile `pieces` in order with `model` and write them (a
+    MatrixWriter): each piece scored and formatted on the threads (the
+    forests: in blocks of rows) while the next one is read.
+
+    A forest's mapped trees are checked as they are read (the blocks the
+    rows reach), so that a few rows cost a few blocks; written to a file
+    (replaced only when every row is scored), a damaged block stops the
+    command before the file appears. Written to standard output (`stdout`),
+    every tree is checked whole first, so that no row is written by a
+    command that then fails: while the first rows are read, or, for a
+    stream (`flush`: each piece written out as soon as it is scored),
+    before the first row is read. Otherwise each tree's pages leave memory
+    once the rows are routed through it (memory about a tree per thread)."""
+    threads = kwargs["threads"]
+    forest = hasattr(model, "verify")
+    with ThreadPoolExecutor(2) as helper:
+        checks = None
+        if forest and flush:
+            model.verify(threads)
+        elif forest and stdout:
+            checks = helper.submit(model.verify, threads)
+        more = {"release": True} if forest and not flush else {}
+        for part in (pieces if flush else _read_ahead(pieces, helper)):
+            for text in model.predict_pieces(part.feature_rows, progress=progress,
+                                             finish=write.format, **kwargs, **more):
+                if checks is not None:
+                    checks.result()             # (nothing written before it passed)
+                    checks = None
+                write.write_text(text)
+            if flush:
+                write.flush()
+        if checks is not None:
+            checks.result()
+
+
+def _read_ahead(items, pool):
+    """The items of iterator `items`, each next one made on `pool` while the
+    caller works on the one before."""
+    items = iter(items)
+    end = object()
+    ahead = pool.submit(next, items, end)
+    while True:
+        item = ahead.result()
+        if item is end:
+            return
+        ahead = pool.submit(next, items, end)
+        yield item
 
 
 def _predict_text(log, documents, scores, model_dir, model, piece, names, text_format,

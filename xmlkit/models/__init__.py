@@ -25,16 +25,16 @@ def _is_cpp_folder(folder):
     return not store.is_model_folder(folder) and is_cpp_model(folder)
 
 
-def load_model(folder, trees=None, threads=1, stream=False):
+def load_model(folder, trees=None, threads=1):
     """Load an xmlkit model folder, or a C++ FastXML model folder (`threads`
-    read xmlkit tree files in parallel; stream=True leaves the trees of the
-    FastXML family on disk, read one at a time as it predicts, see
+    read compact tree files in parallel; mapped tree files are opened in
+    place and verified before their first use: see
     xmlkit.models.folders.load_folder)."""
     if _is_cpp_folder(folder):
         from xmlkit.models.cpp_model import load_cpp_model
         return load_cpp_model(folder, trees)
     m = store.read_manifest(folder)
-    return get_class(m["algorithm"]).load(folder, trees, threads=threads, stream=stream)
+    return get_class(m["algorithm"]).load(folder, trees, threads=threads)
 
 
 def tree_indices(folder):

@@ -92,7 +92,11 @@ class ModelBase(Estimator):
       of a part; ``_require_whole()``: raise unless every part is whole.
     - ``_extra_arrays()`` / ``_restore_extras(read, where)``: the arrays the
       folder holds besides the parts, and back.
-    - Families whose parts load lazily have ``_streamed_forest(load, n)``.
+    - ``CHECKS_ON_USE``: _decode_part may return a part of a mapped file
+      whose digest and contents are not verified yet: it has verify(), and
+      the family calls it before a kernel uses the part (the trees: on the
+      threads that predict). Otherwise the file is verified before
+      _decode_part sees it.
     """
 
     #: training points fit needs at least
@@ -105,6 +109,19 @@ class ModelBase(Estimator):
     PART = "part"
     #: _fit_parts spreads its work as tasks of an executor (xmlkit.cluster)
     DASK_TASKS = False
+    #: parts of mapped files are verified before their first use, not when
+    #: loaded (see the class doc)
+    CHECKS_ON_USE = False
+
+    #: attributes that cache what the model holds for its kernels (rebuilt
+    #: when asked for): not pickled, so a copy or a Dask worker builds its own
+    CACHES = ("_forest", "_packed", "_tail")
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        for name in self.CACHES:
+            state.pop(name, None)
+        return state
 
     def _finish_fit(self, X, Y):
         """Work after the parts (PfastreXML: its tail classifiers)."""
@@ -121,12 +138,15 @@ class ModelBase(Estimator):
         """What fit_folder(keep_trees=False) keeps of a part: all of it."""
         return part
 
-    def predict_pieces(self, X, **kwargs):
+    def predict_pieces(self, X, finish=None, release=False, **kwargs):
         """predict(X, **kwargs) as consecutive row pieces, for a caller that
-        writes each as it comes (xml-predict): one piece, unless the family
-        can score in pieces without holding every score (a forest read from
-        its folder a tree at a time)."""
-        yield self.predict(X, **kwargs)
+        writes each as it comes (xml-predict), each passed through
+        finish(piece) when given (on the thread that made it: xml-predict
+        formats them there): one piece, unless the family scores blocks of
+        rows on its threads (the forests; release: see
+        xmlkit.models.forest.Forest.predict_pieces)."""
+        S = self.predict(X, **kwargs)
+        yield S if finish is None else finish(S)
 
     def _start_fit(self, X, Y):
         """Check the parameters and the data (as Rows, at least MIN_POINTS
@@ -169,10 +189,10 @@ class ModelBase(Estimator):
         return model
 
     @classmethod
-    def load(cls, folder, trees=None, threads=1, stream=False):
+    def load(cls, folder, trees=None, threads=1):
         """Load a model folder (see xmlkit.models.folders.load_folder)."""
         from xmlkit.models.folders import load_folder
-        return load_folder(cls, folder, trees, threads, stream)
+        return load_folder(cls, folder, trees, threads)
 
     def save(self, folder):
         """Write the model folder (see xmlkit.models.folders.save_folder)."""

@@ -18,6 +18,7 @@ xmlkit._ext.fastxml_tree).
 import multiprocessing
 import os
 import queue
+import threading
 from concurrent.futures import (FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor,
                                 wait)
 
@@ -27,8 +28,7 @@ from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
 from xmlkit.models.base import MAX_TREES, SEED, integer, one_of, real
 from xmlkit.models.ensemble import TreeEnsemble
-from xmlkit.models.forest import (PackedForest, StreamedForest, check_tree, decode_tree,
-                                  encode_tree, tree_stats)
+from xmlkit.models.forest import Forest, decode_tree, encode_tree, tree_stats
 
 
 #: the solvers of the nodes' L1 logistic regressions
@@ -133,12 +133,17 @@ def _as_training_csr(M, name, n_cols, dtype=np.float32):
     return Rows(R.indptr.astype(np.int64), R.indices, R.data, (R.shape[0], n_cols))
 
 
+#: held while a model's Forest is made (threads share it)
+_FOREST_LOCK = threading.Lock()
+
+
 class FastXML(TreeEnsemble):
     """FastXML tree ensemble: ``FastXML(n_trees=50, ...).fit(X, Y)``, then
     ``predict(X, k)`` → csr scores. X: csr N×D features, Y: csr N×L labels."""
 
     algorithm = "fastxml"
     use_idcg = True
+    CHECKS_ON_USE = True        # (mapped tree files: verified as they are first routed)
     _parameter_constraints = {
         "n_trees": integer(1, MAX_TREES), "start_tree": integer(0), "threads": integer(1),
         "bias": real(), "log_loss_coeff": real(0, lo_open=True), "max_leaf": integer(1),
@@ -347,38 +352,31 @@ class FastXML(TreeEnsemble):
         return super().from_manifest(manifest, folder)
 
     # -- prediction
-    def _streamed_forest(self, load, n_trees):
-        """The forest of xmlkit.models.folders.load_folder(stream=True): the trees
-        stay on disk, `load(i)` reads tree i."""
-        return StreamedForest(load, n_trees, self.n_features_in_, self.n_labels_,
-                              self.params.bias)
-
-    def forest(self, trees=None, release=False):
-        """The trees for prediction: packed (PackedForest), or read one at a
-        time when loaded with stream=True (StreamedForest; `trees` then
-        cannot pick). release=True lets each tree's arrays go once packed
-        (the model keeps only the trees' shapes and the packed forest)."""
-        streamed = getattr(self, "streamed_forest_", None)
-        if streamed is not None and trees is None:
-            return streamed
-        if not getattr(self, "trees_", None):
-            self._require_whole_trees()
-        keys = sorted(self.trees_) if trees is None else list(trees)
-        # Packing costs 10-60 ms for 50 trees: keep the last one for as long
-        # as the same tree objects are asked for (fit and load replace them).
-        # The cache holds the tree dicts themselves, so identity is safe to test.
-        picked = [self.trees_[t] for t in keys]
-        cached = getattr(self, "_packed", None)
-        if cached is None or len(cached[0]) != len(picked) or \
-                any(a is not b for a, b in zip(cached[0], picked)):
-            self._require_whole_trees()
-
-            def let_go(i):
-                picked[i] = self.trees_[keys[i]] = self._tree_shape(picked[i])
-            packed = PackedForest(picked, self.n_features_in_, self.n_labels_,
-                                  self.params.bias, let_go if release else None)
-            cached = self._packed = (picked, packed)
+    def forest(self):
+        """The trees for prediction (Forest: one kernel over the trees'
+        arrays where they lie), kept for as long as the same tree objects
+        are asked for (fit and load replace them)."""
+        trees = tuple((getattr(self, "trees_", None) or {}).items())
+        cached = getattr(self, "_forest", None)
+        # (a tuple of the same objects compares by identity: a few microseconds)
+        if cached is not None and cached[0] == trees:
+            return cached[1]
+        self._require_whole_trees()
+        with _FOREST_LOCK:          # (one forest, whose trees are checked once)
+            cached = getattr(self, "_forest", None)
+            if cached is None or cached[0] != trees:
+                picked = [self.trees_[t] for t in sorted(self.trees_)]
+                cached = self._forest = (trees, Forest(picked, self.n_features_in_,
+                                                       self.n_labels_, self.params.bias))
         return cached[1]
+
+    def verify(self, threads=1):
+        """Check every tree read from a mapped file whole now (the blocks of
+        its file not checked yet: digest and contents), on `threads`
+        threads; predict checks only the blocks it reads, as it reads them.
+        Raises XmlkitError naming a damaged file. Returns self."""
+        self.forest().check(threads)
+        return self
 
     def predict(self, X, k=5, threads=1, progress=None):
         """Scores (csr N×L): the mean over trees of the reached leaves'
@@ -386,23 +384,19 @@ class FastXML(TreeEnsemble):
         Returns a :class:`~xmlkit.csr.Rows` for a Rows, else a scipy csr_matrix."""
         return like(X, self.forest().predict(X, k, threads, progress))
 
-    def predict_pieces(self, X, k=5, threads=1, progress=None):
-        forest = self.forest()
-        if not isinstance(forest, StreamedForest):
-            yield self.predict(X, k, threads, progress)
-            return
-        for piece in forest.predict_pieces(X, k, threads, progress):
-            yield like(X, piece)
+    def predict_pieces(self, X, k=5, threads=1, progress=None, finish=None, release=False):
+        finish = finish or (lambda piece: piece)
+        for piece in self.forest().predict_pieces(X, k, threads, progress,
+                                                  lambda p: finish(like(X, p)), release):
+            yield piece
 
     # -- the tree files (written by xmlkit.driver and models.folders, read by the latter)
     @staticmethod
-    def _encode_tree(tree):
-        return encode_tree(tree, lazy=True)
+    def _encode_tree(tree, compact=False):
+        return encode_tree(tree, compact=compact, lazy=True)
 
     def _decode_tree(self, arrays, name):
-        tree = decode_tree(arrays, name)
-        check_tree(tree, self.n_features_in_, self.n_labels_, name)
-        return tree
+        return decode_tree(arrays, name, self.n_features_in_, self.n_labels_)
 
     def stats(self):
         return tree_stats(list(self.trees_.values()))

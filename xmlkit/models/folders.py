@@ -29,7 +29,7 @@ class PartWriter:
 
 
 def save_extras(model, folder):
-    """Write and record the model's extra arrays."""
+    """Write and record the model's extra arrays (mapped layout)."""
     extras = model._extra_arrays()
     for name, arrays in extras.items():
         store.save_arrays(folder, name, arrays)
@@ -54,25 +54,30 @@ def save_folder(model, folder):
     return folder
 
 
-def load_part(model, folder, key, manifest=None):
+def load_part(model, folder, key, manifest=None, check_now=False):
     """Part `key` of a folder, checked against its record in `manifest`
-    (when given) and the model's shapes."""
+    (when given) and the model's shapes. A family whose parts check their
+    mapped files before first use (CHECKS_ON_USE: the trees) gets the file
+    unverified, unless check_now (the part is verified here); the others
+    get it verified."""
     name = model._part_file(key)
-    return model._decode_part(store.load_arrays(folder, name, manifest, lazy=True),
-                              f"{folder}/{name}.npz")
+    arrays = store.load_arrays(folder, name, manifest, lazy=True)
+    if not (arrays.verified or model.CHECKS_ON_USE):
+        arrays.verify()
+    part = model._decode_part(arrays, f"{folder}/{name}.npz")
+    if check_now and hasattr(part, "verify"):
+        part.verify()
+    return part
 
 
-def load_folder(cls, folder, trees=None, threads=1, stream=False):
+def load_folder(cls, folder, trees=None, threads=1):
     """A model of class `cls` from an xmlkit folder: its parts, or (families
     whose parts can be picked: the trees) the indices `trees`; `threads`
-    read part files in parallel (zlib and numpy release the GIL). Every
-    file is checked against the manifest's record and every array before a
-    kernel sees it.
-
-    stream=True (families whose forest can stream, cls._streamed_forest): the
-    trees stay on disk and are read one at a time by each predict call
-    (model.streamed_forest_), so that prediction holds one tree's weights
-    at a time; the model then has no trees_ to save or inspect."""
+    read part files in parallel (compact files: zlib and numpy release the
+    GIL). Every file is checked against the manifest's record and every
+    array before a kernel sees it: mapped tree files are opened here (their
+    sizes and array headers checked) and verified (digest, contents) by the
+    model before their first use, on its threads (FastXML.verify)."""
     m = store.read_manifest(folder)
     if m["algorithm"] != cls.algorithm:
         raise XmlkitError(f"{folder}: holds a '{m['algorithm']}' model, not '{cls.algorithm}'")
@@ -90,14 +95,15 @@ def load_folder(cls, folder, trees=None, threads=1, stream=False):
     if not wanted:
         raise XmlkitError(f"{folder}: holds no {cls.PART}s (was its training interrupted? "
                           "rerun xml-train to resume)")
-    if stream and hasattr(cls, "_streamed_forest"):
-        model.streamed_forest_ = model._streamed_forest(
-            lambda i: load_part(model, folder, wanted[i], m), len(wanted))
-    elif threads > 1 and len(wanted) > 1:
+    first = load_part(model, folder, wanted[0], m)
+    rest = wanted[1:]
+    if threads > 1 and len(rest) > 1 and not getattr(first, "file", None):
+        # (compact files are decompressed: in parallel; mapped ones are only
+        # opened, which a thread would not speed up)
         with ThreadPoolExecutor(threads) as pool:
-            model._set_parts(dict(zip(wanted, pool.map(
-                lambda t: load_part(model, folder, t, m), wanted))))
+            parts = dict(zip(rest, pool.map(lambda t: load_part(model, folder, t, m), rest)))
     else:
-        model._set_parts({t: load_part(model, folder, t, m) for t in wanted})
+        parts = {t: load_part(model, folder, t, m) for t in rest}
+    model._set_parts({wanted[0]: first, **parts})
     model._restore_extras(lambda name: store.load_arrays(folder, name, m), folder)
     return model

@@ -7,15 +7,23 @@ A tree is a dict of arrays over its nodes (node 0 is the root):
     w_ptr, w_idx, w_val        CSR rows of split weights (empty rows at leaves);
                                index n_features is the bias feature
     l_ptr, l_idx, l_val        CSR rows of leaf label distributions (labels ascending)
+
+A tree file holds these arrays as they are, in this order (the mapped
+layout: a loaded tree is a StoredTree of views of its file, checked before
+its first use), or, in the compact layout of earlier folders, as deflated
+byte planes (decoded into memory when loaded).
 """
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import partial
 
 import numpy as np
 
-from xmlkit._ext.forest_predict import (ForestKernel, LeafSums, add_row_deltas, ascending_rows,
-                                        plane_floats, plane_row_deltas)
-from xmlkit.csr import CHUNK_ROWS, Rows, model_rows, row_blocks, score_rows, stack_rows
+from xmlkit._ext.file_check import CHILDREN, FINITE, INDICES, POINTERS
+from xmlkit._ext.forest_predict import (DamagedTree, ForestKernel, add_row_deltas,
+                                        ascending_rows, plane_floats, plane_row_deltas)
+from xmlkit.csr import CHUNK_ROWS, Rows, model_rows, row_blocks, stack_rows
 from xmlkit import checks, store
 from xmlkit.checks import DamagedModel
 from xmlkit.errors import XmlkitError
@@ -48,8 +56,18 @@ def check_tree(tree, n_features, n_labels, name):
     checks.csr(tree["l_ptr"], tree["l_idx"], tree["l_val"], n, n_labels, name, "leaf label")
 
 
-def encode_tree(tree, lazy=False):
-    """The arrays a tree is stored as on disk (see decode_tree): child and
+#: the dtype of each array of a tree, as stored in a mapped tree file
+TREE_DTYPES = {"child": np.int32, "depth": np.int32, "w_ptr": np.int64, "w_idx": np.int32,
+               "w_val": np.float32, "l_ptr": np.int64, "l_idx": np.int32, "l_val": np.float32}
+
+
+def encode_tree(tree, compact=False, lazy=False):
+    """The arrays a tree is stored as: its own arrays in TREE_KEYS order
+    (the mapped layout, every weight row strictly ascending: rows that are
+    not, from a C++ tool's tree, are sorted), or with compact=True byte
+    planes (decode_tree reads both).
+
+    The compact layout: child and
     depth, then per part (w: split weights, l: leaf labels) the entries per
     node, the indices as byte planes (4, n) of their differences to the
     previous index of the same node, and the values as byte planes of the
@@ -60,6 +78,13 @@ def encode_tree(tree, lazy=False):
     weights' value planes are stored uncompressed: deflate took more than
     half of a FastXML tree file's time for them and shrank them by less
     than a third (their low bytes are noise)."""
+    if not compact:
+        out = {k: np.ascontiguousarray(tree[k], dtype=TREE_DTYPES[k]) for k in TREE_KEYS}
+        if not rows_ascending(out["w_ptr"], out["w_idx"]):
+            rows = np.repeat(np.arange(len(out["w_ptr"]) - 1), np.diff(out["w_ptr"]))
+            order = np.lexsort((out["w_idx"], rows))
+            out["w_idx"], out["w_val"] = out["w_idx"][order], out["w_val"][order]
+        return out
     out = {"child": np.asarray(tree["child"], np.int32),
            "depth": np.asarray(tree["depth"], np.int32)}
     for part in ("w", "l"):
@@ -79,9 +104,79 @@ def encode_tree(tree, lazy=False):
     return out
 
 
-def decode_tree(arrays, name):
-    """A tree from the arrays of encode_tree; raises XmlkitError if they are
-    malformed."""
+def decode_tree(arrays, name, n_features, n_labels):
+    """A tree from the arrays of encode_tree, checked: a StoredTree of a
+    mapped file's arrays (whose contents are checked by its verify(), before
+    its first use), or a tree decoded into memory (checked here); raises
+    XmlkitError if they are malformed."""
+    if getattr(arrays, "mapped", False):
+        return StoredTree.of(arrays, name, n_features, n_labels)
+    tree = _decode_planes(arrays, name)
+    check_tree(tree, n_features, n_labels, name)
+    return tree
+
+
+class StoredTree(dict):
+    """A tree (dict of arrays) whose arrays are views of its mapped file
+    (xmlkit.arrayfile.ArrayFile): shapes and dtypes are checked when it is
+    opened; its blocks as a kernel reads them (`blocks`: a
+    xmlkit._ext.file_check.BlockFile with the tree's element checks), or
+    all at once by verify(). Its weight rows are strictly ascending (the
+    mapped layout's rule: xmlkit writes no other). Pickled (sent to a Dask
+    worker) as a plain tree, checked first."""
+
+    @classmethod
+    def of(cls, file, name, n_features, n_labels):
+        arrays = {k: file[k] for k in file if k in TREE_DTYPES}
+        missing = [k for k in TREE_KEYS if k not in arrays]
+        if missing:
+            raise DamagedModel(name, f"the tree lacks arrays {missing}")
+        for k, a in arrays.items():
+            if a.dtype != TREE_DTYPES[k]:
+                raise DamagedModel(name, f"{k} holds {a.dtype} values, not "
+                                         f"{np.dtype(TREE_DTYPES[k])}")
+        child = arrays["child"]
+        if child.ndim != 2 or child.shape[1] != 2 or child.shape[0] == 0:
+            raise DamagedModel(name, f"child has shape {child.shape}, expected (nodes, 2)")
+        n = child.shape[0]
+        for part in ("w", "l"):
+            m = arrays[f"{part}_idx"].shape
+            if (arrays[f"{part}_ptr"].shape != (n + 1,) or len(m) != 1
+                    or arrays[f"{part}_val"].shape != m):
+                raise DamagedModel(name, f"the {part} arrays disagree in shape")
+        if arrays["depth"].shape != (n,):
+            raise DamagedModel(name, f"depth has shape {arrays['depth'].shape}, expected ({n},)")
+        tree = cls(arrays)
+        tree.file = file
+        tree.blocks = file.blocks({
+            "child": (CHILDREN, n), "w_ptr": (POINTERS, len(arrays["w_idx"])),
+            "w_idx": (INDICES, n_features + 1), "w_val": (FINITE, 0),
+            "l_ptr": (POINTERS, len(arrays["l_idx"])), "l_idx": (INDICES, n_labels),
+            "l_val": (FINITE, 0)})
+        return tree
+
+    def verify(self):
+        """Check every block of the tree's file (once); raise XmlkitError
+        naming the file if one fails."""
+        if not self.blocks.check_all():
+            raise self.file.failure(self.blocks)
+
+    def damaged(self):
+        """The XmlkitError of a block that failed its check."""
+        return self.file.failure(self.blocks)
+
+    def release(self):
+        """Let the tree's pages go from this process's memory (see
+        ArrayFile.release)."""
+        self.file.release()
+
+    def __reduce__(self):
+        self.verify()
+        return dict, ({k: np.array(a) for k, a in self.items()},)
+
+
+def _decode_planes(arrays, name):
+    """A tree from the byte planes of a compact tree file."""
     try:
         tree = {"child": checks.ints(arrays["child"], name, "child").astype(np.int32),
                 "depth": checks.ints(arrays["depth"], name, "depth").astype(np.int32)}
@@ -152,126 +247,184 @@ def rows_ascending(ptr, idx):
                           np.ascontiguousarray(idx, dtype=np.int32))
 
 
-class PackedForest:
-    """Trees concatenated into flat arrays for the Cython predictor."""
+class Forest:
+    """Trees ready to predict with: one kernel over every tree's arrays
+    where they lie (memory, or the pages of mapped tree files: nothing is
+    copied or packed). A tree read from a mapped file is verified (digest,
+    contents) just before its first use, on the thread that first routes
+    through it; the others are checked already (check_tree).
 
-    def __init__(self, trees, n_features, n_labels, bias, release=None):
-        """`trees`: a list of tree dicts; `release(i)` (optional) is called
-        once tree i is copied in, so that the caller can let it go (the
-        packed arrays are allocated whole first: the trees are never held
-        twice)."""
+    A prediction routes the points a tree at a time (tasks of one tree and
+    a block of rows, on `threads` threads), then adds up each point's
+    leaves and keeps its k best labels (tasks of a block of rows). Few
+    points (at most CHUNK_ROWS, or one thread) are scored on the calling
+    thread in one kernel call. The scores do not depend on the threads or
+    blocks, byte for byte."""
+
+    def __init__(self, trees, n_features, n_labels, bias):
+        """`trees`: a list of tree dicts (StoredTree or in memory), in the
+        order their scores are added up."""
         if not trees:
             raise XmlkitError("the model has no trees")
+        self.trees = list(trees)
         self.n_features, self.n_labels, self.bias = int(n_features), int(n_labels), float(bias)
-        nodes = [t["child"].shape[0] for t in trees]
-        n_w = [len(t["w_idx"]) for t in trees]
-        n_l = [len(t["l_idx"]) for t in trees]
-        self.roots = np.concatenate([[0], np.cumsum(nodes[:-1])]).astype(np.int32)
-        self.child = np.empty((sum(nodes), 2), np.int32)
-        self.w_ptr = np.zeros(sum(nodes) + 1, np.int64)
-        self.l_ptr = np.zeros(sum(nodes) + 1, np.int64)
-        self.w_idx, self.w_val = np.empty(sum(n_w), np.int32), np.empty(sum(n_w), np.float32)
-        self.l_idx, self.l_val = np.empty(sum(n_l), np.int32), np.empty(sum(n_l), np.float32)
-        n_off = w_off = l_off = 0
-        for i, t in enumerate(trees):
-            n = nodes[i]
-            c = t["child"]
-            self.child[n_off:n_off + n] = np.where(c >= 0, c + n_off, -1)
-            self.w_ptr[n_off + 1:n_off + n + 1] = t["w_ptr"][1:] + w_off
-            self.l_ptr[n_off + 1:n_off + n + 1] = t["l_ptr"][1:] + l_off
-            self.w_idx[w_off:w_off + n_w[i]] = t["w_idx"]
-            self.w_val[w_off:w_off + n_w[i]] = t["w_val"]
-            self.l_idx[l_off:l_off + n_l[i]] = t["l_idx"]
-            self.l_val[l_off:l_off + n_l[i]] = t["l_val"]
-            n_off, w_off, l_off = n_off + n, w_off + n_w[i], l_off + n_l[i]
-            c = t = None            # (so that release(i) can let the tree go)
-            if release is not None:
-                release(i)
-        self.ascending = rows_ascending(self.w_ptr, self.w_idx)
+        self.kernel = ForestKernel(
+            self.trees, self.n_features, self.n_labels, self.bias,
+            [(t.blocks, t.file.spans) if isinstance(t, StoredTree) else None
+             for t in self.trees])
+        self._pending = set(range(len(self.trees)))
+        self._locks = [threading.Lock() for _ in self.trees]
 
-    def predict(self, X, k=None, threads=1, progress=None):
+    @property
+    def n_trees(self):
+        return len(self.trees)
+
+    def ready(self, t):
+        """Make tree t ready for the kernel (once: the first caller does,
+        others wait for it): a tree in memory is checked whole already (its
+        rows tested here for being ascending), a mapped one as it is read."""
+        if t not in self._pending:
+            return
+        with self._locks[t]:
+            if t in self._pending:
+                tree = self.trees[t]
+                mapped = isinstance(tree, StoredTree)
+                with self._damage():
+                    self.kernel.ready(t, mapped or rows_ascending(tree["w_ptr"],
+                                                                  tree["w_idx"]))
+                self._pending.discard(t)
+
+    def check(self, threads=1):
+        """Check every tree whole now (a mapped tree: every block of its file
+        not checked yet), on `threads` threads; raises XmlkitError naming a
+        damaged file."""
+        def whole(t):
+            if isinstance(self.trees[t], StoredTree):
+                self.trees[t].verify()
+            self.ready(t)
+        todo = range(len(self.trees))
+        if threads > 1 and len(self.trees) > 1:
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(whole, todo))
+        else:
+            for t in todo:
+                whole(t)
+
+    def _ready_all(self):
+        if self._pending:
+            for t in sorted(self._pending):
+                self.ready(t)
+
+    @contextmanager
+    def _damage(self):
+        """A kernel's DamagedTree as the XmlkitError naming the file."""
+        try:
+            yield
+        except DamagedTree as exc:
+            raise self.trees[exc.args[0]].damaged() from None
+
+    def release(self, t):
+        """Let tree t's pages go from this process's memory, if it is mapped."""
+        if isinstance(self.trees[t], StoredTree):
+            self.trees[t].release()
+
+    def predict(self, X, k=None, threads=1, progress=None, then=None):
         """Mean leaf distribution over trees for each row of X (Rows or any
-        scipy sparse matrix), as :class:`Rows`; only the k best labels per row
-        when k is given."""
+        scipy sparse matrix), as :class:`Rows`; only the k best labels per
+        row when k is given (then: see predict_pieces)."""
         X = model_rows(X, self.n_features)
-        kernel = ForestKernel(self.roots, self.child, self.w_ptr, self.w_idx, self.w_val,
-                              self.l_ptr, self.l_idx, self.l_val,
-                              self.n_features, self.n_labels, self.bias, self.ascending)
-        topk = 0 if k is None else int(k)
+        if X.shape[0] <= CHUNK_ROWS:         # (few rows: one kernel call, here)
+            self._ready_all()
+            with self._damage():
+                ptr, idx, val = self.kernel.predict_rows(X, 0, X.shape[0],
+                                                         0 if k is None else int(k))
+            if progress is not None:
+                progress(X.shape[0])
+            S = Rows(ptr, idx, val, (X.shape[0], self.n_labels))
+            return S if then is None else then(0, X.shape[0], S)
+        pieces = list(self.predict_pieces(X, k, threads, progress, then=then))
+        return stack_rows([(p.indptr, p.indices, p.data) for p in pieces],
+                          (X.shape[0], self.n_labels))
 
-        def run(r0, r1):
-            return kernel.predict_rows(X, r0, r1, topk)
-        return score_rows(run, X.shape[0], self.n_labels, threads, progress,
-                          forest_block(X.shape[0], threads))
+    def predict_pieces(self, X, k=None, threads=1, progress=None, finish=None, release=False,
+                       then=None):
+        """predict()'s rows as consecutive pieces (Rows), made on the
+        threads a few ahead of the one asked for, each passed through
+        then(r0, r1, piece) (rows r0..r1-1 of X: PfastreXML re-ranks them)
+        and finish(piece) there when given (xml-predict formats them).
+        release=True: each mapped tree's pages leave this process's memory
+        once the rows are routed through it (they stay in the page cache),
+        so that memory holds about a tree per thread, not the forest."""
+        X = model_rows(X, self.n_features)
+        n, T = X.shape[0], len(self.trees)
+        topk = 0 if k is None else int(k)
+        finish = finish or (lambda piece: piece)
+
+        def rows(r0, r1, out):
+            ptr, idx, val = out
+            piece = Rows(ptr, idx, val, (r1 - r0, self.n_labels))
+            return finish(piece if then is None else then(r0, r1, piece))
+        if n <= CHUNK_ROWS:
+            self._ready_all()
+            with self._damage():
+                piece = rows(0, n, self.kernel.predict_rows(X, 0, n, topk))
+            if progress is not None:
+                progress(n)
+            yield piece
+            return
+        leaves = np.empty((T, n), np.int32)
+        # route: tasks of a tree and a block of rows, about four per thread
+        # (at least one tree's worth of rows each), trees in turn
+        per_tree = max(1, min(-(-4 * threads // T), -(-n // CHUNK_ROWS)))
+        blocks = row_blocks(n, -(-n // per_tree))
+        lock = threading.Lock()
+        done = [0]
+        left = [len(blocks)] * T
+
+        def route(task):
+            b, t = task
+            self.ready(t)
+            with self._damage():
+                self.kernel.route(t, X, b[0], b[1], leaves)
+            if release:
+                with lock:
+                    left[t] -= 1
+                    last = left[t] == 0
+                if last:
+                    self.release(t)
+            if progress is not None:
+                with lock:          # (a row counts once every tree has routed it)
+                    before = done[0] // T
+                    done[0] += b[1] - b[0]
+                    step = done[0] // T - before
+                if step:
+                    progress(step)
+
+        def score(b):
+            with self._damage():
+                return rows(b[0], b[1], self.kernel.score_leaves(leaves, b[0], b[1], topk))
+        bounds = row_blocks(n, forest_block(n, threads))
+        with ThreadPoolExecutor(threads) if threads > 1 else _Inline() as pool:
+            list(pool.map(route, [(b, t) for b in blocks for t in range(T)]))
+            for i in range(0, len(bounds), 2 * threads):
+                yield from pool.map(score, bounds[i:i + 2 * threads])
+
+
+class _Inline:
+    """A pool of no thread: map runs on the calling thread."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def map(self, fn, items):
+        return map(fn, items)
 
 
 def forest_block(n, threads):
-    """Rows per block a forest routes at a time: the larger the block, the
-    more points share each scattered weight row (the scores do not depend
-    on the blocks); about four blocks per thread, CHUNK_ROWS..FOREST_BLOCK."""
+    """Rows per block whose scores are added up at a time: about four blocks
+    per thread, CHUNK_ROWS..FOREST_BLOCK (the scores do not depend on the
+    blocks)."""
     return min(FOREST_BLOCK, max(CHUNK_ROWS, -(-n // (4 * threads))))
-
-
-class StreamedForest:
-    """Trees read one at a time while predicting, as the C++ tool does: each
-    tree routes the points, and the leaves they reached are kept (LeafSums:
-    the points' leaf ids and those leaves' label rows), then the tree goes;
-    the scores are added up once every tree is done. One tree is in memory
-    at a time, besides the points and their leaves. What xml-predict uses
-    for a folder's trees (the same scores as PackedForest, byte for byte).
-    Every predict call reads the trees again."""
-
-    def __init__(self, load, n_trees, n_features, n_labels, bias):
-        """`load(i)` -> the dict of tree i (i < n_trees), checked."""
-        if n_trees < 1:
-            raise XmlkitError("the model has no trees")
-        self.load, self.n_trees = load, int(n_trees)
-        self.n_features, self.n_labels, self.bias = int(n_features), int(n_labels), float(bias)
-
-    def predict(self, X, k=None, threads=1, progress=None):
-        """As PackedForest.predict; `progress(rows)` as each tree is done
-        (the rows' share of the trees)."""
-        # (once the pieces are all made, the leaves go: then they are stacked)
-        pieces = list(self.predict_pieces(X, k, threads, progress))
-        return stack_rows([(p.indptr, p.indices, p.data) for p in pieces],
-                          (sum(p.shape[0] for p in pieces), self.n_labels))
-
-    def predict_pieces(self, X, k=None, threads=1, progress=None):
-        """predict()'s rows as consecutive pieces (Rows), made as they are
-        asked for (a few per thread ahead), for a writer that writes each
-        as it comes: the scores are never held whole."""
-        X = model_rows(X, self.n_features)
-        sums, block = self._leaves(X, threads, progress)
-        topk = 0 if k is None else int(k)
-
-        def piece(b):
-            ptr, idx, val = sums.score_rows(b[0], b[1], topk)
-            return Rows(ptr, idx, val, (b[1] - b[0], self.n_labels))
-        bounds = row_blocks(X.shape[0], block)
-        with ThreadPoolExecutor(threads) as pool:
-            for i in range(0, len(bounds), 2 * threads):
-                yield from pool.map(piece, bounds[i:i + 2 * threads])
-
-    def _leaves(self, X, threads, progress):
-        """The leaves the rows of X reach in every tree (LeafSums), a tree
-        read at a time, and the rows per block of the work."""
-        n, T = X.shape[0], self.n_trees
-        sums = LeafSums(n, self.n_labels, T)
-        block = forest_block(n, threads)
-        leaves = np.empty(n, np.int32)
-        with ThreadPoolExecutor(threads) as pool:
-            for i in range(T):
-                tree = self.load(i)
-                kernel = ForestKernel([0], tree["child"], tree["w_ptr"], tree["w_idx"],
-                                      tree["w_val"], tree["l_ptr"], tree["l_idx"],
-                                      tree["l_val"], self.n_features, self.n_labels,
-                                      self.bias, rows_ascending(tree["w_ptr"], tree["w_idx"]))
-
-                def route(b, kernel=kernel):
-                    leaves[b[0]:b[1]] = kernel.route_rows(X, *b)[:, 0]
-                list(pool.map(route, row_blocks(n, block)))
-                sums.add_tree(tree["l_ptr"], tree["l_idx"], tree["l_val"], leaves)
-                tree = kernel = route = None    # (the tree goes here)
-                if progress is not None:
-                    progress(n * (i + 1) // T - n * i // T)
-        return sums, block

@@ -13,12 +13,11 @@ import numpy as np
 
 from xmlkit import checks
 
-from xmlkit.csr import Rows, as_rows, like, score_rows, summed_duplicates
+from xmlkit.csr import Rows, as_rows, like, summed_duplicates
 from xmlkit.errors import InvalidParameterError, XmlkitError
-from xmlkit.store import sha256
+from xmlkit.arrayfile import sha256
 from xmlkit.metrics import PROPENSITY_PRESETS, inverse_propensity, propensity_ab
 from xmlkit.models.base import array_like, boolean, integer, one_of, optional, real
-from xmlkit.models.ensemble import ModelBase
 from xmlkit.models.fastxml import INIT, MAX_NEWTON, MAX_NEWTON_SMALL, SMALL_NODE, TOL, FastXML
 
 #: name of the tail-classifier arrays in a model folder
@@ -171,37 +170,56 @@ class PfastreXML(FastXML):
             self.tail_ = centroids_by_feature(X, Y, self.bias)
 
     # -- prediction
-    # (re-ranking takes the tree scores of whole rows: scored in one piece)
-    predict_pieces = ModelBase.predict_pieces
-
     def predict(self, X, k=5, threads=1, progress=None, rerank=None, trees_only=None):
         """Scores: the tree scores of the `rerank` best labels per point,
         re-ranked by the tail classifiers (unless trees_only, by default the
         model's); the k best per row (k=None: all). Rows in, Rows out.
         rerank: None is the model's (PREDICT_PARAMS: 1000)."""
+        forest, kwargs = self._scoring(X, k, rerank, trees_only)
+        return like(X, forest.predict(X, threads=threads, progress=progress, **kwargs))
+
+    def predict_pieces(self, X, k=5, threads=1, progress=None, finish=None, release=False,
+                       rerank=None, trees_only=None):
+        """predict()'s rows in pieces (see FastXML.predict_pieces): each
+        block of rows re-ranked on the thread that scored it."""
+        forest, kwargs = self._scoring(X, k, rerank, trees_only)
+        finish = finish or (lambda piece: piece)
+        yield from forest.predict_pieces(X, threads=threads, progress=progress,
+                                         finish=lambda p: finish(like(X, p)),
+                                         release=release, **kwargs)
+
+    def _scoring(self, X, k, rerank, trees_only):
+        """The forest and its k and then (the re-ranking of each block of
+        rows by the tail classifiers, unless trees only)."""
         p = self._predict_params(rerank=rerank, trees_only=trees_only)
-        rerank, trees_only = p["rerank"], p["trees_only"]
-        if trees_only is None:
-            trees_only = bool(self.params.trees_only)
+        trees_only = bool(self.params.trees_only) if p["trees_only"] is None \
+            else p["trees_only"]
         forest = self.forest()
         if trees_only:
-            return like(X, forest.predict(X, k, threads, progress))
+            return forest, {"k": k}
         if getattr(self, "tail_", None) is None:
             raise XmlkitError("the model has no tail classifiers (trained with "
                               "trees_only); predict with trees only")
         R = as_rows(X, "the data")
-        S = forest.predict(R, rerank, threads, progress)
-        return like(X, self._rerank(R, S, k, threads))
-
-    def _rerank(self, R, S, k, threads):
-        from xmlkit._ext.tail_rerank import TailKernel
-        ptr, lab, val = self.tail_
-        kernel = TailKernel(ptr, lab, val, self.bias, self.gamma, self.alpha, self.n_labels_)
+        kernel = self._tail_kernel()
         topk = 0 if k is None else int(k)
 
-        def run(r0, r1):
-            return kernel.rerank_rows(R, S, r0, r1, topk)
-        return score_rows(run, R.shape[0], self.n_labels_, threads)
+        def then(r0, r1, S):
+            # (rows r0..r1-1 of R, read in place: kernels index R.indices)
+            block = Rows(R.indptr[r0:r1 + 1], R.indices, R.data, (r1 - r0, R.shape[1]))
+            ptr, idx, val = kernel.rerank_rows(block, S, 0, r1 - r0, topk)
+            return Rows(ptr, idx, val, (r1 - r0, self.n_labels_))
+        return forest, {"k": p["rerank"], "then": then}
+
+    def _tail_kernel(self):
+        """The kernel of the tail classifiers, kept while they are the same."""
+        from xmlkit._ext.tail_rerank import TailKernel
+        cached = getattr(self, "_tail", None)
+        if cached is None or cached[0] is not self.tail_:
+            ptr, lab, val = self.tail_
+            cached = self._tail = (self.tail_, TailKernel(
+                ptr, lab, val, self.bias, self.gamma, self.alpha, self.n_labels_))
+        return cached[1]
 
     # -- storage
     def manifest(self):

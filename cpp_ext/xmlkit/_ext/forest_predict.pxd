@@ -3,36 +3,53 @@
 # name, xmlkit/_ext/, under an include directory: cpp_ext; see setup.py).
 
 from libc.stdint cimport int32_t, int64_t
+from xmlkit._ext.file_check cimport Blocks
 from libcpp.utility cimport pair
 from libcpp.vector cimport vector
 
 
+cdef struct TreeView:
+    # one tree's arrays, read where they lie (node ids are the tree's own)
+    const int32_t* child                 # first (w.x >= 0) and second child; -1 -1 at leaves
+    const int64_t* wp                    # weights of node i: wp[i] .. wp[i + 1] - 1
+    const int32_t* wi                    # feature of each weight (n_features: the bias)
+    const float* wv                      # value of each weight
+    const int64_t* lp                    # labels of leaf i: lp[i] .. lp[i + 1] - 1
+    const int32_t* li                    # label of each leaf entry
+    const float* lv                      # value of each leaf entry
+    int64_t n_nodes
+    bint ascending                       # every weight row strictly ascending: a row may
+                                         # be searched instead of scattered
+    bint ready                           # its contents are checked: it may be routed
+    const int64_t* dense_id              # (ready) node i's dense weight row, or -1
+    const float* dense                   # (ready) dense rows of n_features + 1 values
+    Blocks* blk                          # the checks of its mapped file, as it is read
+                                         # (NULL: its arrays are checked already)
+    int64_t o_child, o_wp, o_wi, o_wv    # byte offsets of its arrays in that file
+    int64_t o_lp, o_li, o_lv
+
+
+cdef struct Span:
+    int32_t node                         # a node of the tree being routed
+    int64_t lo, hi                       # its points: order[lo:hi]
+
+
+cdef struct Scratch:
+    # what routing a block through a tree works in
+    vector[float] dense                  # n_features + 1 zeros (a scattered weight row)
+    vector[float] point                  # n_features + 1 zeros (a lone point's features)
+    vector[int32_t] order, spare         # the block's points, grouped by node
+    vector[Span] todo                    # nodes still to route
+
+
 cdef class ForestKernel:
-    # trees concatenated: node ids index these arrays, tree t starts at roots[t]
-    cdef const int32_t[::1] roots        # root node of each tree
-    cdef const int32_t[:, ::1] child     # first (w.x >= 0) and second child; -1 -1 at leaves
-    cdef const int64_t[::1] w_ptr        # weights of node i: w_ptr[i] .. w_ptr[i + 1] - 1
-    cdef const int32_t[::1] w_idx        # feature of each weight (n_features: the bias)
-    cdef const float[::1] w_val          # value of each weight
-    cdef const int64_t[::1] l_ptr        # labels of leaf i: l_ptr[i] .. l_ptr[i + 1] - 1
-    cdef const int32_t[::1] l_idx        # label of each leaf entry, ascending per leaf
-    cdef const float[::1] l_val          # value of each leaf entry
+    cdef vector[TreeView] trees          # the trees, in the order their scores are added
+    cdef list refs                       # the arrays behind the views (kept alive)
+    cdef vector[vector[int64_t]] dense_ids   # per tree: the storage of TreeView.dense_id
+    cdef vector[vector[float]] dense_rows    # per tree: the storage of TreeView.dense
     cdef int64_t n_features              # feature columns (the bias feature is n_features)
     cdef int64_t n_labels                # label columns
     cdef double bias                     # value of the bias feature
-    cdef bint ascending                  # every weight row strictly ascending: a row may
-                                         # be searched instead of scattered
-
-
-cdef class LeafSums:
-    # of each tree t added (t < added): the leaf leaf[i * n_trees + t] that
-    # row i reached, renumbered 0.. in the order first met, and those leaves'
-    # label rows: leaf q holds lp[t][q] .. lp[t][q + 1] - 1 of li[t], lv[t]
-    cdef int64_t n_rows                  # rows (points)
-    cdef int64_t n_labels                # label columns
-    cdef int64_t n_trees                 # trees to add
-    cdef int64_t added                   # trees added (add_tree)
-    cdef vector[int32_t] leaf            # n_rows * n_trees leaf ids
-    cdef vector[vector[int64_t]] lp      # per tree: row pointers of its reached leaves
-    cdef vector[vector[int32_t]] li      # per tree: their labels (ascending per leaf)
-    cdef vector[vector[float]] lv        # per tree: their values
+    cdef Py_ssize_t failed               # the tree whose check failed last, or -1
+    cdef int _need_ready(self) except -1
+    cdef int _raise(self, int code, Py_ssize_t t) except -1

@@ -20,319 +20,455 @@ from libcpp.utility cimport pair
 
 cimport numpy as cnp
 
+cdef enum:
+    # a lone point's margin at a node is the row's dot product with it when
+    # the row is at most this many times the lookups' cost (a dot product
+    # entry is a sequential multiply-add, a lookup step a branch)
+    DOT_COST = 8
+    # weight rows of at least n_features / DENSE_FRACTION entries get dense
+    # copies when their tree is made ready (at most twice their own bytes)
+    DENSE_FRACTION = 4
+    # ... and only when a dense row (n_features + 1 floats) is at most
+    # 128 KiB: on wide feature spaces the copies would cost more memory
+    # than the lookups they save
+    DENSE_MAX_FEATURES = 32768
+    # what a kernel function returns when a block of a tree's file fails
+    # its check (ForestKernel.failed says which tree)
+    DAMAGED = -2
+
+
+class DamagedTree(ValueError):
+    """A block of tree `args[0]`'s file failed its check while it was read."""
+
 import numpy as np
 from sparse_rows cimport (RowsOut, check_row_range, emit_top, indptr_t, padded, rows_in,
                           rows_open, rows_pieces)
+from xmlkit._ext.file_check cimport BlockFile, blocks_need
 
 cnp.import_array()
 
 
 cdef class ForestKernel:
-    """Routes points down every tree and averages the label distributions of
-    the leaves they reach. Built from a packed forest (see
-    xmlkit.models.forest.PackedForest); read-only. Members: see
+    """Routes points down trees and averages the label distributions of the
+    leaves they reach. Built from each tree's arrays where they lie (a
+    tree's dict of arrays: in memory, or views of its mapped file), which it
+    reads without copying them; read-only. A tree is routed only once it is
+    marked ready (its contents checked: `ready`). Members: see
     forest_predict.pxd."""
 
-    def __init__(self, roots, child, w_ptr, w_idx, w_val, l_ptr, l_idx, l_val,
-                 int64_t n_features, int64_t n_labels, double bias, bint ascending=False):
-        n_nodes = np.shape(child)[0]
-        if np.shape(roots)[0] < 1:
+    def __init__(self, trees, int64_t n_features, int64_t n_labels, double bias, blocks=None):
+        """trees: dicts of child, w_ptr, w_idx, w_val, l_ptr, l_idx, l_val
+        (see xmlkit.models.forest); their shapes are checked here, their
+        contents by whoever marks them ready, or, for a tree whose entry in
+        `blocks` is (BlockFile, spans) (the checks of its mapped file and
+        the byte spans of its arrays there), as the kernel reads them: a
+        block of the file is checked before any of its bytes is used."""
+        cdef TreeView v
+        cdef const int32_t[:, ::1] child
+        cdef const int64_t[::1] wp, lp
+        cdef const int32_t[::1] wi, li
+        cdef const float[::1] wv, lv
+        if not trees:
             raise ValueError("no trees")
-        if np.shape(w_ptr)[0] != n_nodes + 1 or np.shape(l_ptr)[0] != n_nodes + 1:
-            raise ValueError("node arrays of different lengths")
-        self.roots = np.ascontiguousarray(roots, dtype=np.int32)
-        self.child = np.ascontiguousarray(child, dtype=np.int32)
-        self.w_ptr = np.ascontiguousarray(w_ptr, dtype=np.int64)
-        self.l_ptr = np.ascontiguousarray(l_ptr, dtype=np.int64)
-        # (entry arrays padded to one element: &a[0] is then always valid)
-        self.w_idx = padded(w_idx, np.int32)
-        self.w_val = padded(w_val, np.float32)
-        self.l_idx = padded(l_idx, np.int32)
-        self.l_val = padded(l_val, np.float32)
-        self.n_features = n_features
-        self.n_labels = n_labels
-        self.bias = bias
-        self.ascending = ascending
+        self.n_features, self.n_labels, self.bias = n_features, n_labels, bias
+        self.refs = []
+        self.failed = -1
+        blocks = blocks or [None] * len(trees)
+        for tree, checked in zip(trees, blocks):
+            child = tree["child"]
+            wp, wi, wv = tree["w_ptr"], padded(tree["w_idx"], np.int32), \
+                padded(tree["w_val"], np.float32)
+            lp, li, lv = tree["l_ptr"], padded(tree["l_idx"], np.int32), \
+                padded(tree["l_val"], np.float32)
+            n = child.shape[0]
+            if (n < 1 or child.shape[1] != 2 or wp.shape[0] != n + 1 or lp.shape[0] != n + 1
+                    or np.shape(tree["w_idx"]) != np.shape(tree["w_val"])
+                    or np.shape(tree["l_idx"]) != np.shape(tree["l_val"])):
+                raise ValueError("a tree's arrays disagree in length")
+            self.refs.append((child, wp, wi, wv, lp, li, lv))
+            self.dense_ids.push_back(vector[int64_t]())
+            self.dense_rows.push_back(vector[float]())
+            v.child, v.wp, v.wi, v.wv = &child[0, 0], &wp[0], &wi[0], &wv[0]
+            v.lp, v.li, v.lv = &lp[0], &li[0], &lv[0]
+            v.n_nodes = n
+            v.ascending = False
+            v.ready = False
+            v.dense_id = NULL
+            v.dense = NULL
+            v.blk = NULL
+            if checked is not None:
+                bf, spans = checked
+                v.blk = &(<BlockFile> bf).b
+                v.o_child, v.o_wp, v.o_wi, v.o_wv = (spans["child"][0], spans["w_ptr"][0],
+                                                     spans["w_idx"][0], spans["w_val"][0])
+                v.o_lp, v.o_li, v.o_lv = spans["l_ptr"][0], spans["l_idx"][0], spans["l_val"][0]
+                self.refs.append(bf)
+            self.trees.push_back(v)
+
+    @property
+    def n_trees(self):
+        return self.trees.size()
+
+    def ready(self, Py_ssize_t t, bint ascending):
+        """Mark tree t ready to route: its contents are checked (child links
+        form a tree, pointers cover their entries, indices in range, values
+        finite); `ascending`: every weight row strictly ascending (a row may
+        then be searched instead of scattered). Its long weight rows (at
+        least a DENSE_FRACTION-th of the features) get dense copies here."""
+        cdef int r
+        if not 0 <= t < <Py_ssize_t> self.trees.size():
+            raise IndexError(t)
+        if self.trees[t].ready:
+            return
+        with nogil:
+            r = _densify(self, t)
+        self._raise(r, t)
+        self.trees[t].ascending = ascending
+        self.trees[t].ready = True
+
+    cdef int _raise(self, int code, Py_ssize_t t) except -1:
+        """DamagedTree when a kernel function returned DAMAGED (for tree t,
+        or the one it recorded when t < 0)."""
+        if code == DAMAGED:
+            raise DamagedTree(t if t >= 0 else self.failed)
+        return 0
+
+    cdef int _need_ready(self) except -1:
+        cdef size_t t
+        for t in range(self.trees.size()):
+            if not self.trees[t].ready:
+                raise ValueError(f"tree {t} is not checked")
+        return 0
 
     def predict_rows(self, X, int64_t r0, int64_t r1, int k):
         """Scores of rows r0..r1-1 of X (CSR; indices < n_features) as CSR
         pieces (indptr from 0, indices, data): the mean over trees of the
         reached leaves' label values, labels ascending, only the k best per
-        row when k > 0 (ties: lower label first)."""
+        row when k > 0 (ties: lower label first). Every tree must be ready."""
+        self._need_ready()
         return self._rows(*rows_in(X, r0, r1), r0, r1, k)
 
     def _rows(self, const indptr_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
               int64_t r0, int64_t r1, int k):
         cdef RowsOut out
+        cdef int r
         rows_open(out)
         with nogil:
-            _predict(self, &xp[0], &xi[0], &xv[0], r0, r1, k, out)
+            r = _predict(self, &xp[0], &xi[0], &xv[0], r0, r1, k, out)
+        self._raise(r, -1)
         return rows_pieces(out)
 
-    def route_rows(self, X, int64_t r0, int64_t r1):
-        """The leaves (node ids) that rows r0..r1-1 of X reach: an int32
-        array (r1 - r0, n_trees)."""
-        return self._leaves(*rows_in(X, r0, r1), r0, r1)
+    def route(self, Py_ssize_t t, X, int64_t r0, int64_t r1, int32_t[:, ::1] leaves):
+        """leaves[t, r] = the leaf (node id) of tree t that row r of X
+        reaches, for r0 <= r < r1 (leaves: n_trees x X's rows). Tree t must
+        be ready."""
+        if not 0 <= t < <Py_ssize_t> self.trees.size() or not self.trees[t].ready:
+            raise ValueError(f"tree {t} is not checked")
+        if leaves.shape[0] != <Py_ssize_t> self.trees.size() or leaves.shape[1] < r1:
+            raise ValueError("one row of leaves per tree, one column per row of X")
+        self._route(t, *rows_in(X, r0, r1), r0, r1, leaves)
 
-    def _leaves(self, const indptr_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
-                int64_t r0, int64_t r1):
-        cdef Py_ssize_t t, n_trees = self.roots.shape[0]
-        cdef vector[int32_t] leaf
+    def _route(self, Py_ssize_t t, const indptr_t[::1] xp, const int32_t[::1] xi,
+               const float[::1] xv, int64_t r0, int64_t r1, int32_t[:, ::1] leaves):
+        cdef Scratch s
+        cdef int r
         with nogil:
-            _route_all(self, &xp[0], &xi[0], &xv[0], r0, r1 - r0, leaf)
-        out = np.empty((r1 - r0, n_trees), np.int32)
-        cdef int32_t[:, ::1] o = out
-        cdef int64_t i
-        for i in range(r1 - r0):
-            for t in range(n_trees):
-                o[i, t] = leaf[i * n_trees + t]
-        return out
+            s.dense.resize(self.n_features + 1)
+            s.point.resize(self.n_features + 1)
+            r = _route(self, t, &xp[0], &xi[0], &xv[0], r0, r1 - r0, &leaves[t, r0], s)
+        self._raise(r, t)
 
-
-cdef class LeafSums:
-    """The leaves a block of points reached, a tree at a time, for scores
-    added up at the end (what the C++ tool's score matrix is for): of each
-    tree added, the points' leaves and the label rows of the leaves they
-    reached (renumbered), nothing else of the tree. That is at most the
-    points' leaf entries per tree, and less where points share leaves,
-    against running sums per point that hold every label met with their
-    vectors' slack. Scores are added up tree by tree in double as
-    ForestKernel adds them: the same scores, byte for byte. Members: see
-    forest_predict.pxd."""
-
-    def __init__(self, int64_t n_rows, int64_t n_labels, int64_t n_trees):
-        if n_rows < 0 or n_labels < 1 or n_trees < 1:
-            raise ValueError("rows, labels or trees out of range")
-        self.n_rows, self.n_labels, self.n_trees = n_rows, n_labels, n_trees
-        self.added = 0
-        self.leaf.assign(n_rows * n_trees, 0)
-        self.lp.resize(n_trees)
-        self.li.resize(n_trees)
-        self.lv.resize(n_trees)
-
-    def add_tree(self, l_ptr, l_idx, l_val, const int32_t[::1] leaves):
-        """Add the next tree: its leaf rows l_ptr, l_idx, l_val (by node
-        id) and leaves[i], the node point i reached (i < n_rows)."""
-        if self.added == self.n_trees:
-            raise ValueError("every tree is already added")
-        if leaves.shape[0] != self.n_rows:
-            raise ValueError("one leaf per row")
-        cdef const int64_t[::1] lp = np.ascontiguousarray(l_ptr, dtype=np.int64)
-        cdef const int32_t[::1] li = padded(l_idx, np.int32)
-        cdef const float[::1] lv = padded(l_val, np.float32)
-        cdef int64_t n_nodes = lp.shape[0] - 1
-        if n_nodes < 1 or np.shape(l_idx)[0] != np.shape(l_val)[0]:
-            raise ValueError("leaf rows malformed")
-        if self.n_rows and (np.min(leaves) < 0 or np.max(leaves) >= n_nodes):
-            raise ValueError("leaf ids outside the tree")
-        cdef int64_t n_entries = np.shape(l_idx)[0]
-        cdef int bad
-        with nogil:
-            bad = _add_tree(self, &lp[0], &li[0], &lv[0], n_entries, n_nodes, &leaves[0])
-        if bad == 1:
-            raise ValueError("leaf rows malformed")
-        if bad == 2:
-            raise ValueError("labels outside the model's")
-        self.added += 1
-
-    def score_rows(self, int64_t r0, int64_t r1, int k):
-        """Scores of rows r0..r1-1 (the mean over the trees; every tree
-        added) as CSR pieces, as ForestKernel.predict_rows."""
+    def score_leaves(self, const int32_t[:, ::1] leaves, int64_t r0, int64_t r1, int k):
+        """Scores of rows r0..r1-1 (as predict_rows) from the leaves they
+        reached (leaves[t, r], filled by route for every tree)."""
         cdef RowsOut out
-        cdef vector[const int64_t*] lp
-        cdef vector[const int32_t*] li
-        cdef vector[const float*] lv
-        cdef Py_ssize_t t
-        check_row_range(self.n_rows, r0, r1)
-        if self.added != self.n_trees:
-            raise ValueError(f"{self.added} of the {self.n_trees} trees added")
-        for t in range(self.n_trees):
-            lp.push_back(self.lp[t].data())
-            li.push_back(self.li[t].data())
-            lv.push_back(self.lv[t].data())
+        cdef vector[const int32_t*] at
+        cdef Py_ssize_t t, n_trees = self.trees.size()
+        if leaves.shape[0] != n_trees or not 0 <= r0 <= r1 <= leaves.shape[1]:
+            raise ValueError("one row of leaves per tree, rows r0..r1-1 among them")
+        self._need_ready()
+        for t in range(n_trees):
+            at.push_back(&leaves[t, r0])
+        cdef int r
         rows_open(out)
         with nogil:
-            _accumulate(lp.data(), li.data(), lv.data(), self.n_labels,
-                        self.leaf.data() + r0 * self.n_trees, r1 - r0, self.n_trees, k, out)
+            r = _accumulate(self, at.data(), r1 - r0, k, out)
+        self._raise(r, -1)
         return rows_pieces(out)
-
-
-cdef int _add_tree(LeafSums s, const int64_t* lp, const int32_t* li, const float* lv,
-                   int64_t n_entries, int64_t n_nodes, const int32_t* leaves) noexcept nogil:
-    """LeafSums.add_tree without the GIL: the leaves reached, renumbered in
-    the order first met, and their label rows (exact sizes). Returns 0, 1
-    for a reached leaf's row outside the entries, 2 for a label outside
-    the model's."""
-    cdef int64_t t = s.added, i, j, q, m = 0
-    cdef int32_t node
-    cdef vector[int32_t] new_id
-    cdef vector[int32_t] met
-    new_id.assign(n_nodes, -1)
-    for i in range(s.n_rows):
-        node = leaves[i]
-        if new_id[node] < 0:
-            new_id[node] = <int32_t> met.size()
-            met.push_back(node)
-        s.leaf[i * s.n_trees + t] = new_id[node]
-    m = met.size()
-    s.lp[t].resize(m + 1)
-    s.lp[t][0] = 0
-    for q in range(m):
-        node = met[q]
-        if not 0 <= lp[node] <= lp[node + 1] <= n_entries:
-            return 1
-        s.lp[t][q + 1] = s.lp[t][q] + lp[node + 1] - lp[node]
-    # (one entry more: data() is then valid for a tree whose leaves are empty)
-    s.li[t].resize(s.lp[t][m] + 1)
-    s.lv[t].resize(s.lp[t][m] + 1)
-    for q in range(m):
-        node = met[q]
-        i = s.lp[t][q]
-        for j in range(lp[node], lp[node + 1]):
-            if not 0 <= li[j] < s.n_labels:
-                return 2
-            s.li[t][i] = li[j]
-            s.lv[t][i] = lv[j]
-            i += 1
-    return 0
 
 
 cdef inline pair[double, int32_t] _ranked(double total, double inv_t, int32_t l) noexcept nogil:
     """The emit_top entry of label l summed to `total` over trees: its mean
-    (1 / n_trees = inv_t) as the float32 written out, negated (best first).
-    ForestKernel and ScoreSums both rank by it: the same scores."""
+    (1 / n_trees = inv_t) as the float32 written out, negated (best first)."""
     return pair[double, int32_t](-<double> (<float> (total * inv_t)), l)
 
 
-cdef inline double _weight_of(const int32_t* wi, const float* wv, int64_t lo, int64_t hi,
-                              int32_t feature) noexcept nogil:
-    """The weight of `feature` in the ascending entries wi[lo:hi], or 0."""
-    cdef int64_t mid, end = hi
+cdef inline bint _need(const TreeView* tv, int64_t offset, int64_t lo, int64_t hi,
+                       int64_t size) noexcept nogil:
+    """Elements lo..hi-1 (of `size` bytes) of the array at byte `offset` of
+    tree tv's file are checked (always, for a tree checked whole)."""
+    return tv.blk == NULL or hi <= lo or blocks_need(tv.blk, offset + lo * size,
+                                                     offset + hi * size)
+
+
+cdef inline bint _need_node(const TreeView* tv, int64_t node) noexcept nogil:
+    """A node's children and weight pointers are checked."""
+    return _need(tv, tv.o_child, node, node + 1, 8) and _need(tv, tv.o_wp, node, node + 2, 8)
+
+
+cdef inline bint _need_row(const TreeView* tv, int64_t lo, int64_t hi) noexcept nogil:
+    """Weights lo..hi-1 (indices and values) are checked."""
+    return _need(tv, tv.o_wi, lo, hi, 4) and _need(tv, tv.o_wv, lo, hi, 4)
+
+
+cdef inline bint _need_leaf(const TreeView* tv, int64_t node) noexcept nogil:
+    """A leaf's label pointers and its labels are checked."""
+    return (_need(tv, tv.o_lp, node, node + 2, 8) and _need(tv, tv.o_li, tv.lp[node],
+                                                             tv.lp[node + 1], 4)
+            and _need(tv, tv.o_lv, tv.lp[node], tv.lp[node + 1], 4))
+
+
+cdef inline double _weight_from(const int32_t* wi, const float* wv, int64_t* at, int64_t end,
+                                int32_t feature) noexcept nogil:
+    """The weight of `feature` in the ascending entries wi[*at:end], or 0;
+    *at moves to the first entry >= feature, where the search for a larger
+    feature starts (a point's features come in ascending order): a gallop
+    (steps 1, 2, 4, ...), then a binary search of the last step."""
+    cdef int64_t lo = at[0], hi, step = 1, mid
+    while lo + step < end and wi[lo + step] < feature:
+        lo += step
+        step <<= 1
+    hi = min(end, lo + step + 1)
     while lo < hi:
         mid = (lo + hi) >> 1
         if wi[mid] < feature:
             lo = mid + 1
         else:
             hi = mid
+    at[0] = lo
     return wv[lo] if lo < end and wi[lo] == feature else 0.0
 
 
-cdef struct Span:
-    int32_t node                         # a node of the tree being routed
-    int64_t lo, hi                       # its points: order[lo:hi]
-
-
-cdef void _route(ForestKernel f, Py_ssize_t t, const indptr_t* xp, const int32_t* xi,
-                 const float* xv, int64_t r0, int64_t n, vector[int32_t]& leaf,
-                 vector[float]& dense, vector[int32_t]& order, vector[int32_t]& spare,
-                 vector[Span]& todo) except + nogil:
-    """leaf[i * n_trees + t] = the leaf of tree t that point r0 + i reaches,
-    for i < n. `dense` (n_features + 1 zeros) is left zeroed; `order`,
-    `spare` and `todo` are scratch space."""
-    cdef int64_t i, j, e, lo, hi, a, b, row_len, entries
+cdef int _route(ForestKernel f, Py_ssize_t t, const indptr_t* xp, const int32_t* xi,
+                 const float* xv, int64_t r0, int64_t n, int32_t* leaf,
+                 Scratch& s) except -1 nogil:
+    """leaf[i] = the leaf of tree t that point r0 + i reaches, for i < n. s.dense (n_features + 1 zeros) is left zeroed; the rest of s is
+    scratch space."""
+    cdef int64_t i, j, e, lo, hi, a, b, row_len, entries, at
     cdef int32_t node, p
     cdef int64_t nf = f.n_features
-    cdef Py_ssize_t n_trees = f.roots.shape[0]
     cdef double margin, bias = f.bias
     cdef bint scatter
-    cdef const int32_t* child = &f.child[0, 0]
-    cdef const int64_t* wp = &f.w_ptr[0]
-    cdef const int32_t* wi = &f.w_idx[0]
-    cdef const float* wv = &f.w_val[0]
-    cdef float* w = dense.data()
-    order.resize(n)
-    spare.resize(n)
+    cdef TreeView* tv = &f.trees[t]
+    cdef const int32_t* child = tv.child
+    cdef const int64_t* wp = tv.wp
+    cdef const int32_t* wi = tv.wi
+    cdef const float* wv = tv.wv
+    cdef float* w = s.dense.data()
+    s.order.resize(n)
+    s.spare.resize(n)
     for i in range(n):
-        order[i] = <int32_t> i
-    todo.clear()
-    todo.push_back(Span(f.roots[t], 0, n))
-    while todo.size():
-        node, lo, hi = todo.back().node, todo.back().lo, todo.back().hi
-        todo.pop_back()
+        s.order[i] = <int32_t> i
+    s.todo.clear()
+    s.todo.push_back(Span(0, 0, n))
+    while s.todo.size():
+        node, lo, hi = s.todo.back().node, s.todo.back().lo, s.todo.back().hi
+        s.todo.pop_back()
         if lo == hi:
+            continue
+        if not _need_node(tv, node):
+            f.failed = t
+            return DAMAGED
+        if hi - lo == 1 and tv.ascending and child[2 * node] >= 0:
+            leaf[s.order[lo]] = _walk(f, tv, node, xp, xi, xv, r0 + s.order[lo], s)
+            if leaf[s.order[lo]] < 0:
+                f.failed = t
+                return DAMAGED
             continue
         if child[2 * node] < 0:
             for i in range(lo, hi):
-                leaf[order[i] * n_trees + t] = node
+                leaf[s.order[i]] = node
             continue
-        row_len = wp[node + 1] - wp[node]
+        if not _need_row(tv, wp[node], wp[node + 1]):
+            f.failed = t
+            return DAMAGED
+        # (a row whose pointers decrease is empty)
+        row_len = max(0, wp[node + 1] - wp[node])
         entries = 0
         for i in range(lo, hi):
-            entries += xp[r0 + order[i] + 1] - xp[r0 + order[i]] + 1
+            entries += xp[r0 + s.order[i] + 1] - xp[r0 + s.order[i]] + 1
+        if tv.dense_id[node] >= 0:      # (a dense copy: as scattered, for free)
+            row_len = 0
         # scatter the row once, or look each of the points' features up in it
-        scatter = not f.ascending or 2 * row_len <= entries * log2(<double> row_len + 2)
-        if scatter:
+        scatter = not tv.ascending or 2 * row_len <= entries * log2(<double> row_len + 2)
+        if tv.dense_id[node] >= 0:
+            w = <float*> (tv.dense + tv.dense_id[node] * (nf + 1))
+        elif scatter:
             for j in range(wp[node], wp[node + 1]):
                 w[wi[j]] = wv[j]
         a, b = lo, hi
         for i in range(lo, hi):
-            p = order[i]
+            p = s.order[i]
             margin = 0.0
             if scatter:
                 for e in range(xp[r0 + p], xp[r0 + p + 1]):
                     margin += <double> w[xi[e]] * xv[e]
                 margin += <double> w[nf] * bias
             else:
+                at = wp[node]
                 for e in range(xp[r0 + p], xp[r0 + p + 1]):
-                    margin += _weight_of(wi, wv, wp[node], wp[node + 1], xi[e]) * xv[e]
-                margin += _weight_of(wi, wv, wp[node], wp[node + 1], <int32_t> nf) * bias
+                    margin += _weight_from(wi, wv, &at, wp[node + 1], xi[e]) * xv[e]
+                margin += _weight_from(wi, wv, &at, wp[node + 1], <int32_t> nf) * bias
             # first child's points to the front, the second's to the back
             if margin >= 0:
-                spare[a] = p
+                s.spare[a] = p
                 a += 1
             else:
                 b -= 1
-                spare[b] = p
-        if scatter:
+                s.spare[b] = p
+        if tv.dense_id[node] >= 0:
+            w = s.dense.data()
+        elif scatter:
             for j in range(wp[node], wp[node + 1]):
                 w[wi[j]] = 0.0
         for i in range(lo, hi):
-            order[i] = spare[i]
-        todo.push_back(Span(child[2 * node + 1], a, hi))
-        todo.push_back(Span(child[2 * node], lo, a))
+            s.order[i] = s.spare[i]
+        s.todo.push_back(Span(child[2 * node + 1], a, hi))
+        s.todo.push_back(Span(child[2 * node], lo, a))
+    return 0
+
+cdef int _densify(ForestKernel f, Py_ssize_t t) except -1 nogil:
+    """Dense copies of tree t's long weight rows (row_len * DENSE_FRACTION
+    >= n_features + 1: at most twice the row's own bytes): a point's margin
+    at such a node costs its non-zeros, without scattering the row."""
+    cdef TreeView* tv = &f.trees[t]
+    cdef int64_t i, j, k = 0, d = f.n_features + 1
+    cdef vector[int64_t]* ids = &f.dense_ids[t]
+    cdef vector[float]* rows = &f.dense_rows[t]
+    ids.resize(tv.n_nodes)
+    tv.dense_id = ids.data()
+    if d > DENSE_MAX_FEATURES:
+        for i in range(tv.n_nodes):
+            ids[0][i] = -1
+        return 0
+    if not (_need(tv, tv.o_child, 0, tv.n_nodes, 8) and _need(tv, tv.o_wp, 0, tv.n_nodes + 1, 8)):
+        f.failed = t
+        return DAMAGED
+    for i in range(tv.n_nodes):
+        if tv.child[2 * i] >= 0 and (tv.wp[i + 1] - tv.wp[i]) * DENSE_FRACTION >= d:
+            ids[0][i] = k
+            k += 1
+        else:
+            ids[0][i] = -1
+    rows.resize(k * d + 1)
+    for i in range(tv.n_nodes):
+        if ids[0][i] >= 0:
+            if not _need_row(tv, tv.wp[i], tv.wp[i + 1]):
+                f.failed = t
+                return DAMAGED
+            for j in range(tv.wp[i], tv.wp[i + 1]):
+                rows[0][ids[0][i] * d + tv.wi[j]] = tv.wv[j]
+    tv.dense_id = ids.data()
+    tv.dense = rows.data()
+    return 0
+
+cdef inline double _dense_margin(const float* w, const indptr_t* xp, const int32_t* xi,
+                                 const float* xv, int64_t r, int64_t nf, double bias) noexcept nogil:
+    """Point r's margin at a node whose weights are the dense row w (in the
+    point's feature order, the bias last: as with a scattered row)."""
+    cdef double margin = 0.0
+    cdef int64_t e
+    for e in range(xp[r], xp[r + 1]):
+        margin += <double> w[xi[e]] * xv[e]
+    return margin + <double> w[nf] * bias
 
 
-cdef void _route_all(ForestKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
-                     int64_t r0, int64_t n, vector[int32_t]& leaf) except + nogil:
-    """leaf[i * n_trees + t] = the leaf of tree t that point r0 + i reaches,
-    for every tree t and i < n (leaf is resized)."""
-    cdef vector[float] dense
-    cdef vector[int32_t] order, spare
-    cdef vector[Span] todo
-    cdef Py_ssize_t t, n_trees = f.roots.shape[0]
-    dense.assign(f.n_features + 1, 0.0)
-    leaf.resize(n * n_trees)
-    for t in range(n_trees):
-        _route(f, t, xp, xi, xv, r0, n, leaf, dense, order, spare, todo)
+cdef int32_t _walk(ForestKernel f, TreeView* tv, int32_t node, const indptr_t* xp,
+                   const int32_t* xi, const float* xv, int64_t r, Scratch& s) noexcept nogil:
+    """The leaf that point r reaches from `node` down, alone (tree rows
+    ascending), or -1 if a block of the tree's file fails its check. Its
+    features are scattered into s.point (left zeroed), and each node's margin is its weight row's dot product with them, row in
+    order (cost: the row's length), or the point's features looked up in
+    the row (cost: the point's non-zeros times the log of their ratio),
+    whichever is cheaper. Both add the same non-zero products in ascending
+    feature order, the bias last: the margins of _route, whose sign is all
+    that is used (a sum may differ only in the sign of a zero)."""
+    cdef const int32_t* child = tv.child
+    cdef const int64_t* wp = tv.wp
+    cdef const int32_t* wi = tv.wi
+    cdef const float* wv = tv.wv
+    cdef float* x = s.point.data()
+    cdef int32_t nf = <int32_t> f.n_features
+    cdef int64_t e, j, lo, end, at, nnz = xp[r + 1] - xp[r]
+    cdef double margin, bias = f.bias, wb
+    cdef float v
+    for e in range(xp[r], xp[r + 1]):
+        x[xi[e]] = xv[e]
+    while True:
+        if not _need_node(tv, node):
+            node = -1
+            break
+        if child[2 * node] < 0:
+            break
+        lo, end = wp[node], wp[node + 1]
+        if not _need_row(tv, lo, end):
+            node = -1
+            break
+        margin = 0.0
+        if tv.dense_id[node] >= 0:
+            margin = _dense_margin(tv.dense + tv.dense_id[node] * (nf + 1), xp, xi, xv, r, nf,
+                                   bias)
+        elif end - lo <= DOT_COST * (nnz + 1) * log2(<double> (end - lo) / (nnz + 1) + 2):
+            wb = 0.0
+            if end > lo and wi[end - 1] == nf:
+                end -= 1
+                wb = wv[end]
+            for j in range(lo, end):
+                v = x[wi[j]]
+                if v != 0:          # (a chain of additions: only those that count)
+                    margin += <double> wv[j] * v
+            margin += wb * bias
+        else:
+            at = lo
+            for e in range(xp[r], xp[r + 1]):
+                margin += _weight_from(wi, wv, &at, end, xi[e]) * xv[e]
+            margin += _weight_from(wi, wv, &at, end, nf) * bias
+        node = child[2 * node] if margin >= 0 else child[2 * node + 1]
+    for e in range(xp[r], xp[r + 1]):
+        x[xi[e]] = 0.0
+    return node
 
 
-cdef void _accumulate(const int64_t** lp, const int32_t** li, const float** lv,
-                      int64_t n_labels, const int32_t* leaf, int64_t n, Py_ssize_t n_trees,
-                      int topk, RowsOut& out) except + nogil:
+cdef int _accumulate(ForestKernel f, const int32_t** leaf, int64_t n, int topk,
+                      RowsOut& out) except -1 nogil:
     """One output row per point i < n: the mean over trees t of the label
-    values of leaf leaf[i * n_trees + t] (whose label row is
-    lp[t][leaf] .. lp[t][leaf + 1] - 1 of li[t], lv[t]), added tree by tree."""
+    values of leaf leaf[t][i] of tree t, added tree by tree."""
     cdef vector[double] acc
     cdef vector[char] seen
     cdef vector[int32_t] touched
     cdef vector[pair[double, int32_t]] ranked
     cdef vector[pair[int32_t, float]] sel
-    cdef int64_t i, j, k
-    cdef Py_ssize_t t
+    cdef int64_t r, j, k
+    cdef Py_ssize_t t, n_trees = f.trees.size()
     cdef int32_t node, l
     cdef double inv_t = 1.0 / n_trees
-    acc.assign(n_labels, 0.0)
-    seen.assign(n_labels, 0)
-    for i in range(n):
+    cdef TreeView* tv
+    acc.resize(f.n_labels)
+    seen.resize(f.n_labels)
+    for r in range(n):
         touched.clear()
         for t in range(n_trees):
-            node = leaf[i * n_trees + t]
-            for j in range(lp[t][node], lp[t][node + 1]):
-                l = li[t][j]
+            tv = &f.trees[t]
+            node = leaf[t][r]
+            if not _need_leaf(tv, node):
+                f.failed = t
+                return DAMAGED
+            for j in range(tv.lp[node], tv.lp[node + 1]):
+                l = tv.li[j]
                 if not seen[l]:
                     seen[l] = 1
                     touched.push_back(l)
-                acc[l] += lv[t][j]
+                acc[l] += tv.lv[j]
         ranked.clear()
         for k in range(<int64_t> touched.size()):
             l = touched[k]
@@ -340,25 +476,25 @@ cdef void _accumulate(const int64_t** lp, const int32_t** li, const float** lv,
             acc[l] = 0.0
             seen[l] = 0
         emit_top(ranked, topk, sel, out)
+    return 0
 
-
-cdef void _predict(ForestKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
-                   int64_t r0, int64_t r1, int topk, RowsOut& out) except + nogil:
+cdef int _predict(ForestKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
+                   int64_t r0, int64_t r1, int topk, RowsOut& out) except -1 nogil:
     """ForestKernel.predict_rows without the GIL: route the block through
-    each tree, then add up each point's leaves, tree by tree (node ids are
-    global: every tree reads the same leaf rows)."""
+    each tree, then add up each point's leaves, tree by tree."""
+    cdef Py_ssize_t t, n_trees = f.trees.size()
+    cdef int64_t n = r1 - r0
     cdef vector[int32_t] leaf
-    cdef Py_ssize_t n_trees = f.roots.shape[0]
-    cdef vector[const int64_t*] lp
-    cdef vector[const int32_t*] li
-    cdef vector[const float*] lv
-    lp.assign(n_trees, &f.l_ptr[0])
-    li.assign(n_trees, &f.l_idx[0])
-    lv.assign(n_trees, &f.l_val[0])
-    _route_all(f, xp, xi, xv, r0, r1 - r0, leaf)
-    _accumulate(lp.data(), li.data(), lv.data(), f.n_labels, leaf.data(), r1 - r0, n_trees,
-                topk, out)
-
+    cdef vector[const int32_t*] at
+    cdef Scratch s
+    s.dense.resize(f.n_features + 1)
+    s.point.resize(f.n_features + 1)
+    leaf.resize(n * n_trees + 1)
+    for t in range(n_trees):
+        if _route(f, t, xp, xi, xv, r0, n, leaf.data() + t * n, s) == DAMAGED:
+            return DAMAGED
+        at.push_back(leaf.data() + t * n)
+    return _accumulate(f, at.data(), n, topk, out)
 
 def ascending_rows(const int64_t[::1] ptr, const int32_t[::1] idx):
     """Whether the indices of every CSR row (pointers `ptr` into `idx`) are
