@@ -5,9 +5,14 @@ the script's signal, not as pytest's).
 
 For every array of every .npz file of the model folder, seeded mutations
 (an entry changed to -5, to a huge value, to NaN / inf; the array
-truncated, given another dtype, removed; the file truncated or deleted) are
-written into a copy of the folder; the copy is then loaded and asked for
-scores of the test data. Each outcome is printed as one JSON line:
+truncated, given another dtype, removed; two arrays swapped) are written
+into a copy of the folder, and the file itself is damaged as bytes (cut in
+half, cut by a few bytes at its end, grown by bytes appended, a byte
+changed in an array's data, in an array's header, in the block table, in
+the archive's directory; deleted); the copy is then loaded and asked for
+scores of the test data (one row alone and all of them: a mapped file's
+blocks are checked as they are read). Each outcome is printed as one JSON
+line:
 
     refused    load or predict raised XmlkitError (the CLI exits 2)
     same       the scores equal the undamaged model's
@@ -54,9 +59,71 @@ def mutations(a, rng):
     yield "removed", None
 
 
+def byte_damage(path):
+    """The byte-level damages of a file (see damaged_bytes)."""
+    out = ["file truncated", "file cut by 3 bytes", "file grown by 64 bytes",
+           "byte changed in data", "byte changed in data", "file deleted"]
+    if _mapped(path):
+        out += ["byte changed in a header", "byte changed in the block table",
+                "byte changed in the directory"]
+    return out
+
+
+def _mapped(path):
+    import zipfile
+    with zipfile.ZipFile(path) as z:
+        return "__blocks__.npy" in z.namelist()
+
+
+def _spans(data):
+    """(start, end) of each member's data, of each member's header, the
+    table's data and the directory, of a mapped file's bytes."""
+    import io
+    import struct
+    import zipfile
+    z = zipfile.ZipFile(io.BytesIO(data))
+    heads, bodies = [], []
+    for info in z.infolist():
+        n, e = struct.unpack_from("<HH", data, info.header_offset + 26)
+        start = info.header_offset + 30 + n + e
+        (hlen,) = struct.unpack_from("<H", data, start + 8)      # (.npy version 1)
+        heads.append((info.header_offset, start + 10 + hlen))
+        bodies.append((info.filename, start + 10 + hlen, start + info.compress_size))
+    table = next((b for b in bodies if b[0] == "__blocks__.npy"), None)
+    directory = max(i.header_offset + 30 + i.compress_size for i in z.infolist())
+    return heads, [b for b in bodies if b[0] != "__blocks__.npy"], table, directory
+
+
+def damaged_bytes(data, desc, rng):
+    """The bytes of a file damaged as `desc` says."""
+    data = bytearray(data)
+    if desc == "file truncated":
+        return bytes(data[: len(data) // 2])
+    if desc == "file cut by 3 bytes":
+        return bytes(data[:-3])
+    if desc == "file grown by 64 bytes":
+        return bytes(data) + bytes(64)
+    if desc == "byte changed in data":
+        where = [(a, b) for _, a, b in _spans(bytes(data))[1] if b > a] if \
+            b"__blocks__" in data else []
+        where = where or [(0, len(data))]
+    elif desc == "byte changed in a header":
+        where = _spans(bytes(data))[0]
+    elif desc == "byte changed in the block table":
+        _, _, table, _ = _spans(bytes(data))
+        where = [(table[1], table[2])]
+    else:
+        where = [(_spans(bytes(data))[3], len(data))]
+    a, b = where[int(rng.integers(len(where)))]
+    i = int(rng.integers(a, max(a + 1, b)))
+    data[i] ^= 0x5A
+    return bytes(data)
+
+
 def predict(folder, X):
     model = xmlkit.load_model(folder)
-    return model.predict(X, k=5)
+    model.predict(X[:1], k=5)
+    return model.predict(X, k=5, threads=2)
 
 
 def outcome(folder, X, reference):
@@ -84,7 +151,11 @@ def main():
             arrays = store.load_arrays(folder, path.stem)
             cases = [(key, d, b) for key in sorted(arrays)
                      for d, b in mutations(arrays[key], rng)]
-            cases += [(None, "file truncated", None), (None, "file deleted", None)]
+            names = sorted(arrays)
+            if len(names) > 1:          # two arrays swapped (same file, other names)
+                a, b = (names[int(i)] for i in rng.choice(len(names), 2, replace=False))
+                cases.append(("<swap>", f"{a} and {b} swapped", (a, b)))
+            cases += [(None, d, None) for d in byte_damage(path)]
             for key, desc, new in cases:
                 copy = work / "m"
                 shutil.rmtree(copy, ignore_errors=True)
@@ -93,7 +164,21 @@ def main():
                 if key is None and desc == "file deleted":
                     target.unlink()
                 elif key is None:
-                    target.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+                    target.write_bytes(damaged_bytes(path.read_bytes(), desc, rng))
+                    if resign:
+                        try:
+                            store.record_files(copy, [path.stem])
+                        except XmlkitError:         # (no record can be made of it)
+                            print(json.dumps({"file": path.name, "array": None,
+                                              "mutation": desc, "outcome": "refused"}),
+                                  flush=True)
+                            continue
+                elif key == "<swap>":
+                    changed = dict(arrays)
+                    changed[new[0]], changed[new[1]] = arrays[new[1]], arrays[new[0]]
+                    store.save_arrays(copy, path.stem, changed)
+                    if resign:
+                        store.record_files(copy, [path.stem])
                 else:
                     changed = dict(arrays)
                     if new is None:

@@ -410,6 +410,93 @@ def test_symlink_output_and_streams(tiny, tmp_path):
     assert r.returncode == 0 and r.stdout == pruned.read_bytes() and b"nnz" in r.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["fastxml", "pfastrexml", "linear"])
+def test_a_stream_is_answered_row_by_row(family, tiny):
+    """`producer | xml-predict - - MODEL`: each row's scores come out (flushed)
+    once its line has arrived, before the next is written; the same lines as
+    the whole file scored at once, a header first as in any score file."""
+    model, test = tiny / family, tiny / "test.txt"
+    whole = run_cli("xml-predict", test, "-", model, "-k", "3", "-q").stdout.splitlines()
+    lines = test.read_text().splitlines()
+    n, d, _ = lines[0].split()
+    p = subprocess.Popen([str(BIN / "xml-predict"), "-", "-", str(model), "-k", "3", "-q"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p.stdin.write(f"{n} {d}\n")
+    p.stdin.flush()
+    got = [p.stdout.readline().rstrip("\n")]
+    for line in lines[1:]:
+        p.stdin.write(line.partition(" ")[2] + "\n")         # (the features alone)
+        p.stdin.flush()
+        got.append(p.stdout.readline().rstrip("\n"))
+    p.stdin.close()
+    assert p.stdout.read() == "" and p.wait() == 0
+    assert got == whole
+
+
+@pytest.mark.slow
+def test_a_text_stream_is_answered_document_by_document(tmp_path):
+    """`... | xml-predict --text - - MODEL --names`: each document's names come
+    out once its line has arrived; the same as the whole file at once."""
+    pytest.importorskip("sklearn")
+    docs = ['{"id": %d, "text": "%s", "labels": ["%s"]}' % (i, t, t.split()[0])
+            for i, t in enumerate(["red apples and pears", "green pears", "red cherries",
+                                   "green apples", "red wine and cherries",
+                                   "pears and apples"] * 5)]
+    (tmp_path / "docs.jsonl").write_text("\n".join(docs) + "\n")
+    model = tmp_path / "m"
+    assert run_cli("xml-train", "--text", tmp_path / "docs.jsonl", model, "-t", "2",
+                   "--min-df", "1", "-q").returncode == 0
+    whole = run_cli("xml-predict", "--text", tmp_path / "docs.jsonl", "-", model, "--names",
+                    "-q").stdout.splitlines()
+    p = subprocess.Popen([str(BIN / "xml-predict"), "--text", "-", "-", str(model), "--names",
+                          "-q"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    got = []
+    for doc in docs:
+        p.stdin.write(doc + "\n")
+        p.stdin.flush()
+        got.append(p.stdout.readline().rstrip("\n"))
+    p.stdin.close()
+    assert p.wait() == 0 and got == whole
+
+
+def _damaged_copies(folder, tmp_path):
+    """(what, copy of `folder` with it done to a tree file) for each damage
+    of the mapped layout the fuzzer also makes (tests/model_fuzz.py)."""
+    from model_fuzz import byte_damage, damaged_bytes
+    path = folder / "tree_00001.npz"
+    rng = np.random.default_rng(3)
+    for i, what in enumerate(byte_damage(path)):
+        copy = tmp_path / f"{i}_{what.replace(' ', '_')}"
+        shutil.copytree(folder, copy)
+        if what == "file deleted":
+            (copy / path.name).unlink()
+        else:
+            (copy / path.name).write_bytes(damaged_bytes(path.read_bytes(), what, rng))
+        yield what, copy
+    arrays = {k: np.array(v) for k, v in store.load_arrays(folder, "tree_00001").items()}
+    arrays["w_idx"], arrays["l_idx"] = arrays["l_idx"], arrays["w_idx"]
+    copy = tmp_path / "swapped"
+    shutil.copytree(folder, copy)
+    store.save_arrays(copy, "tree_00001", arrays)
+    yield "arrays swapped", copy
+
+
+@pytest.mark.slow
+def test_damaged_mapped_files_are_refused_by_the_cli(tiny, tmp_path):
+    """A tree file cut, grown, edited (data, headers, block table,
+    directory), deleted or with two arrays swapped: xml-predict exits 2 with
+    one line naming the file, writes no score file, and writes nothing to
+    standard output; never a signal."""
+    for what, copy in _damaged_copies(tiny / "fastxml", tmp_path):
+        out = tmp_path / "s.txt"
+        r = run_cli("xml-predict", tiny / "test.txt", out, copy)
+        assert one_line_error(r) and "tree_00001.npz" in r.stderr, (what, r.stderr)
+        assert not out.exists(), what
+        r = run_cli("xml-predict", tiny / "test.txt", "-", copy)
+        assert one_line_error(r) and r.stdout == "", (what, r.stdout[:100])
+
+
 # ---------------------------------------------------------------- 8-9: options, headers
 
 def test_eval_checks_the_propensity_model(tiny, tmp_path):

@@ -9,8 +9,6 @@ naming the target, never the temporary file.
 """
 import glob
 import os
-import socket
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -70,6 +68,7 @@ def writable_folder(path):
 
 def _host_prefix(target):
     """The start of the temporary names of `target` written on this host."""
+    import socket           # (imported when a file is written: commands start sooner)
     return f".{target.name}.{socket.gethostname().replace('.', '_')}."
 
 
@@ -117,6 +116,7 @@ def atomic_path(path, remove_dead=True):
     if remove_dead:
         remove_dead_temps(target)
     try:
+        import tempfile
         fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(target), suffix=".tmp",
                                    dir=target.parent)
         os.close(fd)

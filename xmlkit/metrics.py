@@ -19,7 +19,6 @@ q are inverse propensities (:func:`inverse_propensity`).
 """
 import numpy as np
 
-from xmlkit._ext.ranking import ranking_sums, top_k as _top_k
 from xmlkit.csr import Rows, summed_duplicates
 from xmlkit.errors import XmlkitError
 
@@ -130,7 +129,8 @@ def top_k(scores, k):
     if int(k) < 1:
         raise XmlkitError(f"k must be at least 1, not {k}")
     indptr, indices, data, _ = _scores_csr(scores)
-    return _top_k(indptr, indices, data, int(k))
+    from xmlkit._ext.ranking import top_k
+    return top_k(indptr, indices, data, int(k))
 
 
 def ranking_metrics(Y_true, scores, ks=DEFAULT_KS, inv_prop=None):
@@ -152,7 +152,8 @@ def ranking_metrics(Y_true, scores, ks=DEFAULT_KS, inv_prop=None):
         if inv_prop.shape != (Y.shape[1],):
             raise XmlkitError(f"{len(inv_prop)} inverse propensities for {Y.shape[1]} labels")
     K = ks[-1]
-    top, _ = _top_k(indptr, indices, data, K)
+    from xmlkit._ext.ranking import ranking_sums, top_k
+    top, _ = top_k(indptr, indices, data, K)
     acc = ranking_sums(top, Y.indptr, Y.indices, Y.shape[1], inv_prop)
     n = max(Y.shape[0], 1)
     out = {}

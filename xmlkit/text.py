@@ -79,16 +79,42 @@ def text_format(path, fmt=None):
 
 
 @contextlib.contextmanager
-def _lines(path):
+def _lines(path, stream=False):
     """(line number, text) of the lines of a UTF-8 file (or stdin for "-"),
-    line ends removed; a line that is not UTF-8 is refused (file:line)."""
+    line ends removed; a line that is not UTF-8 is refused (file:line).
+    stream=True (standard input that is a pipe or terminal): batches of the
+    lines that have arrived, each a list, as they arrive."""
     from xmlkit.io import DECOMPRESS_ERRORS, open_for_reading
-    stream = sys.stdin.buffer if str(path) == "-" else open_for_reading(path)
+    stdin = str(path) == "-"
+    stream = stream and stdin
+    source = sys.stdin.buffer if stdin else open_for_reading(path)
+
+    def arrived():
+        """Lists of the complete lines read so far (read1: what is there)."""
+        rest = b""
+        while True:
+            more = source.read1(1 << 16)
+            if not more:
+                if rest:
+                    yield [rest]
+                return
+            rest += more
+            *lines, rest = rest.split(b"\n")
+            if lines:
+                yield [line + b"\n" for line in lines]
 
     def numbered():
         lineno = 0
         try:
-            for lineno, raw in enumerate(stream, 1):
+            if stream:
+                for batch in arrived():
+                    out = []
+                    for raw in batch:
+                        lineno += 1
+                        out.append((lineno, raw.decode("utf-8").rstrip("\r\n")))
+                    yield out
+                return
+            for lineno, raw in enumerate(source, 1):
                 yield lineno, raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as exc:
             raise InputFormatError(path, lineno, f"not UTF-8 text ({exc.reason})") from None
@@ -97,8 +123,8 @@ def _lines(path):
     try:
         yield numbered()
     finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
+        if not stdin:
+            source.close()
 
 
 def _jsonl_doc(path, lineno, line):
@@ -132,31 +158,47 @@ def _tsv_doc(path, lineno, line, label_sep):
     return lineno, text, labels
 
 
-def iter_documents(path, fmt=None, label_sep=",", chunk=10000, need_labels=False):
+def iter_documents(path, fmt=None, label_sep=",", chunk=10000, need_labels=False,
+                   stream=False):
     """Documents of `path` in pieces of at most `chunk` (memory flat in the
-    number of documents). need_labels: every document must have labels."""
+    number of documents). need_labels: every document must have labels.
+    stream=True (standard input that is a pipe or terminal): a piece is the
+    documents that have arrived, as soon as there is one."""
     fmt = text_format(path, fmt)
     if fmt == "tsv" and (not label_sep or "\t" in label_sep or "\n" in label_sep):
         raise XmlkitError(f"label separator {label_sep!r} cannot be empty, a TAB or a newline")
     docs = Documents()
-    with _lines(path) as lines:
+    with _lines(path, stream) as lines:
+        if stream and str(path) == "-":
+            for batch in lines:
+                for lineno, line in batch:
+                    _add_document(docs, path, fmt, label_sep, need_labels, lineno, line)
+                if len(docs):
+                    yield docs
+                    docs = Documents()
+            return
         for lineno, line in lines:
-            if not line.strip():
-                continue                  # (blank lines, e.g. a last empty line)
-            if fmt == "jsonl":
-                doc_id, text, labels = _jsonl_doc(path, lineno, line)
-            else:
-                doc_id, text, labels = _tsv_doc(path, lineno, line, label_sep)
-            if need_labels and labels is None:
-                raise InputFormatError(path, lineno, "no 'labels' (training needs them)")
-            docs.ids.append(doc_id)
-            docs.texts.append(text)
-            docs.labels.append(labels)
+            _add_document(docs, path, fmt, label_sep, need_labels, lineno, line)
             if len(docs) >= chunk:
                 yield docs
                 docs = Documents()
     if len(docs):
         yield docs
+
+
+def _add_document(docs, path, fmt, label_sep, need_labels, lineno, line):
+    """Add the document of a line to `docs` (a blank line adds none)."""
+    if not line.strip():
+        return
+    if fmt == "jsonl":
+        doc_id, text, labels = _jsonl_doc(path, lineno, line)
+    else:
+        doc_id, text, labels = _tsv_doc(path, lineno, line, label_sep)
+    if need_labels and labels is None:
+        raise InputFormatError(path, lineno, "no 'labels' (training needs them)")
+    docs.ids.append(doc_id)
+    docs.texts.append(text)
+    docs.labels.append(labels)
 
 
 def read_documents(path, fmt=None, label_sep=",", need_labels=False):
@@ -400,12 +442,12 @@ def ranked(S, i):
 
 
 @contextlib.contextmanager
-def names_writer(path, labels):
+def names_writer(path, labels, flush=False):
     """Named predictions as JSON Lines, written piece by piece: yields
     write(ids, S) (the documents' ids and their score rows, CSR), one line
     {"id", "labels": [names, best first], "scores": [...]} per document
     (scores with 6 decimals, as score files). Atomic, compressed by suffix;
-    "-" writes standard output."""
+    "-" writes standard output (flush: each piece pushed out as written)."""
     import scipy.sparse as sp
     from xmlkit.io import output_stream
     names = labels.names
@@ -420,6 +462,8 @@ def names_writer(path, labels):
                                         ensure_ascii=False))
             if lines:
                 out.write(("\n".join(lines) + "\n").encode("utf-8"))
+                if flush:
+                    out.flush()
         yield write
 
 

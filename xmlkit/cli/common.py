@@ -126,6 +126,43 @@ def run(command, prog):
     sys.exit(0)
 
 
+class Timeline:
+    """Marks of a command's phases, for the benchmarks (scripts/
+    bench_predict_scaling.py): with XMLKIT_PROFILE=FILE set, mark(name)
+    records the time since the process started (Linux: from /proc; else
+    since the first mark) and save() writes them to FILE as JSON. Without
+    it, nothing is done."""
+
+    def __init__(self):
+        import time
+        self.path = os.environ.get("XMLKIT_PROFILE")
+        self.marks = {}
+        self._clock = time.perf_counter
+        self._zero = self._clock() - _process_age() if self.path else 0.0
+
+    def mark(self, name):
+        if self.path:
+            self.marks[name] = round(self._clock() - self._zero, 6)
+
+    def save(self):
+        if self.path:
+            import json
+            with open(self.path, "w") as f:
+                json.dump(self.marks, f)
+
+
+def _process_age():
+    """Seconds since this process started (Linux), else 0."""
+    try:
+        with open("/proc/self/stat") as f:
+            start = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            up = float(f.read().split()[0])
+        return max(0.0, up - start / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 class Log:
     """Messages for stderr, silenced by --quiet."""
 

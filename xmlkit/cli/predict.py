@@ -9,7 +9,7 @@ import click
 
 from xmlkit._memory import one_heap
 from xmlkit.atomic import output_target
-from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, named_algorithm,
+from xmlkit.cli.common import (CONTEXT, Log, Timeline, fail, index_base_option, named_algorithm,
                                quiet_option, run, text_input, version_option)
 from xmlkit.cluster import CONNECT_TIMEOUT
 from xmlkit.io import is_stream, iter_xc, matrix_writer
@@ -66,6 +66,8 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
     FAMILIES
     """
     log = Log(quiet)
+    timeline = Timeline()
+    timeline.mark("main")
     if dask_address is not None:            # before any work: a usable cluster address
         from xmlkit import cluster
         cluster.parse_address(dask_address)
@@ -74,6 +76,7 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
         output_target(scores)               # before any work: a usable output location
     trees = _tree_range(model_dir, start_tree, n_trees)
     model = load_model(model_dir, trees, threads=threads)
+    timeline.mark("opened")
     if algorithm is not None and model.algorithm != algorithm:
         fail(f"{model_dir} holds a {model.algorithm} model, not {algorithm} (--algorithm)")
     extra = predict_options(model, **family)
@@ -100,7 +103,7 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
             matrix_writer(scores, n_rows, model.n_labels_, index_base=index_base) as write:
         if dask_address is None:
             score_pieces(model, pieces, write, kwargs, bar.update, stdout=scores == "-",
-                         flush=stream and scores == "-")
+                         flush=stream and scores == "-", timeline=timeline)
         else:
             from xmlkit import cluster
             with cluster.connect(dask_address) as client:
@@ -110,13 +113,16 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
                     write(S)
                     bar.update(S.shape[0])
     seconds = time.perf_counter() - start
+    timeline.mark("end")
+    timeline.save()
     n_trees = len(getattr(model, "trees_", None) or ())
     what = f"{n_trees} trees" if n_trees else model.algorithm
     log(f"read and scored {n_rows} points with {what} in {seconds:.2f} s "
         f"({1000 * seconds / max(1, n_rows):.3f} ms/point) -> {scores}")
 
 
-def score_pieces(model, pieces, write, kwargs, progress, stdout=False, flush=False):
+def score_pieces(model, pieces, write, kwargs, progress, stdout=False, flush=False,
+                 timeline=None):
     """Score XCFile `pieces` in order with `model` and write them (a
     MatrixWriter): each piece scored and formatted on the threads (the
     forests: in blocks of rows) while the next one is read.
@@ -129,7 +135,9 @@ def score_pieces(model, pieces, write, kwargs, progress, stdout=False, flush=Fal
     command that then fails: while the first rows are read, or, for a
     stream (`flush`: each piece written out as soon as it is scored),
     before the first row is read. Otherwise each tree's pages leave memory
-    once the rows are routed through it (memory about a tree per thread)."""
+    once the rows are routed through it (memory about a tree per thread).
+    timeline (cli.common.Timeline): marks "first_piece" when the first rows
+    are read, "scored" when the last are written."""
     threads = kwargs["threads"]
     forest = hasattr(model, "verify")
     with ThreadPoolExecutor(2) as helper:
@@ -140,6 +148,8 @@ def score_pieces(model, pieces, write, kwargs, progress, stdout=False, flush=Fal
             checks = helper.submit(model.verify, threads)
         more = {"release": True} if forest and not flush else {}
         for part in (pieces if flush else _read_ahead(pieces, helper)):
+            if timeline is not None and "first_piece" not in timeline.marks:
+                timeline.mark("first_piece")
             for text in model.predict_pieces(part.feature_rows, progress=progress,
                                              finish=write.format, **kwargs, **more):
                 if checks is not None:
@@ -150,6 +160,8 @@ def score_pieces(model, pieces, write, kwargs, progress, stdout=False, flush=Fal
                 write.flush()
         if checks is not None:
             checks.result()
+    if timeline is not None:
+        timeline.mark("scored")
 
 
 def _read_ahead(items, pool):
@@ -175,14 +187,20 @@ def _predict_text(log, documents, scores, model_dir, model, piece, names, text_f
     need_sklearn()
     featurizer, labels = model_text(model_dir, model)
     chunk = piece or 2**62
+    # a stream of documents (a pipe to standard output): each answered as it
+    # arrives, the model checked whole before the first is read
+    stream = names and scores == "-" and is_stream(documents)
+    if scores == "-" and hasattr(model, "verify"):
+        model.verify(kwargs["threads"])         # (no line written by a run that fails)
 
     def pieces():
-        for docs in iter_documents(documents, text_format, label_sep, chunk=chunk):
+        for docs in iter_documents(documents, text_format, label_sep, chunk=chunk,
+                                   stream=stream):
             yield docs.ids, featurizer.transform(docs.texts)
     start, n_rows = time.perf_counter(), 0
     with log.progress(None, "predicting", "documents") as bar:
         if names:
-            with names_writer(scores, labels) as write:
+            with names_writer(scores, labels, flush=stream) as write:
                 for ids, X in pieces():
                     write(ids, model.predict(X, progress=bar.update, **kwargs))
                     n_rows += len(ids)

@@ -23,7 +23,6 @@ a block of rows/labels.
 import numpy as np
 
 from xmlkit import checks
-from xmlkit._ext.label_sums import add_rows_by_label
 from xmlkit.csr import Rows, like, model_rows
 from xmlkit.errors import XmlkitError
 from xmlkit.models.arrays import (ROW_BLOCK, ArrayModel, coo_rows, scored_blocks, selector,
@@ -349,6 +348,7 @@ class Embed(ArrayModel):
         A = np.zeros((f1, f1))
         YtPhi = np.zeros((self.n_labels_, f1), np.float32)
         PhiSum = np.zeros(f1)
+        from xmlkit._ext.label_sums import add_rows_by_label
         for r0 in range(0, n, ROW_BLOCK):
             r1 = min(n, r0 + ROW_BLOCK)
             Phi = self._phi(X[r0:r1], a)

@@ -15,12 +15,10 @@ same whatever the number of workers; `-T` workers are threads, or processes
 with liblinear (its solver shuffles with the C library's global rand(); see
 xmlkit._ext.fastxml_tree).
 """
-import multiprocessing
 import os
 import queue
 import threading
-from concurrent.futures import (FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor,
-                                wait)
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -321,6 +319,8 @@ class FastXML(TreeEnsemble):
         workers = min(self.params.threads, len(todo))
         _GROWER = grower()
         try:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
             if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
                 for t in todo:
                     yield _grow_one(seed, t, after)

@@ -14,7 +14,7 @@
 # is scored in (threads, pieces, Dask blocks).
 
 from libc.math cimport log2
-from libc.stdint cimport int32_t, int64_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
 
@@ -44,6 +44,15 @@ import numpy as np
 from sparse_rows cimport (RowsOut, check_row_range, emit_top, indptr_t, padded, rows_in,
                           rows_open, rows_pieces)
 from xmlkit._ext.file_check cimport BlockFile, blocks_need
+
+cdef extern from *:
+    """
+    /* a block's flag (see file_check: set once, by any thread) */
+    static inline unsigned char xk_done(const unsigned char* p) {
+        return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    }
+    """
+    uint8_t xk_done(const uint8_t* p) nogil
 
 cnp.import_array()
 
@@ -206,9 +215,18 @@ cdef inline pair[double, int32_t] _ranked(double total, double inv_t, int32_t l)
 cdef inline bint _need(const TreeView* tv, int64_t offset, int64_t lo, int64_t hi,
                        int64_t size) noexcept nogil:
     """Elements lo..hi-1 (of `size` bytes) of the array at byte `offset` of
-    tree tv's file are checked (always, for a tree checked whole)."""
-    return tv.blk == NULL or hi <= lo or blocks_need(tv.blk, offset + lo * size,
-                                                     offset + hi * size)
+    tree tv's file are checked (always, for a tree checked whole). (Most
+    reads lie in one or two blocks checked already: looked up here, before
+    the call that checks.)"""
+    cdef int64_t a, z
+    if tv.blk == NULL or hi <= lo:
+        return True
+    a = (offset + lo * size) // tv.blk.block
+    z = (offset + hi * size - 1) // tv.blk.block
+    if z - a <= 1 and xk_done(&tv.blk.done[a]) and xk_done(&tv.blk.done[z]) \
+            and not tv.blk.failed:
+        return True
+    return blocks_need(tv.blk, offset + lo * size, offset + hi * size)
 
 
 cdef inline bint _need_node(const TreeView* tv, int64_t node) noexcept nogil:
