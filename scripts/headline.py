@@ -6,7 +6,8 @@ hand:
 
 FastXML and PfastreXML: accuracy against the C++ tool's seeds and the
 side-by-side speed ratios of fastxml.md / pfastrexml.md, the means over
-more seeds of seeds.md, and the 100k / 1M ratios of scale.md; LdSM, embed
+more seeds of seeds.md, the 100k / 1M training ratios of scale.md and the
+prediction ratios of predict_scaling.md; LdSM, embed
 and linear: their Bibtex rows. A results file or row that is missing is an
 error (run its make target first).
 """
@@ -91,12 +92,14 @@ def fastxml():
     ours, cpp, seeds = means(acc)
     # the same comparison over every seed of seeds.md (its last row of Bibtex P@1: all seeds)
     more = means(find("seeds.md", "C++ mean (se)", setting="Bibtex, seeds", metric="P@1")[-1])
+    # prediction: every thread count of predict_scaling.md (this machine's)
+    predict = [float(r["time ratio"]) for r in find("predict_scaling.md", "time ratio")]
     return (f"P@1 {ours} (C++ {cpp}), means of {seeds} seeds of each ({more[0]} and {more[1]} "
             f"over {more[2]}); training {train} the C++ tool's "
             f"time (Bibtex, Delicious), {span([ratio(r['train ratio (range)']) for r in scale])} "
             f"on 100k and 1M synthetic points; training peak memory {rss[0]:.2f}× (100k) and "
-            f"{rss[1]:.2f}× (1M) the C++ tool's; prediction "
-            f"{span([ratio(r['predict ratio (range)']) for r in scale])} there")
+            f"{rss[1]:.2f}× (1M) the C++ tool's; prediction {span(predict)} there (32 and 16 "
+            "trees)")
 
 
 def pfastrexml():

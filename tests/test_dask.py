@@ -69,6 +69,39 @@ def test_local_cluster_equals_local_run(tmp_path, small, algorithm, args):
     assert s_local.read_bytes() == s_dask.read_bytes()
 
 
+@pytest.mark.slow
+def test_workers_map_a_loaded_folder_themselves(tmp_path, bibtex):
+    """A model loaded from a folder the workers see (the same path and
+    manifest) goes to them as that folder, which each maps (one copy per
+    machine, the page cache's); a model fitted in memory, or whose folder
+    the workers do not see as it is, goes as a copy; the scores are the same."""
+    from xmlkit.csr import as_rows
+    X, Y, Xt, _ = bibtex
+    fitted = xmlkit.FastXML(n_trees=3).fit(X[:1000], Y[:1000])
+    fitted.save(tmp_path / "m")
+    loaded = xmlkit.load_model(tmp_path / "m")
+    R = as_rows(Xt[:300])
+    want = fitted.predict(R, k=5)
+    with cluster.connect("local:2") as client:
+        ex = cluster.DaskExecutor(client)
+        assert isinstance(ex._shared_model(loaded), cluster.FolderModel)
+        assert not isinstance(ex._shared_model(fitted), cluster.FolderModel)
+        for model in (loaded, fitted):
+            got = list(ex.predict_blocks(model, {"k": 5}, [R], R.shape[0]))
+            assert np.array_equal(np.concatenate([g.indices for g in got]), want.indices)
+            assert np.array_equal(np.concatenate([g.data for g in got]), want.data)
+        # a folder the workers do not see, or whose manifest changed since
+        # the model was loaded from it, is not what the model holds: a copy
+        folder, trees, digest = loaded.source_
+        loaded.source_ = (folder + "-elsewhere", trees, digest)
+        assert not isinstance(ex._shared_model(loaded), cluster.FolderModel)
+        loaded.source_ = (folder, trees, digest)
+        m = store.read_manifest(tmp_path / "m")
+        m["xmlkit_version"] = "changed"
+        store.write_manifest(tmp_path / "m", m)
+        assert not isinstance(ex._shared_model(loaded), cluster.FolderModel)
+
+
 def test_split_pieces_cover_every_row(bibtex):
     from xmlkit.csr import as_rows
     R = as_rows(bibtex[2][:103], "x")

@@ -155,6 +155,43 @@ def test_tree_encoding_round_trip(bibtex, tmp_path):
             assert back[key].dtype == tree[key].dtype, key
 
 
+@pytest.mark.parametrize("family", [xmlkit.FastXML, xmlkit.PfastreXML, xmlkit.LdSM])
+def test_folders_of_format_2_load_and_score_as_before(family, bibtex, tmp_path):
+    """A folder as xmlkit wrote it before format version 3 (compact files,
+    SHA-256 records) loads, decoded, and scores as the model did, byte for
+    byte; training into it adds mapped trees beside its compact ones."""
+    import hashlib
+    import json
+    from xmlkit import store
+    from xmlkit.models.folders import save_folder
+    X, Y, Xt, _ = bibtex
+    quick = {"n_trees": 2} if family is not xmlkit.LdSM else {"n_trees": 2, "max_nodes": 60}
+    fitted = family(**quick).fit(X[:800], Y[:800])
+    old = tmp_path / "old"
+    save_folder(fitted, old, compact=True)
+    m = json.loads((old / "manifest.json").read_text())
+    m["format_version"] = 2
+    m["files"] = {n: {"size": (old / n).stat().st_size,
+                      "sha256": hashlib.sha256((old / n).read_bytes()).hexdigest()}
+                  for n in m["files"]}
+    store.write_manifest(old, m)
+    loaded = xmlkit.load_model(old)
+    assert not any(getattr(t, "file", None) for t in loaded.trees_.values())
+    for k in (None, 5):
+        assert (loaded.predict(Xt, k=k) != fitted.predict(Xt, k=k)).nnz == 0
+    from xmlkit.driver import fit_folder
+    more = {**quick, "n_trees": 3}
+    fit_folder(family(**more), X[:800], Y[:800], old)
+    assert store.read_manifest(old)["format_version"] == 3
+    grown = xmlkit.load_model(old)
+    assert [bool(getattr(t, "file", None)) for _, t in sorted(grown.trees_.items())] == \
+        [False, False, family is not xmlkit.LdSM]
+    assert (grown.predict(Xt) != family(**more).fit(X[:800], Y[:800]).predict(Xt)).nnz == 0
+    (old / "tree_00001.npz").write_bytes((old / "tree_00001.npz").read_bytes()[:-9] + b"x" * 9)
+    with pytest.raises(xmlkit.XmlkitError, match="tree_00001.npz: damaged model file"):
+        xmlkit.load_model(old)
+
+
 def test_tree_file_layouts(bibtex, tmp_path):
     # compact: byte planes deflated, but the weight values' (stored); mapped:
     # every array stored as it is, its data at a multiple of 64 bytes, in

@@ -199,7 +199,41 @@ def _worker_copy(model):
 def _predict_block(shared, rows):
     """On a worker: the model's own prediction of a block of rows."""
     model, kwargs = shared
+    if isinstance(model, FolderModel):
+        model = model.get()
     return model.predict(rows, **kwargs)
+
+
+class FolderModel:
+    """A model that every worker loads from its folder itself (the same path
+    and manifest as here): a mapped folder's pages are then shared by the
+    workers of a machine (the page cache's copy) instead of a copy sent to
+    each. A worker keeps the last model it loaded."""
+
+    _cache = {}
+
+    def __init__(self, folder, trees, manifest_digest):
+        self.folder, self.trees, self.digest = str(folder), trees, manifest_digest
+
+    def key(self):
+        return (self.folder, None if self.trees is None else tuple(self.trees), self.digest)
+
+    def get(self):
+        key = self.key()
+        if key not in FolderModel._cache:
+            from xmlkit.models import load_model
+            if folder_digest(self.folder) != self.digest:
+                raise XmlkitError(f"{self.folder}: the model folder changed on a worker")
+            FolderModel._cache.clear()          # (one model at a time per worker)
+            FolderModel._cache[key] = load_model(self.folder, self.trees)
+        return FolderModel._cache[key]
+
+
+def folder_digest(folder):
+    """xmlkit.store.manifest_digest (a function of this module, so that
+    workers run it by reference)."""
+    from xmlkit.store import manifest_digest
+    return manifest_digest(folder)
 
 
 def split_pieces(pieces, size):
@@ -267,11 +301,23 @@ class DaskExecutor:
         tasks of about n_rows / (4 workers) rows (at most TASK_ROWS; each
         piece whole when `whole`), yielded in order."""
         import math
-        m = model._copy_without(*model.CACHES)     # (rebuilt there)
+        m = self._shared_model(model)
         kwargs = {**kwargs, "threads": 1}
         size = max(1, min(TASK_ROWS, math.ceil(n_rows / (4 * worker_count(self.client)))))
         blocks = pieces if whole else split_pieces(pieces, size)
         yield from self.map_blocks(_predict_block, (m, kwargs), blocks)
+
+    def _shared_model(self, model):
+        """What the workers get of `model`: a FolderModel when it was loaded
+        from a folder that every worker reads at the same path with the same
+        manifest (each maps it: one copy per machine), else a copy of it."""
+        source = getattr(model, "source_", None)
+        if source is not None:
+            folder, trees, digest = source             # (the manifest when it was loaded)
+            seen = self.client.run(folder_digest, folder) if digest else {}
+            if digest and seen and all(d == digest for d in seen.values()):
+                return FolderModel(folder, trees, digest)
+        return model._copy_without(*model.CACHES)     # (rebuilt there)
 
     def map_blocks(self, fn, shared, blocks, window=None):
         """fn(shared, block) for each block, on the workers; results yielded

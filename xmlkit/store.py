@@ -53,6 +53,16 @@ def write_manifest(folder, manifest):
         tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
+def manifest_digest(folder):
+    """The XXH64 digest of a model folder's manifest (whose records name
+    every file's digest: the model it holds), or None if it cannot be read."""
+    from xmlkit._ext.file_check import xxh64
+    try:
+        return xxh64((Path(folder) / MANIFEST).read_bytes())
+    except OSError:
+        return None
+
+
 def is_model_folder(folder):
     return (Path(folder) / MANIFEST).is_file()
 

@@ -1,5 +1,6 @@
 """xml-info: what a model folder holds."""
 import json
+import os
 from pathlib import Path
 
 import click
@@ -9,11 +10,14 @@ from xmlkit.cli.common import CONTEXT, json_option, run, version_option
 
 def folder_info(folder):
     """A dict describing the model in `folder` (xmlkit or C++ FastXML /
-    PfastreXML). The model is loaded, so every file is checked first."""
+    PfastreXML). The model is loaded and every file checked whole first (a
+    mapped tree file: every block, see xmlkit.arrayfile)."""
     from xmlkit import __version__, store
     from xmlkit.models import load_model
     folder = Path(folder)
     model = load_model(folder)
+    if hasattr(model, "verify"):
+        model.verify(threads=os.cpu_count() or 1)
     files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
     info = {"folder": str(folder), "algorithm": model.algorithm,
             "n_features": int(model.n_features_in_), "n_labels": int(model.n_labels_)}

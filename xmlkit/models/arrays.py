@@ -105,7 +105,7 @@ class ArrayModel(ModelBase):
             after(self.ARRAYS, self.arrays_)
         yield self.ARRAYS, self.arrays_
 
-    def _encode_part(self, arrays):
+    def _encode_part(self, arrays, compact=False):
         return arrays
 
     def _decode_part(self, arrays, name):

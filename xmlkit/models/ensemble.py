@@ -82,8 +82,9 @@ class ModelBase(Estimator):
       after(key, part) on it (the worker that made it: the driver writes the
       part's file there); `executor` (xmlkit.cluster) runs the family's
       tasks on Dask when given; ``_finish_fit(X, Y)``: work after the parts.
-    - ``_encode_part(part)`` -> arrays of its file (an entry may be a
-      function giving its array: see store.save_arrays); ``_decode_part(arrays,
+    - ``_encode_part(part, compact=False)`` -> arrays of its file, in the
+      order the file holds them (an entry may be a function giving its
+      array: see store.save_arrays; compact: for the compact layout); ``_decode_part(arrays,
       name)`` -> the part, checked (file `name` in messages); `arrays` is a
       mapping that reads each array when it is looked up
       (store.StoredArrays): take each once, or copy them into a dict.
@@ -233,8 +234,8 @@ class TreeEnsemble(ModelBase):
             if progress is not None:
                 progress(1)
 
-    def _encode_part(self, tree):
-        return {**self._encode_tree(tree), TREE_DIMS: self._tree_dims()}
+    def _encode_part(self, tree, compact=False):
+        return {**self._encode_tree(tree, compact), TREE_DIMS: self._tree_dims()}
 
     def _decode_part(self, arrays, name):
         self._check_tree_dims(arrays.get(TREE_DIMS), name)

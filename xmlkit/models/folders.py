@@ -9,6 +9,7 @@ checked against the manifest's; the whole model of a single-file family),
 plus the family's extra arrays (PfastreXML's propensities and tail
 classifiers).
 """
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 from xmlkit import store
@@ -19,38 +20,44 @@ class PartWriter:
     """Writes a part's file; called in the worker that made it (a plain
     object, so that forked worker processes can receive it)."""
 
-    def __init__(self, folder, model):
-        self.folder = folder
+    def __init__(self, folder, model, compact=False):
+        self.folder, self.compact = folder, compact
         self.encode = model._encode_part
         self.file = model._part_file
 
     def __call__(self, key, part):
-        store.save_arrays(self.folder, self.file(key), self.encode(part))
+        store.save_arrays(self.folder, self.file(key), self.encode(part, self.compact),
+                          compact=self.compact)
 
 
-def save_extras(model, folder):
-    """Write and record the model's extra arrays (mapped layout)."""
+def save_extras(model, folder, compact=False):
+    """Write and record the model's extra arrays."""
     extras = model._extra_arrays()
     for name, arrays in extras.items():
-        store.save_arrays(folder, name, arrays)
+        store.save_arrays(folder, name, arrays, compact=compact)
     store.record_files(folder, list(extras))
 
 
-def save_folder(model, folder):
+def save_folder(model, folder, compact=False):
     """Write a fitted model's folder (manifest and arrays): exactly this
     model, replacing a model the folder held (resuming a folder's training
-    is xmlkit.driver.fit_folder's)."""
+    is xmlkit.driver.fit_folder's). compact=True writes the compact layout
+    of the folders written before format version 3 (deflated; see
+    docs/formats.md for why the mapped one is the default): for the
+    benchmarks that compare them and the tests of old folders."""
     model._require_whole()
+    if hasattr(model, "verify"):
+        model.verify()                  # (a loaded model's files: checked before copied)
     store.refuse_foreign(folder)        # (before the lock leaves its file there)
     with store.folder_lock(folder):
         store.remove_stale_temps(folder)
         store.replace_folder(folder, model.manifest())
-        writer = PartWriter(folder, model)
+        writer = PartWriter(folder, model, compact)
         parts = model._parts()
         for key, part in parts.items():
             writer(key, part)
         store.record_files(folder, [model._part_file(k) for k in parts])
-        save_extras(model, folder)
+        save_extras(model, folder, compact)
     return folder
 
 
@@ -106,4 +113,8 @@ def load_folder(cls, folder, trees=None, threads=1):
         parts = {t: load_part(model, folder, t, m) for t in rest}
     model._set_parts({wanted[0]: first, **parts})
     model._restore_extras(lambda name: store.load_arrays(folder, name, m), folder)
+    # (where it came from, and its manifest's digest then: Dask workers that
+    # see that folder as it was load it themselves, xmlkit.cluster.FolderModel)
+    model.source_ = (os.path.abspath(folder), None if trees is None else list(trees),
+                     store.manifest_digest(folder))
     return model

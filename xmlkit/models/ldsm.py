@@ -350,7 +350,7 @@ class LdSM(TreeEnsemble):
 
     # -- the tree files (written by xmlkit.driver and models.folders, read by the latter)
     @staticmethod
-    def _encode_tree(tree):
+    def _encode_tree(tree, compact=False):
         return tree
 
     def _decode_tree(self, arrays, name):
