@@ -460,6 +460,20 @@ def test_a_text_stream_is_answered_document_by_document(tmp_path):
     assert p.wait() == 0 and got == whole
 
 
+def test_blas_threads_only_for_models_that_use_none(tiny, tmp_path):
+    """xml-predict gives the BLAS one thread for the tree families' folders
+    (their prediction makes no BLAS call; its threads would spin on the
+    cores the command's need), and leaves it as it is for the array models,
+    whose scores its thread count would change."""
+    from xmlkit.cli.launch import forest_folder
+    for family, forest in (("fastxml", True), ("pfastrexml", True), ("ldsm", True),
+                           ("embed", False), ("linear", False)):
+        assert forest_folder(["-T", "2", str(tiny / "test.txt"), "-", str(tiny / family)]) \
+            == forest, family
+    assert forest_folder([str(ROOT / "tests" / "fixtures" / "cpp_tiny" / "fastxml")])
+    assert not forest_folder([str(tmp_path), "nowhere"])
+
+
 def _damaged_copies(folder, tmp_path):
     """(what, copy of `folder` with it done to a tree file) for each damage
     of the mapped layout the fuzzer also makes (tests/model_fuzz.py)."""
