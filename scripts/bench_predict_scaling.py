@@ -417,7 +417,7 @@ def render(a, st):
                   f"{lat[key]['first']:.1f} |"
                   for name, key in (("streaming xml-predict (a line in, its answer out)",
                                      "stream"), ("API, model.predict of one row", "api"))), ""]
-    if benchlib.cpp_bin() is None:
+    if not any(r["runs"]["cpp"] for name, r in recs.items() if name.endswith(".sbs.json")):
         out.append(benchlib.CPP_MISSING)
     return "\n".join(out) + "\n"
 
