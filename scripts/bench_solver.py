@@ -52,7 +52,7 @@ def grow_and_score(step):
     from xmlkit.io import read_dataset
     from xmlkit.metrics import inverse_propensity, ranking_metrics
     from xmlkit.models.fastxml import _as_training_csr
-    from xmlkit.models.forest import PackedForest
+    from xmlkit.models.forest import Forest
     from xmlkit._ext.fastxml_tree import NdcgPartition, NodeSeparator, TreeGrower
     k = step.kw
     X, Y = read_dataset(k["train"])
@@ -75,7 +75,7 @@ def grow_and_score(step):
         trees = list(pool.map(grow, range(k["trees"])))
     seconds = time.perf_counter() - start
     work = [idle.get().solver_work() for _ in range(2)]
-    S = PackedForest(trees, X.shape[1], Y.shape[1], 1.0).predict(Xt, 5)
+    S = Forest(trees, X.shape[1], Y.shape[1], 1.0).predict(Xt, 5)
     import scipy.sparse as sp
     S = sp.csr_matrix((S.data, S.indices, S.indptr), shape=S.shape)
     m = ranking_metrics(Yt, S, ks=(1, 3, 5), inv_prop=inverse_propensity(Y))
