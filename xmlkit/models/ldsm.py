@@ -288,57 +288,41 @@ class LdSM(TreeEnsemble):
         return grow
 
     # -- prediction
-    def _pack(self):
-        keys = sorted(self.trees_)
-        picked = [self.trees_[t] for t in keys]
+    def _kernel(self, threads=1):
+        """The kernel over the trees, kept while they are the same objects:
+        each tree's arrays where they lie, with dense copies of its long
+        regressor rows (made tree by tree, on `threads` threads), and the
+        forest's label marginal."""
+        from xmlkit._ext.ldsm_predict import LdsmKernel
+        trees = tuple(self.trees_.items())
         cached = getattr(self, "_packed", None)
-        if cached is not None and len(cached[0]) == len(picked) and \
-                all(a is b for a, b in zip(cached[0], picked)):
+        if cached is not None and cached[0] == trees:
             return cached[1]
-        d = self.n_features_in_ + 1
-        roots, fc, rr, rp, lp = [], [], [], [np.zeros(1, np.int64)], [np.zeros(1, np.int64)]
-        n_off = row_off = r_off = l_off = 0
-        for t in picked:
-            roots.append(n_off)
-            fc.append(np.where(t["first_child"] >= 0, t["first_child"] + n_off, -1))
-            rr.append(np.where(t["reg_row"] >= 0, t["reg_row"] + row_off, -1))
-            rp.append(t["reg_ptr"][1:] + r_off)
-            lp.append(t["l_ptr"][1:] + l_off)
-            n_off += len(t["first_child"])
-            row_off += len(t["reg_ptr"]) - 1
-            r_off += len(t["reg_idx"])
-            l_off += len(t["l_idx"])
-        depth = np.concatenate([t["depth"] for t in picked])
+        picked = [self.trees_[t] for t in sorted(self.trees_)]
+        d, M = self.n_features_in_ + 1, self.params.arity
 
-        def cat(parts, dtype):
-            return np.concatenate(parts).astype(dtype, copy=False)
-        f = {"roots": np.asarray(roots, np.int32),
-             "first_child": cat(fc, np.int32), "reg_row": cat(rr, np.int32),
-             "reg_ptr": cat(rp, np.int64),
-             "reg_idx": cat([t["reg_idx"] for t in picked], np.int32),
-             "reg_val": cat([t["reg_val"] for t in picked], np.float32),
-             "l_ptr": cat(lp, np.int64),
-             "l_idx": cat([t["l_idx"] for t in picked], np.int32),
-             "l_val": cat([t["l_val"] for t in picked], np.float32)}
-        row_depth = np.zeros(len(f["reg_ptr"]) - 1, np.int64)
-        internal = np.flatnonzero(f["reg_row"] >= 0)
-        for j in range(self.params.arity):
-            row_depth[f["reg_row"][internal] + j] = depth[internal]
-        f["fill_idx"], f["fill_val"] = label_marginal(f["l_idx"], f["l_val"], self.n_labels_)
-        f["dense_id"], f["dense"] = dense_rows(f["reg_ptr"], f["reg_idx"], f["reg_val"], d,
-                                               DENSE_FRACTION, row_depth <= DENSE_DEPTH)
-        self._packed = (picked, f)
-        return f
+        def prepare(tree):
+            dense_id, dense = dense_regressors(tree, d, M)
+            return {**tree, "dense_id": dense_id, "dense": dense}
+        if threads > 1 and len(picked) > 1:
+            with ThreadPoolExecutor(min(threads, len(picked))) as pool:
+                ready = list(pool.map(prepare, picked))
+        else:
+            ready = [prepare(t) for t in picked]
+        fill = label_marginal(np.concatenate([t["l_idx"] for t in picked]),
+                              np.concatenate([t["l_val"] for t in picked]), self.n_labels_)
+        kernel = LdsmKernel(ready, *fill, M, d, self.bias, self.n_labels_,
+                            self.route_threshold)
+        self._packed = (trees, kernel)
+        return kernel
 
     def predict(self, X, k=5, threads=1, progress=None):
         """Scores: per tree the mean of the reached leaves' normalized
         histograms, averaged over trees; the k best per row (k=None: all).
         Rows in, Rows out; else a scipy csr_matrix."""
-        from xmlkit._ext.ldsm_predict import LdsmKernel
         self._require_whole_trees()
         R = model_rows(X, self.n_features_in_)
-        kernel = LdsmKernel(self._pack(), self.arity, self.n_features_in_ + 1, self.bias,
-                            self.n_labels_, self.route_threshold)
+        kernel = self._kernel(threads)
         n = R.shape[0]
         topk = 0 if k is None else int(k)
 
@@ -364,6 +348,19 @@ class LdSM(TreeEnsemble):
                 "leaves": float(np.mean([(t["first_child"] < 0).sum() for t in trees])),
                 "max_depth": float(np.mean([t["depth"].max() for t in trees]))}
 
+
+
+def dense_regressors(tree, d, M):
+    """(dense_id, dense) of a tree's regressor rows (see csr.dense_rows): dense
+    copies of the rows of at least d / DENSE_FRACTION entries in the top
+    DENSE_DEPTH levels."""
+    rows = len(tree["reg_ptr"]) - 1
+    row_depth = np.zeros(rows, np.int64)
+    internal = np.flatnonzero(tree["reg_row"] >= 0)
+    for j in range(M):
+        row_depth[tree["reg_row"][internal] + j] = tree["depth"][internal]
+    return dense_rows(tree["reg_ptr"], tree["reg_idx"], tree["reg_val"], d, DENSE_FRACTION,
+                      row_depth <= DENSE_DEPTH)
 
 
 def label_marginal(l_idx, l_val, n_labels):

@@ -24,18 +24,18 @@ cdef void _predict(LdsmKernel f, const indptr_t* xp, const int32_t* xi, const fl
     """LdsmKernel.predict_rows without the GIL."""
     cdef int64_t d = f.d, n_labels = f.n_labels
     cdef double bias = f.bias, threshold = f.threshold
-    cdef int n_trees = <int> f.roots.shape[0], M = f.M
-    cdef const int32_t* roots = &f.roots[0]
-    cdef const int32_t* first_child = &f.first_child[0]
-    cdef const int32_t* reg_row = &f.reg_row[0]
-    cdef const int64_t* rp = &f.reg_ptr[0]
-    cdef const int32_t* ri = &f.reg_idx[0]
-    cdef const float* rv = &f.reg_val[0]
-    cdef const int64_t* dense_id = &f.dense_id[0]
-    cdef const float* dense = &f.dense[0, 0]
-    cdef const int64_t* lp = &f.l_ptr[0]
-    cdef const int32_t* li = &f.l_idx[0]
-    cdef const float* lv = &f.l_val[0]
+    cdef int n_trees = <int> f.trees.size(), M = f.M
+    cdef const int32_t* first_child
+    cdef const int32_t* reg_row
+    cdef const int64_t* rp
+    cdef const int32_t* ri
+    cdef const float* rv
+    cdef const int64_t* dense_id
+    cdef const float* dense
+    cdef const int64_t* lp
+    cdef const int32_t* li
+    cdef const float* lv
+    cdef const LdsmTree* tv
     cdef const int32_t* fill = &f.fill_idx[0]
     cdef const float* fill_val = &f.fill_val[0]
     cdef size_t n_fill = <size_t> f.n_fill
@@ -60,9 +60,13 @@ cdef void _predict(LdsmKernel f, const indptr_t* xp, const int32_t* xi, const fl
         x[d - 1] = bias
         touched.clear()
         for t in range(n_trees):
+            tv = &f.trees[t]
+            first_child, reg_row, rp, ri, rv = (tv.first_child, tv.reg_row, tv.reg_ptr,
+                                                tv.reg_idx, tv.reg_val)
+            dense_id, dense, lp, li, lv = tv.dense_id, tv.dense, tv.l_ptr, tv.l_idx, tv.l_val
             leaves.clear()
             stack.clear()
-            stack.push_back(roots[t])
+            stack.push_back(0)
             while stack.size():
                 node = stack.back()
                 stack.pop_back()
@@ -125,29 +129,47 @@ cdef void _predict(LdsmKernel f, const indptr_t* xp, const int32_t* xi, const fl
 
 
 cdef class LdsmKernel:
-    """A packed LdSM forest (trees concatenated: node ids index these
-    arrays) and the descent of points through it. Read-only once built.
-    Members: see ldsm_predict.pxd."""
+    """An LdSM forest: each tree's arrays read where they lie (a tree's dict
+    of arrays: in memory, or views of its mapped file, checked), with dense
+    copies of its long regressor rows, and the descent of points through
+    it. Read-only once built. Members: see ldsm_predict.pxd."""
 
-    def __init__(self, f, int M, int64_t d, double bias, int64_t n_labels, double threshold):
-        """f: the packed arrays (xmlkit.models.ldsm.LdSM._pack)."""
-        if np.shape(f["roots"])[0] < 1:
+    def __init__(self, trees, fill_idx, fill_val, int M, int64_t d, double bias,
+                 int64_t n_labels, double threshold):
+        """trees: dicts of first_child, reg_row, reg_ptr, reg_idx, reg_val,
+        l_ptr, l_idx, l_val (see xmlkit.models.ldsm) and dense_id, dense
+        (xmlkit.models.ldsm.dense_regressors); fill_idx, fill_val: the
+        forest's label marginal (xmlkit.models.ldsm.label_marginal)."""
+        cdef LdsmTree v
+        cdef const int32_t[::1] fc, rr, ri, li
+        cdef const int64_t[::1] rp, di, lp
+        cdef const float[::1] rv, lv
+        cdef const float[:, ::1] dense
+        if not trees:
             raise ValueError("no trees")
-        self.roots = np.ascontiguousarray(f["roots"], dtype=np.int32)
-        self.first_child = np.ascontiguousarray(f["first_child"], dtype=np.int32)
-        self.reg_row = np.ascontiguousarray(f["reg_row"], dtype=np.int32)
-        self.reg_ptr = np.ascontiguousarray(f["reg_ptr"], dtype=np.int64)
-        self.reg_idx = padded(f["reg_idx"], np.int32)
-        self.reg_val = padded(f["reg_val"], np.float32)
-        self.dense_id = padded(f["dense_id"], np.int64)
-        dense = np.ascontiguousarray(f["dense"], dtype=np.float32).reshape(-1, d)
-        self.dense = dense if dense.shape[0] else np.zeros((1, d), np.float32)
-        self.l_ptr = np.ascontiguousarray(f["l_ptr"], dtype=np.int64)
-        self.l_idx = padded(f["l_idx"], np.int32)
-        self.l_val = padded(f["l_val"], np.float32)
-        self.n_fill = np.shape(f["fill_idx"])[0]
-        self.fill_idx = padded(f["fill_idx"], np.int32)
-        self.fill_val = padded(f["fill_val"], np.float32)
+        self.refs = []
+        for tree in trees:
+            fc = np.ascontiguousarray(tree["first_child"], dtype=np.int32)
+            rr = np.ascontiguousarray(tree["reg_row"], dtype=np.int32)
+            rp = np.ascontiguousarray(tree["reg_ptr"], dtype=np.int64)
+            ri, rv = padded(tree["reg_idx"], np.int32), padded(tree["reg_val"], np.float32)
+            di = padded(tree["dense_id"], np.int64)
+            dense = np.ascontiguousarray(tree["dense"], dtype=np.float32).reshape(-1, d) \
+                if np.size(tree["dense"]) else np.zeros((1, d), np.float32)
+            lp = np.ascontiguousarray(tree["l_ptr"], dtype=np.int64)
+            li, lv = padded(tree["l_idx"], np.int32), padded(tree["l_val"], np.float32)
+            if fc.shape[0] < 1 or rr.shape[0] != fc.shape[0] or lp.shape[0] != fc.shape[0] + 1 \
+                    or di.shape[0] < rp.shape[0] - 1:
+                raise ValueError("a tree's arrays disagree in length")
+            self.refs.append((fc, rr, rp, ri, rv, di, dense, lp, li, lv))
+            v.first_child, v.reg_row, v.reg_ptr, v.reg_idx, v.reg_val = (&fc[0], &rr[0], &rp[0],
+                                                                         &ri[0], &rv[0])
+            v.dense_id, v.dense, v.l_ptr, v.l_idx, v.l_val = (&di[0], &dense[0, 0], &lp[0],
+                                                              &li[0], &lv[0])
+            self.trees.push_back(v)
+        self.n_fill = np.shape(fill_idx)[0]
+        self.fill_idx = padded(fill_idx, np.int32)
+        self.fill_val = padded(fill_val, np.float32)
         self.M = M
         self.d = d
         self.bias = bias
