@@ -46,7 +46,7 @@ def save_folder(model, folder, compact=False):
     docs/formats.md for why the mapped one is the default): for the
     benchmarks that compare them and the tests of old folders."""
     model._require_whole()
-    if hasattr(model, "verify"):
+    if hasattr(model, "verify") and getattr(model, "source_", None):
         model.verify()                  # (a loaded model's files: checked before copied)
     store.refuse_foreign(folder)        # (before the lock leaves its file there)
     with store.folder_lock(folder):
