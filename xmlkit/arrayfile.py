@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from xmlkit.atomic import atomic_path
+from xmlkit.checks import DamagedModel
 from xmlkit.errors import XmlkitError
 
 try:        # Python's own SHA-256 (the records of folders written before format
@@ -56,13 +57,6 @@ _KINDS = "biufU"
 _LOCAL = struct.Struct("<4s5H3L2H")      # a zip member's local header (30 bytes)
 _UNREADABLE = (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error,
                struct.error, SyntaxError)
-
-
-class Damaged(XmlkitError):
-    """A model file does not hold what its record or format says."""
-
-    def __init__(self, path, what):
-        super().__init__(f"{path}: damaged model file: {what}")
 
 
 class Uncompressed:
@@ -200,10 +194,10 @@ def open_file(path, record=None):
     with f:
         size = os.fstat(f.fileno()).st_size
         if record is not None and size != record["size"]:
-            raise Damaged(path, f"{size} bytes, the manifest records {record['size']} "
+            raise DamagedModel(path, f"{size} bytes, the manifest records {record['size']} "
                                 "(truncated, grown or replaced)")
         if size == 0:
-            raise Damaged(path, "empty file")
+            raise DamagedModel(path, "empty file")
         try:
             data = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
         except (OSError, ValueError) as exc:
@@ -212,12 +206,12 @@ def open_file(path, record=None):
     if TABLE in members:
         return ArrayFile(path, record, data, members)
     if record is not None and "block" in record:
-        raise Damaged(path, "it is not the mapped file the manifest records")
+        raise DamagedModel(path, "it is not the mapped file the manifest records")
     # a compact file: checked now, as it is read whole
     raw = bytes(data)
     data.close()
     if record is not None and not record_matches(record, raw):
-        raise Damaged(path, "its digest differs from the manifest's record")
+        raise DamagedModel(path, "its digest differs from the manifest's record")
     return CompactFile(path, raw)
 
 
@@ -229,21 +223,21 @@ def _members(data, path):
         with zipfile.ZipFile(data) as zf:
             infos = zf.infolist()
     except _UNREADABLE as exc:
-        raise Damaged(path, f"not a readable .npz archive ({exc})") from None
+        raise DamagedModel(path, f"not a readable .npz archive ({exc})") from None
     out = {}
     size = len(data)
     for info in infos:
         if not info.filename.endswith(".npy") or info.filename[:-4] in out:
-            raise Damaged(path, f"unexpected archive member {info.filename!r}")
+            raise DamagedModel(path, f"unexpected archive member {info.filename!r}")
         off = info.header_offset
         if not 0 <= off <= size - _LOCAL.size:
-            raise Damaged(path, f"member {info.filename} lies outside the file")
+            raise DamagedModel(path, f"member {info.filename} lies outside the file")
         head = _LOCAL.unpack_from(data, off)
         if head[0] != b"PK\x03\x04":
-            raise Damaged(path, f"member {info.filename} has no local header")
+            raise DamagedModel(path, f"member {info.filename} has no local header")
         start = off + _LOCAL.size + head[9] + head[10]
         if start + info.compress_size > size:
-            raise Damaged(path, f"member {info.filename} reaches past the end of the file")
+            raise DamagedModel(path, f"member {info.filename} reaches past the end of the file")
         out[info.filename[:-4]] = (start, info.compress_type, info.compress_size,
                                    info.file_size, off)
     return out
@@ -264,24 +258,24 @@ class ArrayFile(Mapping):
         self.path, self.record, self._data = Path(path), record, data
         start, kind, stored, size, tail = members.pop(TABLE)
         if any(m[4] > tail for m in members.values()):
-            raise Damaged(self.path, f"{TABLE} is not its last array")
+            raise DamagedModel(self.path, f"{TABLE} is not its last array")
         if record is not None and (record.get("block") != BLOCK
                                    or xxh64(data[tail:]) != record.get("xxh64")):
-            raise Damaged(self.path, "its digest differs from the manifest's record")
+            raise DamagedModel(self.path, "its digest differs from the manifest's record")
         if kind != zipfile.ZIP_STORED or stored != size:
-            raise Damaged(self.path, f"{TABLE} is not stored")
+            raise DamagedModel(self.path, f"{TABLE} is not stored")
         self.table, _ = _mapped_array(data, start, size, f"{self.path} ({TABLE})")
         self.covered = tail
         if self.table.dtype != np.uint64 or self.table.shape != (-(-tail // BLOCK),):
-            raise Damaged(self.path, f"{TABLE} does not cover the file")
+            raise DamagedModel(self.path, f"{TABLE} does not cover the file")
         self._arrays, self.spans = {}, {}
         headers = set()
         for name, (start, kind, stored, size, local) in members.items():
             if kind != zipfile.ZIP_STORED or stored != size:
-                raise Damaged(self.path, f"member {name}.npy is not stored")
+                raise DamagedModel(self.path, f"member {name}.npy is not stored")
             a, begin = _mapped_array(data, start, size, f"{self.path} ({name})")
             if begin + a.nbytes > tail:
-                raise Damaged(self.path, f"{name} overlaps the block table")
+                raise DamagedModel(self.path, f"{name} overlaps the block table")
             self._arrays[name] = a
             self.spans[name] = (begin, begin + a.nbytes)
             headers.update(range(local // BLOCK, (begin - 1) // BLOCK + 1))
@@ -290,7 +284,7 @@ class ArrayFile(Mapping):
         for k in sorted(headers):
             lo, hi = k * BLOCK, min(tail, (k + 1) * BLOCK)
             if block_digests(data[lo:hi], hi - lo, BLOCK)[0] != self.table[k]:
-                raise Damaged(self.path, f"block {k} (array headers) differs from its digest")
+                raise DamagedModel(self.path, f"block {k} (array headers) differs from its digest")
         self._all = None
 
     def __getitem__(self, name):
@@ -303,10 +297,6 @@ class ArrayFile(Mapping):
         return len(self._arrays)
 
     @property
-    def nbytes(self):
-        return len(self._data)
-
-    @property
     def verified(self):
         return self._all is not None and self._all.checked == len(self.table)
 
@@ -314,34 +304,34 @@ class ArrayFile(Mapping):
         """A BlockFile checking this file's blocks as they are needed, and
         the elements of the arrays named in `checks` (name -> (kind, bound):
         see xmlkit._ext.file_check)."""
-        from xmlkit._ext.file_check import BLOCK, BlockFile
+        from xmlkit._ext.file_check import BLOCK, CHILDREN, BlockFile
         checks = checks or {}
         unknown = sorted(set(checks) - set(self._arrays))
         if unknown:
-            raise Damaged(self.path, f"lacks arrays {unknown}")
+            raise DamagedModel(self.path, f"lacks arrays {unknown}")
         regions = []
         for n, (kind, bound) in checks.items():
             a = self._arrays[n]
-            itemsize = 8 if kind == _CHILDREN else a.dtype.itemsize
-            if a.dtype.itemsize not in (4, 8) or (kind == _CHILDREN and a.shape[1:] != (2,)):
-                raise Damaged(self.path, f"{n} holds {a.dtype} values")
+            itemsize = 8 if kind == CHILDREN else a.dtype.itemsize
+            if a.dtype.itemsize not in (4, 8) or (kind == CHILDREN and a.shape[1:] != (2,)):
+                raise DamagedModel(self.path, f"{n} holds {a.dtype} values")
             regions.append((*self.spans[n], kind, itemsize, bound))
         try:
             return BlockFile(self._data, self.table, self.covered, BLOCK, regions)
         except ValueError as exc:
-            raise Damaged(self.path, str(exc)) from None
+            raise DamagedModel(self.path, str(exc)) from None
 
     def failure(self, blocks):
-        """The Damaged error of a BlockFile whose check failed."""
+        """The DamagedModel error of a BlockFile whose check failed."""
         from xmlkit._ext.file_check import BLOCK
         k = blocks.failed_block
         where = [n for n, (a, b) in self.spans.items() if a < (k + 1) * BLOCK and b > k * BLOCK]
-        return Damaged(self.path, f"block {k} ({', '.join(where) or 'headers'}) differs from "
+        return DamagedModel(self.path, f"block {k} ({', '.join(where) or 'headers'}) differs from "
                                   "its digest or holds values it cannot hold")
 
     def verify(self, checks=None):
         """Check every block of the file, and the elements of the arrays in
-        `checks` (see blocks); raise Damaged naming what failed."""
+        `checks` (see blocks); raise DamagedModel naming what failed."""
         blocks = self.blocks(checks)
         if not blocks.check_all():
             raise self.failure(blocks)
@@ -354,9 +344,6 @@ class ArrayFile(Mapping):
             self._data.madvise(mmap.MADV_DONTNEED)
         except (AttributeError, OSError, ValueError):
             pass
-
-
-_CHILDREN = 4
 
 
 def _mapped_array(data, start, size, name):
@@ -373,22 +360,21 @@ def _mapped_array(data, start, size, name):
         else:
             raise ValueError(f"npy format {version}")
     except _UNREADABLE as exc:
-        raise XmlkitError(f"{name}: damaged model file: unreadable array header "
-                          f"({exc})") from None
+        raise DamagedModel(name, f"unreadable array header ({exc})") from None
     begin = start + f.tell()
     count = 1
     for n in shape:
         count *= n
     if dtype.kind not in _KINDS or dtype.hasobject or not dtype.isnative and \
             dtype.byteorder not in "|=":
-        raise XmlkitError(f"{name}: damaged model file: arrays of {dtype} are not read")
+        raise DamagedModel(name, f"arrays of {dtype} are not read")
     if fortran and len(shape) > 1:
-        raise XmlkitError(f"{name}: damaged model file: stored in Fortran order")
+        raise DamagedModel(name, "stored in Fortran order")
     if begin + count * dtype.itemsize != start + size:
-        raise XmlkitError(f"{name}: damaged model file: its header says {shape} {dtype}, "
-                          f"which is not the {size - (begin - start)} bytes it holds")
+        raise DamagedModel(name, f"its header says {shape} {dtype}, which is not the "
+                                 f"{size - (begin - start)} bytes it holds")
     if begin % min(dtype.itemsize, 8):
-        raise XmlkitError(f"{name}: damaged model file: the array's data are not aligned")
+        raise DamagedModel(name, "the array's data are not aligned")
     a = np.frombuffer(data, dtype=dtype, count=count, offset=begin)
     return a.reshape(shape), begin
 

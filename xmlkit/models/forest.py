@@ -159,7 +159,7 @@ class StoredTree(dict):
         """Check every block of the tree's file (once); raise XmlkitError
         naming the file if one fails."""
         if not self.blocks.check_all():
-            raise self.file.failure(self.blocks)
+            raise self.damaged()
 
     def damaged(self):
         """The XmlkitError of a block that failed its check."""
@@ -274,10 +274,6 @@ class Forest:
              for t in self.trees])
         self._pending = set(range(len(self.trees)))
         self._locks = [threading.Lock() for _ in self.trees]
-
-    @property
-    def n_trees(self):
-        return len(self.trees)
 
     def ready(self, t):
         """Make tree t ready for the kernel (once: the first caller does,

@@ -114,10 +114,6 @@ cdef class ForestKernel:
                 self.refs.append(bf)
             self.trees.push_back(v)
 
-    @property
-    def n_trees(self):
-        return self.trees.size()
-
     def ready(self, Py_ssize_t t, bint ascending):
         """Mark tree t ready to route: its contents are checked (child links
         form a tree, pointers cover their entries, indices in range, values
