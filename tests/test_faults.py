@@ -17,7 +17,7 @@ import pytest
 from xmlkit import store
 from xmlkit.io import read_dataset, write_dataset
 
-from conftest import BIN, ROOT, TEST, TRAIN, run_cli
+from conftest import BIN, ROOT, TEST, TRAIN, as_format_3, run_cli
 
 FAMILIES = {
     "fastxml": ["-t", "2"],
@@ -134,8 +134,9 @@ def test_manifest_fields_of_the_wrong_type_are_refused(tiny, tmp_path):
 @pytest.mark.parametrize("family", ["fastxml", "ldsm", "pfastrexml"])
 @pytest.mark.parametrize("key, value", [("n_features", 5000), ("n_labels", 2147483647)])
 def test_edited_manifest_dimensions_are_refused(family, key, value, tiny, tmp_path):
-    """A tree family's manifest is checked against the dimensions each tree
-    file holds (the files are checked against the manifest's SHA-256)."""
+    """A tree family's manifest is checked against each file's origin and,
+    in a folder of an older format (no origin), against the dimensions each
+    tree file holds."""
     m = tmp_path / "m"
     shutil.copytree(tiny / family, m)
     manifest = json.loads((m / "manifest.json").read_text())
@@ -144,6 +145,11 @@ def test_edited_manifest_dimensions_are_refused(family, key, value, tiny, tmp_pa
     r = run_cli("xml-predict", tiny / "test.txt", out, m)
     assert one_line_error(r), r.stderr
     assert r.stderr.startswith(f"xml-predict: error: {m}/") and "damaged model file" in r.stderr
+    assert "belongs to another model" in r.stderr, r.stderr
+    assert not out.exists()
+    as_format_3(m, lambda manifest: manifest.update({key: value}))
+    r = run_cli("xml-predict", tiny / "test.txt", out, m)
+    assert one_line_error(r), r.stderr
     if family != "pfastrexml":      # (its tail classifiers' arrays may be read first)
         assert r.stderr.startswith(f"xml-predict: error: {m}/tree_0000") and (
             "the tree was grown for 1836 features and 159 labels" in r.stderr), r.stderr
@@ -533,9 +539,9 @@ def test_headers_are_ascii_integers(header, tiny, tmp_path):
 
 def test_blank_lines_after_the_rows_are_accepted(tiny, tmp_path):
     f = tmp_path / "h.txt"
-    f.write_text("2 3 2\n0 1:1\n1 2:1\n\n  \n")
+    f.write_text("2 1836 2\n0 1:1\n1 2:1\n\n  \n")
     assert run_cli("xml-predict", f, tmp_path / "s.txt", tiny / "fastxml").returncode == 0
-    f.write_text("2 3 2\n0 1:1\n1 2:1\n\n1 2:1\n")
+    f.write_text("2 1836 2\n0 1:1\n1 2:1\n\n1 2:1\n")
     r = run_cli("xml-predict", f, tmp_path / "s.txt", tiny / "fastxml")
     assert one_line_error(r) and f"{f}:5: more rows" in r.stderr
 
@@ -617,10 +623,10 @@ def test_damaged_cpp_folders_are_refused(tmp_path):
         assert one_line_error(r), (target, text, r.stderr)
 
 
-def test_a_version_1_folder_keeps_all_its_trees_when_trained_into(tiny, tmp_path):
-    """A folder written before file records (format 1) is upgraded by the
-    next xml-train: every tree file in it stays part of the model, not only
-    the trees of the new run's range."""
+def test_a_version_1_folder_loads_but_is_not_trained_into(tiny, tmp_path):
+    """A folder written before file records (format 1) still loads, all its
+    trees; xml-train refuses to add to it (exit 2, nothing changed): its
+    trees carry no origin to check new ones against."""
     import xmlkit
     m = tmp_path / "m"
     assert run_cli("xml-train", tiny / "train.txt", m, "-t", "4", "-q").returncode == 0
@@ -629,11 +635,11 @@ def test_a_version_1_folder_keeps_all_its_trees_when_trained_into(tiny, tmp_path
     manifest["format_version"] = 1
     (m / "manifest.json").write_text(json.dumps(manifest))
     assert sorted(xmlkit.load_model(m).trees_) == [0, 1, 2, 3]
-    assert run_cli("xml-train", tiny / "train.txt", m, "-t", "2", "-q").returncode == 0
-    upgraded = json.loads((m / "manifest.json").read_text())
-    assert upgraded["format_version"] == 3
-    assert sorted(upgraded["files"]) == [f"tree_{t:05d}.npz" for t in range(4)]
-    assert sorted(xmlkit.load_model(m).trees_) == [0, 1, 2, 3]
+    before = (m / "manifest.json").read_bytes()
+    r = run_cli("xml-train", tiny / "train.txt", m, "-t", "6", "-q")
+    assert r.returncode == 2 and "format version 1" in r.stderr, r.stderr
+    assert (m / "manifest.json").read_bytes() == before
+    assert not (m / "tree_00004.npz").exists()
 
 
 def test_dask_without_distributed_says_how_to_install(tmp_path):

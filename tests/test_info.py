@@ -16,7 +16,7 @@ def test_xmlkit_folder(tmp_path, bibtex):
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
     assert info["algorithm"] == "fastxml" and info["format"] == "xmlkit"
-    assert info["format_version"] == 3 and info["trees"] == 2 and info["tree_indices"] == [0, 1]
+    assert info["format_version"] == 4 and info["trees"] == 2 and info["tree_indices"] == [0, 1]
     assert (info["n_features"], info["n_labels"]) == (X.shape[1], Y.shape[1])
     assert info["params"]["max_leaf"] == 20 and info["seed"] == 0
     stats = model.stats()

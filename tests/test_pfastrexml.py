@@ -206,18 +206,18 @@ def test_propensity_options(tmp_path, bibtex):
     with pytest.raises(ValueError, match="inv_propensity must hold 159"):
         xmlkit.PfastreXML(n_trees=1, inv_propensity=[2.0, 2.0]).fit(X, Y)
     # fit refuses what loading the folder would refuse (not a model saved, then damaged)
-    for bad in (0.0, -1.0, np.nan):
+    for bad in (0.0, -1.0, np.nan, 1e308, 1e13):
         q = np.full(Y.shape[1], 2.0)
         q[3] = bad
-        with pytest.raises(ValueError, match="inv_propensity must be finite and > 0"):
+        with pytest.raises(ValueError, match="inv_propensity must be finite, > 0 and at most"):
             xmlkit.PfastreXML(n_trees=1, inv_propensity=q).fit(X, Y)
     good = xmlkit.PfastreXML(n_trees=1, inv_propensity=np.full(Y.shape[1], 2.0)).fit(
         X[:300], Y[:300])
-    for bad in (0.0, np.inf):
+    for bad in (0.0, np.inf, 1e308):
         good.inv_propensity_[3] = bad
         good.save(tmp_path / "saved")
         with pytest.raises(xmlkit.XmlkitError, match="the inverse propensities: must be "
-                                                     "finite and > 0"):
+                                                     "finite, > 0 and at most 1e"):
             xmlkit.load_model(tmp_path / "saved")
 
     # a shard trained with other propensities is refused

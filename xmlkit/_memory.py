@@ -29,6 +29,7 @@ threads' blocks of scores raised xml-predict's peak by 3-4 MB on the
 All are glibc's; elsewhere they do nothing.
 """
 import ctypes
+import os
 import sys
 
 
@@ -66,3 +67,39 @@ def one_heap():
     mallopt = _libc("mallopt")
     if mallopt is not None:
         mallopt(M_ARENA_MAX, 1)
+
+
+def available_bytes():
+    """Memory this process can still get: what the machine can give (Linux:
+    MemAvailable plus free swap, from /proc/meminfo), less where the
+    process's address space is limited (RLIMIT_AS, as `ulimit -v` sets);
+    None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            info = dict(line.split(":", 1) for line in f if ":" in line)
+        kb = int(info["MemAvailable"].split()[0]) + int(info.get("SwapFree", "0 kB").split()[0])
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+    have = kb * 1024
+    try:
+        import resource
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit != resource.RLIM_INFINITY:
+            with open("/proc/self/statm") as f:
+                used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            have = min(have, max(0, limit - used))
+    except (ImportError, OSError, ValueError, IndexError):
+        pass
+    return have
+
+
+def require_memory(nbytes, what, hint=""):
+    """Raise XmlkitError (exit 2) when `what` needs more than the memory
+    available (available_bytes): refused before it is allocated, rather
+    than the process being killed for memory half-way."""
+    have = available_bytes()
+    if have is not None and nbytes > have:
+        from xmlkit.errors import XmlkitError
+        raise XmlkitError(f"out of memory: {what} needs about {nbytes / 2**30:.1f} GiB, more "
+                          f"than the "
+                          f"{have / 2**30:.1f} GiB this machine has available{hint}")

@@ -71,8 +71,8 @@ class Uncompressed:
 
 # -- writing
 
-def write(folder, name, arrays, compact=False, remove_dead=False):
-    """Write `<folder>/<name>.npz` atomically: the arrays in the order of the
+def write(folder, name, arrays, compact=False, remove_dead=False, suffix=".npz"):
+    """Write `<folder>/<name><suffix>` atomically: the arrays in the order of the
     dict `arrays` (mapped layout) or sorted by name (compact). An entry may be
     a function giving its array, called when its entry is written (and the
     array let go before the next: arrays made for the file alone are held
@@ -80,7 +80,7 @@ def write(folder, name, arrays, compact=False, remove_dead=False):
     the same bytes. Compact files are deflated at level 1 (an Uncompressed
     entry stored); dead temporary files are left to the folder's cleaning
     unless remove_dead (atomic_path's)."""
-    with atomic_path(Path(folder) / f"{name}.npz", remove_dead=remove_dead) as tmp:
+    with atomic_path(Path(folder) / f"{name}{suffix}", remove_dead=remove_dead) as tmp:
         with open(tmp, "w+b") as f, zipfile.ZipFile(f, "w") as zf:
             keys = sorted(arrays) if compact else list(arrays)
             if TABLE in keys:
@@ -321,6 +321,21 @@ class ArrayFile(Mapping):
         except ValueError as exc:
             raise DamagedModel(self.path, str(exc)) from None
 
+    def take(self, name):
+        """Array `name` (None if the file has none), checked now (its blocks)
+        and copied, and no longer one of the file's arrays (a small array a
+        caller checks the file by: store.check_origin)."""
+        from xmlkit._ext.file_check import BLOCK, block_digests
+        a = self._arrays.pop(name, None)
+        if a is None:
+            return None
+        begin, end = self.spans.pop(name)
+        for k in range(begin // BLOCK, (max(end, begin + 1) - 1) // BLOCK + 1):
+            lo, hi = k * BLOCK, min(self.covered, (k + 1) * BLOCK)
+            if block_digests(self._data[lo:hi], hi - lo, BLOCK)[0] != self.table[k]:
+                raise DamagedModel(self.path, f"block {k} ({name}) differs from its digest")
+        return np.array(a)
+
     def failure(self, blocks):
         """The DamagedModel error of a BlockFile whose check failed."""
         from xmlkit._ext.file_check import BLOCK
@@ -406,6 +421,15 @@ class CompactFile(Mapping):
             return self._z[name]
         except _UNREADABLE as exc:
             raise self._damaged(exc) from None
+
+    def take(self, name):
+        """Array `name` (None if the file has none), no longer one of the
+        file's arrays (see ArrayFile.take)."""
+        if name not in self._names:
+            return None
+        a = self[name]
+        self._names = tuple(n for n in self._names if n != name)
+        return a
 
     def read_npy(self, name):
         """Array `name` as (shape, dtype, read): its header, and read(k)

@@ -41,10 +41,65 @@ def output_target(path):
         raise XmlkitError(f"{path}: is {what}; give a file name to write")
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
-        raise XmlkitError(f"{path}: cannot write: the folder {folder} does not exist")
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise XmlkitError(f"{path}: cannot write: {folder} {what}")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise XmlkitError(f"{path}: cannot write: no permission to write in {folder}")
     return path
+
+
+def _identity(path):
+    """(device, inode) of the file `path` names (links followed), or None."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _files_of(path):
+    """The identities of an input: a file's own, or every file directly in
+    a folder (a model folder's manifest and arrays)."""
+    if os.path.isdir(path):
+        try:
+            names = os.listdir(path)
+        except OSError:
+            return []
+        return [i for i in (_identity(os.path.join(path, n)) for n in names) if i]
+    i = _identity(path)
+    return [i] if i else []
+
+
+def refuse_overwrite(outputs, inputs, folder=None):
+    """Raise XmlkitError, before a command reads or writes anything, when
+    one of its output files would replace one of its inputs, or another of
+    its outputs: the same file by device and inode (under another name,
+    through a symbolic or hard link), or for outputs not there yet the same
+    resolved path. `outputs` and `inputs`: (what, path) pairs, None and "-"
+    (standard streams) skipped; an input that is a folder (a model folder)
+    stands for every file in it. `folder`: (what, path) of an output folder
+    (a model folder training writes into): an input inside it is refused."""
+    inputs = [(w, p) for w, p in inputs if p is not None and str(p) != "-"]
+    outputs = [(w, p) for w, p in outputs if p is not None and str(p) != "-"]
+    seen = {}
+    for what, path in outputs:
+        key = _identity(path) or os.path.realpath(path)
+        if key in seen:
+            raise XmlkitError(f"{path}: is both the {seen[key]} and the {what}: name two "
+                              "different files")
+        seen[key] = what
+        for in_what, in_path in inputs:
+            if key in _files_of(in_path):
+                same = "is" if os.path.isfile(in_path) else "is a file of"
+                raise XmlkitError(f"{path}: {same} the {in_what} {in_path}; an output never "
+                                  "writes over an input: choose another name")
+    if folder is not None and folder[1] is not None:
+        where = os.path.realpath(folder[1])
+        for in_what, in_path in inputs:
+            real = os.path.realpath(in_path)
+            if real == where or real.startswith(where.rstrip(os.sep) + os.sep):
+                raise XmlkitError(f"{in_path}: the {in_what} lies in {folder[1]}, the "
+                                  f"{folder[0]} this command writes: move it out first")
 
 
 def writable_folder(path):
@@ -95,7 +150,7 @@ def remove_dead_temps(target):
     mine = _host_prefix(target)
     for p in target.parent.glob(f"{glob.escape(mine)}*.tmp"):
         pid = p.name[len(mine):].split(".", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isascii() and pid.isdigit() and not _alive(int(pid)):
             try:
                 p.unlink()
             except OSError:

@@ -45,11 +45,11 @@ def parse_address(address):
     """('local', N) for 'local:N', else ('remote', address)."""
     if address.startswith("local:"):
         n = address[len("local:"):]
-        if not n.isdigit() or int(n) < 1:
+        if not (n.isascii() and n.isdigit()) or not n.strip("0"):
             raise XmlkitError(f"address {address}: local:N needs a number of workers N >= 1",
                               param="address")
         cores = usable_cores()
-        if int(n) > cores:
+        if len(n.lstrip("0")) > 9 or int(n) > cores:
             raise XmlkitError(f"address {address}: this machine has {cores} usable cores; "
                               f"local:N starts N worker processes, so N may be at most {cores}",
                               param="address")

@@ -50,23 +50,18 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
         wanted = model._part_keys()
         want = set(wanted)
         manifest = store.read_manifest(folder)
-        v1 = store.records(manifest) is None
         keep = (lambda part: part) if keep_trees else model._part_kept
         kept_parts = {}
         if model.RESUMABLE:
-            recorded = set() if v1 else set(model._stored_parts(folder, manifest))
-            unrecorded = set(model._stored_parts(folder)) - recorded
-            # parts whose files join the records: in a version 1 folder every
-            # part file is a part of the model (the folder is upgraded);
-            # otherwise the wanted ones (files of a killed run, or copied from
-            # another shard)
-            adopt = unrecorded if v1 else unrecorded & want
+            recorded = set(model._stored_parts(folder, manifest))
+            # part files not recorded yet join the records when wanted (files
+            # of a killed run, or copied from another shard), once checked
+            # whole and found to be of this model (their origin: xmlkit.store)
+            adopt = (set(model._stored_parts(folder)) - recorded) & want
             for key in sorted((recorded & want) | adopt):
-                # a recorded part is checked against its record, the others as any file
-                part = load_part(model, folder, key, manifest if key in recorded else None,
+                part = load_part(model, folder, key, manifest, recorded=key in recorded,
                                  check_now=True)
-                if key in want:
-                    kept_parts[key] = keep(part)
+                kept_parts[key] = keep(part)
             store.record_files(folder, [model._part_file(k) for k in sorted(adopt)])
         todo = [k for k in wanted if k not in kept_parts]
         if log and kept_parts:
@@ -76,8 +71,8 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
         parts = dict(kept_parts)
         records = _Records(folder)
         try:
-            for key, part in model._fit_parts(X, Y, todo, PartWriter(folder, model), tick,
-                                              log, executor):
+            for key, part in model._fit_parts(X, Y, todo, PartWriter(folder, model, manifest),
+                                              tick, log, executor):
                 parts[key] = keep(part)
                 records.add(model._part_file(key))
         except BaseException:
@@ -86,7 +81,7 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
         records.flush()
         model._set_parts(parts)
         model._finish_fit(X, Y)
-        save_extras(model, folder)
+        save_extras(model, folder, manifest)
     return model
 
 

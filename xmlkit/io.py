@@ -85,6 +85,67 @@ class XCFile:
         return None if self.label_rows is None else self.label_rows.to_scipy()
 
 
+#: the UTF-8 byte-order mark
+BOM = b"\xef\xbb\xbf"
+
+
+def strip_bom(data):
+    """`data` (the first bytes of a text file) without a UTF-8 byte-order
+    mark at its start: the one rule of every reader of text files (XC
+    files, documents, named predictions, value files): a BOM there marks
+    the encoding and is not part of the data; anywhere else it is data."""
+    return data[3:] if data[:3] == BOM else data
+
+
+#: digits of the longest integer a JSON input may hold (Python refuses to
+#: convert more than 4300; an id or a count never needs this many)
+JSON_DIGITS = 1000
+
+
+def _json_int(text):
+    if len(text.lstrip("-")) > JSON_DIGITS:
+        raise ValueError(f"an integer of {len(text.lstrip('-'))} digits (at most "
+                         f"{JSON_DIGITS})")
+    return int(text)
+
+
+def loads_json(text):
+    """json.loads for text from a file (a line of JSON Lines, a manifest):
+    ValueError with a one-line reason for whatever does not give plain
+    values: bad syntax, nesting too deep for the parser, integers of more
+    than JSON_DIGITS digits, strings that are not Unicode text (lone
+    surrogates, which no UTF-8 output could hold)."""
+    import json
+    try:
+        obj = json.loads(text, parse_int=_json_int)
+    except json.JSONDecodeError as exc:
+        raise ValueError(exc.msg) from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if "\\u" in text.lower() and _has_surrogate(obj):
+        raise ValueError("a string holds a lone surrogate escape (\\ud800-\\udfff): not "
+                         "Unicode text")
+    return obj
+
+
+def _has_surrogate(obj):
+    """Whether a string in `obj` (JSON values) holds a lone surrogate."""
+    todo = [obj]
+    while todo:
+        o = todo.pop()
+        if isinstance(o, str):
+            try:
+                o.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(o, dict):
+            todo.extend(o.keys())
+            todo.extend(o.values())
+        elif isinstance(o, list):
+            todo.extend(o)
+    return False
+
+
 def _open_binary(path, mode):
     path = Path(path)
     module = _COMPRESSED.get(path.suffix.lower())
@@ -112,6 +173,13 @@ def open_for_reading(path):
         raise XmlkitError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
+def _shown(text, most=60):
+    """`text` as a message shows it: at most `most` characters, those that
+    do not print (a CR, a TAB, a control character) as escapes."""
+    text = text[:most]
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+
+
 def _parse_header(path, line):
     """The header's integers: ASCII digits only (no sign, no '_', no other
     script's digits), separated by spaces or tabs, each below 2^63."""
@@ -124,7 +192,7 @@ def _parse_header(path, line):
             dims = None
     if dims is None:
         raise InputFormatError(
-            path, 1, f"malformed header '{text[:60]}': expected 'N D L' (data set) "
+            path, 1, f"malformed header '{_shown(text)}': expected 'N D L' (data set) "
             "or 'N C' (sparse matrix) as non-negative integers")
     return dims
 
@@ -151,6 +219,12 @@ def _parse_error(path, parser, buf, layout):
     if code == "value" and tok.split(":", 1)[-1].lower().lstrip("+-").startswith(("nan", "inf")):
         code = "nonfinite"
     cols = "features" if layout == "dataset" else "columns"
+    if code in ("feature_range", "label_range"):
+        # (the index as written: the parser's value stops at 64 bits)
+        bound = parser.n_cols if code == "feature_range" else parser.n_labels
+        text = tok.split(":", 1)[0] if code == "feature_range" else tok
+        val = next((d for d in re.findall(r"[0-9]+", text)
+                    if len(d) > 18 or not 0 <= int(d) - parser.index_base < bound), val)
     msg = _MESSAGES[code].format(tok=tok, val=val, ncols=parser.n_cols, cols=cols,
                                  nlabels=parser.n_labels, nrows=parser.n_rows)
     return InputFormatError(path, line, msg, param="index_base" if code == "zero_index" else None)
@@ -218,6 +292,12 @@ def _xc_parts(path, index_base, layout, progress, chunk_rows, stream=False):
         taken = 0
         try:
             first = read(CHUNK_BYTES)
+            while first and len(first) < 3 and BOM.startswith(first):
+                more = read(3 - len(first))     # (a stream may give its BOM in pieces)
+                if not more:
+                    break
+                first += more
+            first = strip_bom(first)
             if not first:
                 raise InputFormatError(path, 1, "empty file: expected a header 'N D L' or 'N C'")
             buf = first
@@ -235,9 +315,14 @@ def _xc_parts(path, index_base, layout, progress, chunk_rows, stream=False):
                 want = "a data set with header 'N D L'" if layout == "dataset" else \
                     "a sparse matrix with header 'N C'"
                 raise InputFormatError(path, 1, f"expected {want}, found header "
-                                       f"'{header.decode(errors='replace').strip()}'")
+                                       f"'{_shown(header.decode(errors='replace').strip())}'")
             n_rows, n_cols = dims[0], dims[1]
             n_labels = dims[2] if found == "dataset" else -1
+            names = ("N", "D", "L") if found == "dataset" else ("N", "C")
+            for name, n in zip(names[1:], dims[1:]):
+                if n >= 2**31 - 1:
+                    raise InputFormatError(path, 1, f"the header's {name} = {n} is more than "
+                                           f"the {2**31 - 2} columns that 32-bit indices hold")
             try:
                 parser = RowParser(n_rows, n_cols, n_labels, index_base)
             except ValueError as exc:
@@ -441,35 +526,36 @@ def write_dataset(path, X, Y, precision=7, index_base=0):
         _put_rows(out, x, (yp, yi), False, precision, index_base)
 
 
-def read_vector(path, n, what, of, positive=True):
+def read_vector(path, n, what, of, positive=True, most=np.inf):
     """A file of one float per entry (whitespace separated, as the C++ tools
     read inverse propensities): exactly ``n`` finite values, each > 0
-    (``positive``) or >= 0. ``what``/``of`` name them in errors ("inverse
-    propensity", "labels")."""
+    (``positive``) or >= 0, and at most `most`. ``what``/``of`` name them in
+    errors ("inverse propensity", "labels")."""
     path = str(path)
     with open_for_reading(path) as stream:
         try:
-            text = stream.read().decode("utf-8", "replace")
+            text = strip_bom(stream.read()).decode("utf-8", "replace")
         except DECOMPRESS_ERRORS as exc:
             raise InputFormatError(path, None, f"compressed data is truncated or corrupt ({exc})") \
                 from None
     try:
         values = np.array(text.split(), dtype=np.float64)
         bad = values.size == 0 or not np.all(np.isfinite(values)) or \
-            not np.all(values > 0 if positive else values >= 0)
+            not np.all(values > 0 if positive else values >= 0) or not np.all(values <= most)
     except ValueError:
         bad = True
     if bad:   # find the first offending line for the message
         sign = "positive" if positive else "non-negative"
+        limit = "" if most == np.inf else f" up to {most:g}"
         for lineno, line in enumerate(text.splitlines(), 1):
             for tok in line.split():
                 try:
                     v = float(tok)
                 except ValueError:
                     raise InputFormatError(path, lineno, f"malformed value '{tok[:40]}'") from None
-                if not np.isfinite(v) or not (v > 0 if positive else v >= 0):
-                    raise InputFormatError(path, lineno, f"{what} '{tok}' must be a finite "
-                                           f"{sign} number")
+                if not np.isfinite(v) or not (v > 0 if positive else v >= 0) or v > most:
+                    raise InputFormatError(path, lineno, f"{what} '{tok[:40]}' must be a "
+                                           f"finite {sign} number{limit}")
         raise InputFormatError(path, 1, f"empty file: expected one {what} per {of[:-1]}")
     if len(values) != n:
         raise InputFormatError(path, max(1, text.count("\n")),
@@ -485,8 +571,11 @@ def write_vector(path, v, fmt="%.6f"):
 
 
 def read_inv_propensity(path, n_labels):
-    """Inverse-propensity file: one positive float per label."""
-    return read_vector(path, n_labels, "inverse propensity", "labels", positive=True)
+    """Inverse-propensity file: one positive float per label, at most
+    xmlkit.metrics.MAX_INV_PROPENSITY."""
+    from xmlkit.metrics import MAX_INV_PROPENSITY
+    return read_vector(path, n_labels, "inverse propensity", "labels", positive=True,
+                       most=MAX_INV_PROPENSITY)
 
 
 def write_inv_propensity(path, q):

@@ -59,9 +59,17 @@ def propensity_ab(preset="default", A=None, B=None):
     return a, b
 
 
+#: the largest inverse propensity taken (a propensity of 1e-12): above it
+#: the weighted sums of training and of PSP@k lose all precision in float32
+#: and may overflow
+MAX_INV_PROPENSITY = 1e12
+
+
 def inverse_propensity(Y_train, A=0.55, B=1.5):
     """q_l = 1 + (ln N − 1)(B + 1)^A (N_l + B)^(−A), N = training points,
-    N_l = training points carrying label l."""
+    N_l = training points carrying label l (computed by logarithms, so that
+    a large A does not overflow on the way); A and B whose q is not finite,
+    not positive or above MAX_INV_PROPENSITY for some label are refused."""
     if isinstance(Y_train, Rows):
         # (the points holding each label without scipy, which a PfastreXML
         # training would otherwise import for this alone)
@@ -74,8 +82,16 @@ def inverse_propensity(Y_train, A=0.55, B=1.5):
     if n == 0:
         raise XmlkitError("inverse propensities need at least one training point")
     counts = np.bincount(labels, minlength=Y.shape[1]).astype(np.float64)
-    c = (np.log(n) - 1.0) * (B + 1.0) ** A
-    return 1.0 + c * (counts + B) ** (-A)
+    with np.errstate(all="ignore"):
+        q = 1.0 + (np.log(n) - 1.0) * np.exp(A * (np.log1p(B) - np.log(counts + B)))
+    bad = ~(np.isfinite(q) & (q > 0) & (q <= MAX_INV_PROPENSITY))
+    if bad.any():
+        l = int(np.argmax(bad))
+        raise XmlkitError(f"the propensity model with A={A:g}, B={B:g} gives label {l} "
+                          f"(in {int(counts[l])} of {n} training points) the inverse "
+                          f"propensity {q[l]:.6g}, which is not a finite number from 0 to "
+                          f"{MAX_INV_PROPENSITY:g}; choose other A and B", param="propensity_a")
+    return q
 
 
 def _binary_csr(Y, name, strict=True):
@@ -151,7 +167,10 @@ def ranking_metrics(Y_true, scores, ks=DEFAULT_KS, inv_prop=None):
         inv_prop = np.asarray(inv_prop, dtype=np.float64)
         if inv_prop.shape != (Y.shape[1],):
             raise XmlkitError(f"{len(inv_prop)} inverse propensities for {Y.shape[1]} labels")
-    K = ks[-1]
+    # (no row ranks more than L labels: beyond k = L every sum stays as it
+    # is at L, and P@k is the hits at L over k; so k is cut to L where the
+    # top labels are taken, whatever k is asked for)
+    K = min(ks[-1], max(1, Y.shape[1]))
     from xmlkit._ext.ranking import ranking_sums, top_k
     top, _ = top_k(indptr, indices, data, K)
     acc = ranking_sums(top, Y.indptr, Y.indices, Y.shape[1], inv_prop)
@@ -159,12 +178,14 @@ def ranking_metrics(Y_true, scores, ks=DEFAULT_KS, inv_prop=None):
     out = {}
     for name, row in _ROWS.items():
         for k in ks:
-            out[f"{name}@{k}"] = float(acc[row, k - 1] / n)
+            value = acc[row, min(k, K) - 1] / n
+            out[f"{name}@{k}"] = float(value * K / k if name == "P" and k > K else value)
     if inv_prop is not None:
         for name, num, den in (("PSP", 3, 4), ("PSnDCG", 5, 6)):
             for k in ks:
-                d = acc[den, k - 1]
-                out[f"{name}@{k}"] = float(acc[num, k - 1] / d) if d > 0 else float("nan")
+                d = acc[den, min(k, K) - 1]
+                out[f"{name}@{k}"] = float(acc[num, min(k, K) - 1] / d) if d > 0 \
+                    else float("nan")
     return out
 
 
@@ -271,9 +292,10 @@ def binned_precision(Y_true, scores, bins, n_bins, k, inv_prop=None):
     or None, "hits": array of hit counts}."""
     k = int(k)
     Y = _binary_csr(Y_true, "true labels")
-    top, _ = top_k(scores, k)
     N, L = Y.shape
-    rows = np.repeat(np.arange(N, dtype=np.int64), k)
+    kc = min(k, max(1, L))          # (no row ranks more: see ranking_metrics)
+    top, _ = top_k(scores, kc)
+    rows = np.repeat(np.arange(N, dtype=np.int64), kc)
     labels = top.ravel().astype(np.int64)
     stored = labels >= 0
     hit = np.zeros(len(labels), bool)

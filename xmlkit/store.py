@@ -1,12 +1,17 @@
 """Model folders: a versioned JSON manifest plus arrays in .npz files.
 
     <model>/manifest.json    format, format_version, xmlkit_version, algorithm,
-                             params, n_features, n_labels, seed, and `files`:
-                             name -> {"size", "xxh64"} of every array file
-                             that belongs to the model ({"size", "sha256"}
-                             in folders written before format version 3)
+                             params, n_features, n_labels, seed,
+                             predict_params, data (a digest of the training
+                             data), and `files`: name -> {"size", "xxh64"}
+                             of every array file that belongs to the model
+                             ({"size", "sha256"} in folders written before
+                             format version 3)
     <model>/<name>.npz       arrays (e.g. one file per tree), in the mapped
-                             or the compact layout (xmlkit.arrayfile)
+                             or the compact layout (xmlkit.arrayfile); from
+                             format version 4 each starts with `__origin__`:
+                             the digest of the manifest's model-defining
+                             fields (ORIGIN_KEYS) and the file's name
 
 Every file is written atomically (temporary name, then rename), so a folder
 never holds a half-written file; nothing is pickled. An array file is part
@@ -14,8 +19,12 @@ of the model once its record is in the manifest (record_files, after the
 file is complete); a file is checked against its record before its arrays
 are used (size when opened; digest when opened (compact) or verified
 (mapped): xmlkit.arrayfile), so a damaged, replaced or deleted file is
-refused. Format version 1 folders (no `files`) still load, without that
-check. Loading a folder of another format version fails with a clear
+refused. A file's `__origin__` ties it to the manifest: a file copied
+from a model of other parameters, seed or training data (a shard of
+another run), a file renamed, or a manifest whose parameters were edited,
+is refused when the file is loaded or adopted (check_origin). Format
+version 1 folders (no `files`) still load, without that check; folders of
+versions 2 and 3 without the origin check. Loading a folder of another format version fails with a clear
 message.
 """
 import fcntl
@@ -30,22 +39,68 @@ from xmlkit.atomic import atomic_path
 from xmlkit.errors import XmlkitError
 
 FORMAT = "xmlkit-model"
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)  # version 1: no file records; 2: SHA-256 records
+FORMAT_VERSION = 4
+#: version 1: no file records; 2: SHA-256 records; 3: no __origin__
+READABLE_VERSIONS = (1, 2, 3, 4)
 MANIFEST = "manifest.json"
 LOCK = ".lock"
 _HELD = set()          # folders this process holds the lock of
+#: the first array of every file of a version 4 folder (see origin)
+ORIGIN = "__origin__"
+#: the manifest's fields that define what the model computes
+ORIGIN_KEYS = ("algorithm", "params", "n_features", "n_labels", "seed", "predict_params",
+               "data")
 
 
-def make_manifest(algorithm, params, n_features, n_labels, seed, predict_params=None):
+def make_manifest(algorithm, params, n_features, n_labels, seed, predict_params=None,
+                  data=None):
     """A new manifest; `predict_params`: the predict parameters recorded at
-    training (families that have any)."""
+    training (families that have any); `data`: the digest of the training
+    data (xmlkit.models.ensemble.data_digest)."""
     m = {"format": FORMAT, "format_version": FORMAT_VERSION, "xmlkit_version": __version__,
          "algorithm": algorithm, "params": params, "n_features": int(n_features),
          "n_labels": int(n_labels), "seed": int(seed), "files": {}}
     if predict_params:
         m["predict_params"] = predict_params
+    if data is not None:
+        m["data"] = data
     return m
+
+
+def origin(manifest, name):
+    """The `__origin__` of array file `name` (without .npz) of a model with
+    `manifest`: the XXH64 of the manifest's ORIGIN_KEYS (as canonical JSON)
+    and the file's name, as a uint64 array of one entry. A file carries it
+    from when it is written; a change of any of those fields in the
+    manifest, or a file of another model or under another name, no longer
+    matches."""
+    from xmlkit._ext.file_check import xxh64
+    import numpy as np
+    fields = json.dumps({k: manifest.get(k) for k in ORIGIN_KEYS}, sort_keys=True,
+                        separators=(",", ":"), allow_nan=True)
+    h = xxh64(f"{fields}\n{name}.npz".encode("utf-8", "surrogatepass"))
+    return np.array([int(h, 16)], dtype=np.uint64)
+
+
+def check_origin(arrays, manifest, path):
+    """Take the `__origin__` out of a file's `arrays` (a mapping from
+    xmlkit.arrayfile.open_file) and raise DamagedModel unless it is the one
+    `manifest` gives the file at `path`. A file without one passes only in a
+    folder of format version 3 or older (written before origins were)."""
+    from xmlkit.checks import DamagedModel
+    import numpy as np
+    got = arrays.take(ORIGIN)
+    path = Path(path)
+    if got is None:
+        if manifest.get("format_version", 1) >= 4:
+            raise DamagedModel(path, f"lacks its {ORIGIN} (a file of an older xmlkit "
+                                     "version or of another model)")
+        return
+    want = origin(manifest, path.stem)
+    if got.dtype != want.dtype or got.shape != want.shape or not np.array_equal(got, want):
+        raise DamagedModel(path, "belongs to another model than the folder's manifest "
+                                 "describes (other parameters, seed or training data, another "
+                                 "file name, or an edited manifest)")
 
 
 def write_manifest(folder, manifest):
@@ -74,9 +129,14 @@ def read_manifest(folder):
         raise XmlkitError(f"{folder}: no such model folder")
     if not path.is_file():
         raise XmlkitError(f"{folder}: not an xmlkit model folder (no {MANIFEST})")
+    from xmlkit.io import loads_json
     try:
-        m = json.loads(path.read_text())
-    except (ValueError, OSError) as exc:
+        m = loads_json(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError:
+        raise XmlkitError(f"{path}: unreadable manifest (not UTF-8 text)") from None
+    except OSError as exc:
+        raise XmlkitError(f"{path}: unreadable manifest ({exc.strerror or exc})") from None
+    except ValueError as exc:
         raise XmlkitError(f"{path}: unreadable manifest ({exc})") from None
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise XmlkitError(f"{path}: not an xmlkit model manifest")
@@ -94,7 +154,10 @@ def read_manifest(folder):
     for key, kind in kinds.items():
         if key in m and (not isinstance(m[key], kind) or isinstance(m[key], bool)):
             raise XmlkitError(f"{path}: manifest field '{key}' is not a {kind.__name__}")
-    if not (0 <= m["n_features"] < 2**31 and 0 < m["n_labels"] < 2**31 and m["seed"] >= 0):
+    if "data" in m and not isinstance(m["data"], str):
+        raise XmlkitError(f"{path}: manifest field 'data' is not a str")
+    if not (0 <= m["n_features"] < 2**31 and 0 < m["n_labels"] < 2**31
+            and 0 <= m["seed"] < 2**63):
         raise XmlkitError(f"{path}: manifest dimensions or seed out of range")
     for name, rec in m.get("files", {}).items():
         if not (isinstance(rec, dict) and isinstance(rec.get("size"), int)
@@ -155,9 +218,18 @@ def prepare_folder(folder, manifest):
         if listed(old) == [] and not any(folder.glob("*.npz")):
             write_manifest(folder, manifest)
             return
-        diffs = [f"{k}: {old.get(k)!r} there, {manifest[k]!r} now"
-                 for k in ("algorithm", "n_features", "n_labels", "seed")
-                 if old.get(k) != manifest[k]]
+        if old.get("format_version") != FORMAT_VERSION:
+            raise XmlkitError(
+                f"{folder}: holds a model of format version {old.get('format_version')} "
+                f"(xmlkit {old.get('xmlkit_version', '?')}): this version cannot add to it; "
+                "train into a new folder")
+        if "data" in old and old["data"] != manifest.get("data"):
+            raise XmlkitError(f"{folder}: holds a model trained on other data (its digest "
+                              f"{old['data']}, these data {manifest.get('data')}); use a new "
+                              "folder or the same data")
+        diffs = [f"{k}: {old.get(k)!r} there, {manifest.get(k)!r} now"
+                 for k in ("algorithm", "n_features", "n_labels", "seed", "predict_params")
+                 if old.get(k) != manifest.get(k)]
         keys = sorted(set(old["params"]) | set(manifest["params"]))
         diffs += [f"{k}: {old['params'].get(k)!r} there, {manifest['params'].get(k)!r} now"
                   for k in keys if old["params"].get(k) != manifest["params"].get(k)]
@@ -257,29 +329,37 @@ def remove_stale_temps(folder):
 Uncompressed = arrayfile.Uncompressed
 
 
-def save_arrays(folder, name, arrays, remove_dead=False, compact=False):
+def save_arrays(folder, name, arrays, manifest=None, remove_dead=False, compact=False):
     """Write `<folder>/<name>.npz` atomically (no pickles), in the mapped
     layout (every array stored, aligned: read in place) or, compact=True,
-    deflated: see xmlkit.arrayfile.write. Files in a model folder leave dead
-    temporary files to remove_stale_temps (under the folder's lock); a file
-    of its own passes remove_dead=True (atomic_path's)."""
+    deflated: see xmlkit.arrayfile.write. A file of a model folder passes
+    the folder's `manifest`: the file then starts with its origin (see
+    origin). Files in a model folder leave dead temporary files to
+    remove_stale_temps (under the folder's lock); a file of its own passes
+    remove_dead=True (atomic_path's)."""
+    if manifest is not None:
+        arrays = {ORIGIN: origin(manifest, name), **arrays}
     arrayfile.write(folder, name, arrays, compact=compact, remove_dead=remove_dead)
 
 
-def load_arrays(folder, name, manifest=None, lazy=False):
+def load_arrays(folder, name, manifest=None, lazy=False, recorded=True):
     """The arrays of `<folder>/<name>.npz`: a dict, checked against the
-    file's record in a version 2 or 3 `manifest` (which must record it), or
-    with lazy=True the file itself (xmlkit.arrayfile.ArrayFile, mapped, whose
-    digest and contents its reader verifies before a kernel sees them; or a
-    CompactFile, read and checked whole)."""
+    file's record in a version 2 to 4 `manifest` (which must record it,
+    unless not `recorded`: a file to adopt, checked whole by the caller)
+    and against its origin, or with lazy=True the file itself
+    (xmlkit.arrayfile.ArrayFile, mapped, whose digest and contents its
+    reader verifies before a kernel sees them; or a CompactFile, read and
+    checked whole)."""
     path = Path(folder) / f"{name}.npz"
     rec = None
-    files = None if manifest is None else records(manifest)
+    files = None if manifest is None or not recorded else records(manifest)
     if files is not None:
         rec = files.get(f"{name}.npz")
         if rec is None:
             raise XmlkitError(f"{path}: not part of the model (not in its manifest)")
     arrays = arrayfile.open_file(path, rec)
+    if manifest is not None:
+        check_origin(arrays, manifest, path)
     if lazy:
         return arrays
     if not arrays.verified:

@@ -24,6 +24,7 @@ bit, in any process. The featurizer and the label names are plain arrays
 """
 import contextlib
 import json
+import math
 import sys
 import zipfile
 from dataclasses import dataclass, field
@@ -84,7 +85,7 @@ def _lines(path, stream=False):
     line ends removed; a line that is not UTF-8 is refused (file:line).
     stream=True (standard input that is a pipe or terminal): batches of the
     lines that have arrived, each a list, as they arrive."""
-    from xmlkit.io import DECOMPRESS_ERRORS, open_for_reading
+    from xmlkit.io import DECOMPRESS_ERRORS, open_for_reading, strip_bom
     stdin = str(path) == "-"
     stream = stream and stdin
     source = sys.stdin.buffer if stdin else open_for_reading(path)
@@ -111,10 +112,14 @@ def _lines(path, stream=False):
                     out = []
                     for raw in batch:
                         lineno += 1
+                        if lineno == 1:
+                            raw = strip_bom(raw)
                         out.append((lineno, raw.decode("utf-8").rstrip("\r\n")))
                     yield out
                 return
             for lineno, raw in enumerate(source, 1):
+                if lineno == 1:
+                    raw = strip_bom(raw)
                 yield lineno, raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as exc:
             raise InputFormatError(path, lineno, f"not UTF-8 text ({exc.reason})") from None
@@ -128,10 +133,11 @@ def _lines(path, stream=False):
 
 
 def _jsonl_doc(path, lineno, line):
+    from xmlkit.io import loads_json
     try:
-        obj = json.loads(line)
+        obj = loads_json(line)
     except ValueError as exc:
-        raise InputFormatError(path, lineno, f"not a JSON object ({exc.msg})") from None
+        raise InputFormatError(path, lineno, f"not a JSON object ({exc})") from None
     if not isinstance(obj, dict):
         raise InputFormatError(path, lineno, "not a JSON object")
     text = obj.get("text")
@@ -341,7 +347,8 @@ class TextFeaturizer:
         def bad(what):
             return XmlkitError(f"{where}: damaged text featurizer ({what})")
         try:
-            meta = json.loads(bytes(np.asarray(arrays["meta"], dtype=np.uint8)).decode())
+            from xmlkit.io import loads_json
+            meta = loads_json(bytes(np.asarray(arrays["meta"], dtype=np.uint8)).decode())
             terms, idf = arrays["terms"], arrays["idf"]
         except (KeyError, ValueError, TypeError):
             raise bad("no readable description") from None
@@ -360,14 +367,15 @@ class TextFeaturizer:
         if terms.dtype.kind != "U" or terms.ndim != 1 or idf.shape != terms.shape \
                 or idf.dtype != np.float64 or not np.all(np.isfinite(idf)) or np.any(idf < 1):
             raise bad("terms or idf")
-        if len(set(terms.tolist())) != len(terms) or not all(terms.tolist()):
+        if len(set(terms.tolist())) != len(terms) or not all(terms.tolist()) \
+                or not _unicode(terms):
             raise bad("terms are empty or not unique")
         f.terms, f.idf = terms, idf
         labels = None
         if "label_names" in arrays:
             names = arrays["label_names"]
             if names.dtype.kind != "U" or names.ndim != 1 or not all(names.tolist()) \
-                    or len(set(names.tolist())) != len(names):
+                    or len(set(names.tolist())) != len(names) or not _unicode(names):
                 raise bad("label names")
             labels = LabelNames(names.tolist())
         return f, labels
@@ -383,15 +391,16 @@ def fit_documents(docs, where, **options):
 
 
 def save_featurizer(path, featurizer, labels=None):
-    """Write the featurizer (and label names) as the single file `path`
-    (.npz, written atomically)."""
-    from xmlkit import store
+    """Write the featurizer (and label names) as the single file `path`,
+    under that very name (an .npz archive whatever its name; written
+    atomically)."""
+    from xmlkit import arrayfile
     path = Path(path)
-    name = path.name[:-4] if path.name.endswith(".npz") else path.name
     # (a file of its own, not in a model folder: temporary files that killed
     # runs left beside it are removed here)
-    store.save_arrays(path.parent, name, featurizer.to_arrays(labels), remove_dead=True)
-    return path.parent / f"{name}.npz"
+    arrayfile.write(path.parent, path.name, featurizer.to_arrays(labels), remove_dead=True,
+                    suffix="")
+    return path
 
 
 def load_featurizer(path):
@@ -467,24 +476,44 @@ def names_writer(path, labels, flush=False):
         yield write
 
 
+def _unicode(strings):
+    """Whether every string of `strings` is Unicode text (no lone
+    surrogate): what UTF-8 output can hold."""
+    try:
+        "".join(strings.tolist()).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _finite_number(v):
+    """Whether JSON value v is a number a float holds (finite)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
+
+
 def read_named_predictions(path):
     """ids, then per document its (label names, scores) best first, of a file
     of names_writer (file:line errors)."""
+    from xmlkit.io import loads_json
     ids, rows = [], []
     with _lines(path) as lines:
         for lineno, line in lines:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = loads_json(line)
             except ValueError as exc:
-                raise InputFormatError(path, lineno, f"not a JSON object ({exc.msg})") from None
+                raise InputFormatError(path, lineno, f"not a JSON object ({exc})") from None
             labels = obj.get("labels") if isinstance(obj, dict) else None
             scores = obj.get("scores") if isinstance(obj, dict) else None
             if not (isinstance(labels, list) and isinstance(scores, list)
                     and len(labels) == len(scores) and all(isinstance(n, str) for n in labels)
-                    and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                            and np.isfinite(v) for v in scores)
+                    and all(_finite_number(v) for v in scores)
                     and len(set(labels)) == len(labels)):
                 raise InputFormatError(path, lineno, "not a prediction line ({\"id\", \"labels\": "
                                                      "[names], \"scores\": [numbers]})")

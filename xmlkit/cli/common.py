@@ -74,13 +74,31 @@ def _leave(code):
     os._exit(code)
 
 
+#: the exit code of a command whose standard output its reader closed
+EXIT_PIPE = 141
+
+
+def _closed_pipe():
+    """Leave quietly with EXIT_PIPE: the reader of standard output closed
+    it (what would be written is no longer wanted); what is still buffered
+    goes nowhere."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    os._exit(EXIT_PIPE)
+
+
 def run(command, prog):
     """Run a click command; every failure is one line on stderr.
 
     Exit codes: 0 success; 2 bad input or options, a damaged model, an
     unusable output location, out of memory; 130 interrupted (Ctrl-C), 143
-    terminated (SIGTERM); 1 an unexpected internal error, with a one-line
-    summary (XMLKIT_DEBUG=1 shows the traceback).
+    terminated (SIGTERM), 141 standard output closed by its reader (a pipe
+    into `head`: nothing on stderr, as any tool a closed pipe stops); 1 an
+    unexpected internal error, with a one-line summary (XMLKIT_DEBUG=1
+    shows the traceback).
     """
     signal.signal(signal.SIGTERM, _on_sigterm)
 
@@ -89,6 +107,9 @@ def run(command, prog):
     warnings.showwarning = show_warning
     try:
         command.main(prog_name=prog, standalone_mode=False)
+        sys.stdout.flush()          # (a closed pipe shows here, not at exit)
+    except BrokenPipeError:
+        _closed_pipe()
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.exceptions.NoArgsIsHelpError as exc:
@@ -110,8 +131,11 @@ def run(command, prog):
         click.echo(f"{prog}: terminated", err=True)
         _leave(143)
     except MemoryError:
+        threads = any(isinstance(p, click.Option) and p.name == "threads"
+                      for p in getattr(command, "params", ()))
         click.echo(f"{prog}: error: out of memory (the data or model need more memory than "
-                   "this machine has; fewer threads -T may help)", err=True)
+                   "this machine has" + ("; fewer threads -T may help)" if threads else ")"),
+                   err=True)
         _leave(EXIT_INPUT)
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""

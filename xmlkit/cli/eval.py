@@ -91,6 +91,12 @@ def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_pr
     all test points count (XC repository definitions).
     """
     log = Log(quiet)
+    from xmlkit.atomic import refuse_overwrite
+    refuse_overwrite([("plot", plot_path)],
+                     [("score file", scores), ("true-label file", true_labels),
+                      ("training-label file", train_labels),
+                      ("inverse-propensity file", inv_propensity),
+                      *(("compared score file", c) for c in compare)])
     ks = parse_ks(ks)
     if train_labels and inv_propensity:
         fail("give either --train-labels or --inv-propensity, not both")

@@ -26,7 +26,7 @@ def forest_folder(args):
         try:
             with open(os.path.join(a, "manifest.json"), "rb") as f:
                 return json.load(f).get("algorithm") in NO_BLAS
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, RecursionError):
             if os.path.isfile(os.path.join(a, "param")):
                 return True                     # (a C++ FastXML / PfastreXML folder)
     return False

@@ -8,14 +8,14 @@ from concurrent.futures import ThreadPoolExecutor
 import click
 
 from xmlkit._memory import one_heap
-from xmlkit.atomic import output_target
+from xmlkit.atomic import output_target, refuse_overwrite
 from xmlkit.cli.common import (CONTEXT, Log, Timeline, fail, index_base_option, named_algorithm,
                                quiet_option, run, text_input, version_option)
 from xmlkit.cluster import CONNECT_TIMEOUT
 from xmlkit.io import is_stream, iter_xc, matrix_writer
 from xmlkit.cli.options import predict_click_options
 from xmlkit.models import REGISTRY, load_model
-from xmlkit.models.base import C_INT_MAX
+from xmlkit.models.base import C_INT_MAX, usable_threads
 
 PIECE_ROWS = 20000      # rows read, scored and written at a time
 
@@ -37,6 +37,10 @@ PIECE_ROWS = 20000      # rows read, scored and written at a time
                    "or local:N (N worker processes here, N at most its cores); the blocks are "
                    "written in order as they arrive, the same file byte for byte. Needs "
                    "pip install 'xmlkit[dask]'.")
+@click.option("--fewer-features", is_flag=True, default=False,
+              help="Score a FEATURES file of fewer columns (D) than the model's, the missing "
+                   "last columns taken as zeros (a file of another width is otherwise refused: "
+                   "it is usually another featurizer's).")
 @click.option("--text", is_flag=True, default=False,
               help="FEATURES is a file of documents (see --text-format; labels, if any, are "
                    "ignored), featurized as MODEL_DIR's training documents were (a model "
@@ -50,7 +54,8 @@ PIECE_ROWS = 20000      # rows read, scored and written at a time
 @quiet_option
 @version_option
 def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, algorithm,
-             dask_address, text, names, text_format, label_sep, index_base, quiet, **family):
+             dask_address, fewer_features, text, names, text_format, label_sep, index_base,
+             quiet, **family):
     """Write the scores of MODEL_DIR's model for the points of FEATURES (a feature
     file 'N D', or a single-file data set 'N D L' whose labels are ignored) to
     SCORES, a score matrix 'N L' (6 decimals, labels ascending).
@@ -68,12 +73,15 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
     log = Log(quiet)
     timeline = Timeline()
     timeline.mark("main")
+    refuse_overwrite([("score file", scores)], [("document file" if text else "feature file",
+                                                features), ("model folder", model_dir)])
     if dask_address is not None:            # before any work: a usable cluster address
         from xmlkit import cluster
         cluster.parse_address(dask_address)
         cluster.require()
     if scores != "-":
         output_target(scores)               # before any work: a usable output location
+    threads = usable_threads(threads)
     trees = _tree_range(model_dir, start_tree, n_trees)
     model = load_model(model_dir, trees, threads=threads)
     timeline.mark("opened")
@@ -94,9 +102,12 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
     stream = is_stream(features)
     header, pieces = iter_xc(features, piece, index_base, stream=stream)
     n_rows, n_cols = header[0], header[1]
-    if n_cols > model.n_features_in_:
-        fail(f"{features} has {n_cols} features but the model in {model_dir} was "
-             f"trained on {model.n_features_in_}")
+    if n_cols > model.n_features_in_ or (n_cols < model.n_features_in_ and not fewer_features):
+        hint = "" if n_cols > model.n_features_in_ else \
+            " (--fewer-features scores it, the missing columns read as zeros)"
+        fail(f"{features} has D = {n_cols} features but the model in {model_dir} was trained "
+             f"on D = {model.n_features_in_}: features of another featurizer or data set?"
+             + hint)
     start = time.perf_counter()
     kwargs = dict(k=top_k, threads=threads, **extra)
     with log.progress(n_rows, "predicting", "points") as bar, \
@@ -248,8 +259,11 @@ def _tree_range(model_dir, start_tree, n_trees):
         if not present:
             fail(f"{model_dir}: has no tree numbered {start_tree} or above")
         return present
-    first = 0 if start_tree is None else start_tree
-    return list(range(first, first + n_trees))
+    if start_tree is None:
+        from xmlkit.models import tree_indices
+        present = tree_indices(model_dir)
+        start_tree = present[0] if present else 0      # (none: the loader says why)
+    return list(range(start_tree, start_tree + n_trees))
 
 
 ALL_FAMILIES = """The options after -k are those of the families named in their help;
@@ -263,6 +277,9 @@ def make_command(algorithm=None):
     """xml-predict with the options of every family, or of `algorithm`'s."""
     @functools.wraps(_command)
     def command(**kwargs):
+        if kwargs["algorithm"] != algorithm:
+            # (the options were chosen by the first --algorithm, click kept the last)
+            fail("--algorithm is given more than once: name one family")
         return _command(**kwargs)
     text = ONE_FAMILY.replace("ALGORITHM", algorithm) if algorithm else ALL_FAMILIES
     command.__doc__ = _command.__doc__.replace("FAMILIES", text)

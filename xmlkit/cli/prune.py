@@ -1,11 +1,10 @@
 """xml-prune: PrunEX data pruning of an XC data set or feature file."""
 import json
-import os
 
 import click
 import numpy as np
 
-from xmlkit.atomic import output_target
+from xmlkit.atomic import output_target, refuse_overwrite
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_option,
                                quiet_option, read_input, run, version_option)
 from xmlkit.io import read_idf, write_dataset, write_idf, write_matrix
@@ -52,9 +51,8 @@ def command(input_path, output_path, threshold, tfidf, idf_out, idf_in, min_keep
              "idf), not both")
     if not tfidf and (idf_in or idf_out):
         fail("--idf-in/--idf-out need --tfidf")
-    if output_path != "-" and os.path.abspath(output_path) in {
-            os.path.abspath(p) for p in (input_path, idf_out, idf_in) if p and p != "-"}:
-        fail(f"{output_path}: the output would overwrite an input; choose another name")
+    refuse_overwrite([("output", output_path), ("idf file --idf-out", idf_out)],
+                     [("input", input_path), ("idf file --idf-in", idf_in)])
     to_stdout = output_path == "-"
     for path in ([] if to_stdout else [output_path]) + ([idf_out] if idf_out else []):
         output_target(path)                 # before any work: a usable output location

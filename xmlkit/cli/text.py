@@ -24,11 +24,14 @@ def _command(documents, out, featurizer_path, fit, text_format, label_sep, index
     reads standard input, as OUT writes standard output. Needs
     pip install 'xmlkit[text]'.
     """
-    from xmlkit.atomic import output_target
+    from xmlkit.atomic import output_target, refuse_overwrite
     from xmlkit.io import write_dataset
     from xmlkit.text import (fit_documents, load_featurizer, need_sklearn, read_documents,
                              save_featurizer)
     log = Log(quiet)
+    refuse_overwrite([("data set", out), ("featurizer", featurizer_path if fit else None)],
+                     [("document file", documents),
+                      ("featurizer", None if fit else featurizer_path)])
     need_sklearn()
     ctx = click.get_current_context()
     if not fit:

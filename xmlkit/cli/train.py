@@ -17,7 +17,7 @@ from xmlkit.cli.common import (CONTEXT, FEATURIZER_PARAMS, Log, fail, featurizer
 from xmlkit.cli.options import click_options, families_with, flag_of
 from xmlkit import store
 from xmlkit._memory import map_large_blocks
-from xmlkit.atomic import writable_folder
+from xmlkit.atomic import refuse_overwrite, writable_folder
 from xmlkit.driver import fit_folder
 from xmlkit.errors import InvalidParameterError
 from xmlkit.models import REGISTRY, get_class
@@ -74,6 +74,10 @@ def _train(ctx, algorithm, paths, index_base, as_json, quiet, params):
         fail(f"expected DATA MODEL_DIR or FEATURES LABELS MODEL_DIR, got {len(paths)} paths")
     address = params.pop("dask_address", None)
     dask_data = params.pop("dask_data", "scatter")
+    names = ["training data"] if len(paths) == 2 else ["feature file", "label file"]
+    refuse_overwrite([], [*zip(names, paths[:-1]),
+                          ("inverse-propensity file", params.get("inv_propensity"))],
+                     folder=("model folder", paths[-1]))
     writable_folder(paths[-1])
     with store.folder_lock(paths[-1]):
         if address is None:
@@ -164,7 +168,8 @@ def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor
         if text_arrays is not None:
             from xmlkit.text import MODEL_TEXT
             with store.folder_lock(model_dir):
-                store.save_arrays(model_dir, MODEL_TEXT, text_arrays)
+                store.save_arrays(model_dir, MODEL_TEXT, text_arrays,
+                                  store.read_manifest(model_dir))
                 store.record_files(model_dir, [MODEL_TEXT])
     except InvalidParameterError as exc:
         flag = flag_of(algorithm, exc.param)

@@ -41,5 +41,6 @@ def tree_indices(folder):
     """Indices of the trees stored in a model folder (xmlkit or C++)."""
     from pathlib import Path
     if _is_cpp_folder(folder):
-        return sorted(int(p.stem) for p in Path(folder).glob("*.tree") if p.stem.isdigit())
+        return sorted(int(p.stem) for p in Path(folder).glob("*.tree")
+                      if p.stem.isascii() and p.stem.isdigit() and len(p.stem) < 10)
     return stored_trees(folder, store.read_manifest(folder))

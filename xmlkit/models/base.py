@@ -99,6 +99,26 @@ def array_like():
     return Constraint("an array of numbers", lambda v: np.asarray(v, dtype=np.float64).ndim == 1)
 
 
+def machine_threads():
+    """The cores this process may run on."""
+    import os
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def usable_threads(threads, work=None):
+    """The threads worth starting for `threads` asked: at most the cores
+    this process may run on and (when given) the pieces of `work`, at least
+    1. Results never depend on the count (same seed, same bytes), so a
+    larger number only costs memory: a grower or a buffer per thread."""
+    n = min(int(threads), machine_threads())
+    if work is not None:
+        n = min(n, int(work))
+    return max(1, n)
+
+
 #: random seeds: non-negative 64-bit integers
 SEED = integer(0, 2 ** 63 - 1)
 
@@ -213,8 +233,12 @@ class Estimator:
 
     @property
     def params(self):
-        """The parameters as a read-only namespace (for the family's code)."""
-        return SimpleNamespace(**self.get_params())
+        """The parameters as a read-only namespace (for the family's code);
+        `threads` bounded by the machine (usable_threads)."""
+        p = self.get_params()
+        if isinstance(p.get("threads"), int) and p["threads"] >= 1:
+            p["threads"] = usable_threads(p["threads"])
+        return SimpleNamespace(**p)
 
     def _validate_params(self):
         """Check every parameter against its constraint; raises

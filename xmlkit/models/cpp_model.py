@@ -151,7 +151,32 @@ def load_cpp_model(folder, trees=None):
         if not path.is_file():
             raise XmlkitError(f"{folder}: has no tree file {t}.tree")
         model.trees_[t] = read_tree(path, model.n_features_in_, model.n_labels_)
+    _check_bias_slot(folder, model.trees_, model.n_features_in_)
     return model
+
+
+#: internal nodes from which a forest whose splits never weight the bias
+#: feature is refused (the C++ tools' splits weight it in about a quarter of
+#: the nodes, by the reference models: 0.75^32 < 1e-4)
+BIAS_NODES = 32
+
+
+def _check_bias_slot(folder, trees, num_xf):
+    """The C++ tools append the bias as feature num_Xf (0-based, after the
+    data's), and about a quarter of the splits give it a weight. A param
+    file whose num_Xf is larger than the trees' (edited, or of another
+    model) puts it elsewhere: the bias would be read as a data feature.
+    Refused when BIAS_NODES internal nodes or more weight no feature at
+    num_Xf (one past it is refused by check_tree)."""
+    used = [t["w_idx"] for t in trees.values() if len(t["w_idx"])]
+    internal = sum(int((t["child"][:, 0] >= 0).sum()) for t in trees.values())
+    if not used or internal < BIAS_NODES:
+        return                  # (too few splits to say where the bias is)
+    top = max(int(w.max()) for w in used)
+    if top != num_xf:
+        raise XmlkitError(f"{folder}/param: num_Xf = {num_xf} features, but the trees' "
+                          f"split weights end at index {top} (the bias is feature num_Xf): "
+                          "the param file does not describe these trees")
 
 
 def read_centroids(path, n_features, n_labels):

@@ -38,6 +38,24 @@ def training_rows(X, Y, min_points=1):
     return X, Y
 
 
+#: bytes per feature and label that training and prediction hold per thread
+#: at least (scores, marks, gradients): what is required to be available
+#: before they start (xmlkit._memory.require_memory)
+PER_THREAD_BYTES = 16
+
+
+def data_digest(X, Y):
+    """The digest of training data X, Y (Rows): XXH64 over their shapes and
+    arrays, as 16 hex digits. A model folder's manifest records it, so that
+    parts grown from other data are not adopted into it (xmlkit.store)."""
+    from xmlkit._ext.file_check import xxh64
+    h = int(xxh64(np.array([*X.shape, *Y.shape], dtype=np.int64)), 16)
+    for a in (X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data):
+        a = np.ascontiguousarray(a)
+        h = int(xxh64(np.frombuffer(a.data, dtype=np.uint8) if a.size else b"", h), 16)
+    return f"{h:016x}"
+
+
 def tree_name(t):
     return f"tree_{t:05d}"
 
@@ -156,6 +174,14 @@ class ModelBase(Estimator):
         X, Y = training_rows(X, Y, min_points=self.MIN_POINTS)
         self.n_features_in_, self.n_labels_ = int(X.shape[1]), int(Y.shape[1])
         self.predict_params_ = self.predict_defaults()
+        # (every family holds arrays of D + L values per thread while training)
+        from xmlkit._memory import require_memory
+        threads = getattr(self.params, "threads", 1)
+        require_memory(PER_THREAD_BYTES * threads * (X.shape[1] + Y.shape[1]),
+                       f"training on D = {X.shape[1]} features and L = {Y.shape[1]} labels "
+                       f"with {threads} thread(s)", "; fewer threads may help"
+                       if threads > 1 else "")
+        self.data_digest_ = data_digest(X, Y)
         return X, Y
 
     def _copy_without(self, *names, **attrs):
@@ -174,7 +200,8 @@ class ModelBase(Estimator):
         recorded = getattr(self, "predict_params_", None)
         return store.make_manifest(self.algorithm, self.model_params(),
                                    self.n_features_in_, self.n_labels_, self.seed,
-                                   self.predict_defaults() if recorded is None else recorded)
+                                   self.predict_defaults() if recorded is None else recorded,
+                                   getattr(self, "data_digest_", None))
 
     @classmethod
     def from_manifest(cls, manifest, folder="the model"):
@@ -187,6 +214,7 @@ class ModelBase(Estimator):
         model.n_features_in_, model.n_labels_ = manifest["n_features"], manifest["n_labels"]
         model.predict_params_ = cls._checked_predict_params(manifest.get("predict_params"),
                                                             folder)
+        model.data_digest_ = manifest.get("data")
         return model
 
     @classmethod

@@ -20,21 +20,22 @@ class PartWriter:
     """Writes a part's file; called in the worker that made it (a plain
     object, so that forked worker processes can receive it)."""
 
-    def __init__(self, folder, model, compact=False):
-        self.folder, self.compact = folder, compact
+    def __init__(self, folder, model, manifest, compact=False):
+        self.folder, self.manifest, self.compact = folder, manifest, compact
         self.encode = model._encode_part
         self.file = model._part_file
 
     def __call__(self, key, part):
         store.save_arrays(self.folder, self.file(key), self.encode(part, self.compact),
-                          compact=self.compact)
+                          self.manifest, compact=self.compact)
 
 
-def save_extras(model, folder, compact=False):
-    """Write and record the model's extra arrays."""
+def save_extras(model, folder, manifest, compact=False):
+    """Write and record the model's extra arrays (of the folder whose
+    manifest is `manifest`)."""
     extras = model._extra_arrays()
     for name, arrays in extras.items():
-        store.save_arrays(folder, name, arrays, compact=compact)
+        store.save_arrays(folder, name, arrays, manifest, compact=compact)
     store.record_files(folder, list(extras))
 
 
@@ -51,24 +52,26 @@ def save_folder(model, folder, compact=False):
     store.refuse_foreign(folder)        # (before the lock leaves its file there)
     with store.folder_lock(folder):
         store.remove_stale_temps(folder)
-        store.replace_folder(folder, model.manifest())
-        writer = PartWriter(folder, model, compact)
+        manifest = model.manifest()
+        store.replace_folder(folder, manifest)
+        writer = PartWriter(folder, model, manifest, compact)
         parts = model._parts()
         for key, part in parts.items():
             writer(key, part)
         store.record_files(folder, [model._part_file(k) for k in parts])
-        save_extras(model, folder, compact)
+        save_extras(model, folder, manifest, compact)
     return folder
 
 
-def load_part(model, folder, key, manifest=None, check_now=False):
+def load_part(model, folder, key, manifest=None, recorded=True, check_now=False):
     """Part `key` of a folder, checked against its record in `manifest`
-    (when given) and the model's shapes. A family whose parts check their
+    (when given; a file not `recorded` yet, to adopt: against its origin
+    only, with check_now) and the model's shapes. A family whose parts check their
     mapped files before first use (CHECKS_ON_USE: the trees) gets the file
     unverified, unless check_now (the part is verified here); the others
     get it verified."""
     name = model._part_file(key)
-    arrays = store.load_arrays(folder, name, manifest, lazy=True)
+    arrays = store.load_arrays(folder, name, manifest, lazy=True, recorded=recorded)
     if not (arrays.verified or model.CHECKS_ON_USE):
         arrays.verify()
     part = model._decode_part(arrays, f"{folder}/{name}.npz")

@@ -27,6 +27,7 @@ from xmlkit.csr import CHUNK_ROWS, Rows, model_rows, row_blocks, stack_rows
 from xmlkit import checks, store
 from xmlkit.checks import DamagedModel
 from xmlkit.errors import XmlkitError
+from xmlkit.models.base import usable_threads
 
 TREE_KEYS = ("child", "depth", "w_ptr", "w_idx", "w_val", "l_ptr", "l_idx", "l_val")
 #: the forest routes blocks of points a tree at a time: blocks of at most this
@@ -294,6 +295,7 @@ class Forest:
         """Check every tree whole now (a mapped tree: every block of its file
         not checked yet), on `threads` threads; raises XmlkitError naming a
         damaged file."""
+        threads = usable_threads(threads)
         def whole(t):
             if isinstance(self.trees[t], StoredTree):
                 self.trees[t].verify()
@@ -351,8 +353,16 @@ class Forest:
         release=True: each mapped tree's pages leave this process's memory
         once the rows are routed through it (they stay in the page cache),
         so that memory holds about a tree per thread, not the forest."""
+        threads = usable_threads(threads)
         X = model_rows(X, self.n_features)
         n, T = X.shape[0], len(self.trees)
+        # (each thread adds up leaf scores in arrays of L values)
+        from xmlkit._memory import require_memory
+        from xmlkit.models.ensemble import PER_THREAD_BYTES
+        used = min(threads, max(1, n))
+        require_memory(PER_THREAD_BYTES * used * self.n_labels,
+                       f"predicting L = {self.n_labels} labels on {used} thread(s)",
+                       "; fewer threads -T may help" if used > 1 else "")
         topk = 0 if k is None else int(k)
         finish = finish or (lambda piece: piece)
 

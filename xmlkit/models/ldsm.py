@@ -32,7 +32,8 @@ import numpy as np
 from xmlkit import checks
 from xmlkit.csr import dense_rows, like, model_rows, score_rows
 from xmlkit.errors import XmlkitWarning
-from xmlkit.models.base import MAX_TREES, SEED, auto_or, boolean, integer, real
+from xmlkit.models.base import (MAX_TREES, SEED, auto_or, boolean, integer, real,
+                                usable_threads)
 from xmlkit.models.ensemble import TREE_DIMS, TreeEnsemble
 
 # LdSM regressors are far denser than FastXML's separators (on Bibtex ~40% of
@@ -293,6 +294,7 @@ class LdSM(TreeEnsemble):
         each tree's arrays where they lie, with dense copies of its long
         regressor rows (made tree by tree, on `threads` threads), and the
         forest's label marginal."""
+        threads = usable_threads(threads)
         from xmlkit._ext.ldsm_predict import LdsmKernel
         trees = tuple(self.trees_.items())
         cached = getattr(self, "_packed", None)

@@ -272,8 +272,9 @@ def propensity_fault(q, n_labels):
         return f"must hold {n_labels} values (one per label), got shape {q.shape}"
     if q.dtype.kind not in "iuf":
         return f"must be numbers, got {q.dtype}"
-    if q.size and not (np.isfinite(q).all() and q.min() > 0):
-        return "must be finite and > 0"
+    from xmlkit.metrics import MAX_INV_PROPENSITY
+    if q.size and not (np.isfinite(q).all() and q.min() > 0 and q.max() <= MAX_INV_PROPENSITY):
+        return f"must be finite, > 0 and at most {MAX_INV_PROPENSITY:g}"
     return None
 
 
