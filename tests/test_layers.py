@@ -79,8 +79,14 @@ def test_a_library_error_reaches_the_command_line_in_flags(tmp_path):
     neg = tmp_path / "neg.txt"
     neg.write_text("1 3\n0:1 2:-1\n")
     r = run_cli("xml-prune", neg, tmp_path / "o.txt")
-    assert r.returncode == 2 and "(use --no-tfidf for data that are already weighted)" \
-        in r.stderr, r.stderr
+    assert r.returncode == 2 and f"{neg}:2: the value -1 is negative" in r.stderr \
+        and "(--no-tfidf for data that are already weighted)" in r.stderr, r.stderr
+    import numpy as np
+    import scipy.sparse as sp
+    from xmlkit.prune import prune
+    with pytest.raises(XmlkitError, match=r"\(use tfidf=False for data") as info:
+        prune(sp.csr_matrix(np.array([[1.0, 0.0, -1.0]])))
+    assert info.value.param == "tfidf"
 
 
 BELOW_THE_DRIVER = sorted(

@@ -24,8 +24,8 @@ from a model of other parameters, seed or training data (a shard of
 another run), a file renamed, or a manifest whose parameters were edited,
 is refused when the file is loaded or adopted (check_origin). Format
 version 1 folders (no `files`) still load, without that check; folders of
-versions 2 and 3 without the origin check. Loading a folder of another format version fails with a clear
-message.
+versions 2 and 3 without the origin check. Loading a folder of another
+format version fails with a clear message.
 """
 import fcntl
 import json

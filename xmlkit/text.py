@@ -303,8 +303,12 @@ class TextFeaturizer:
                                    max_features=o["max_features"], dtype=np.float64)
         try:
             vec.fit(texts)
-        except ValueError as exc:         # ("empty vocabulary; ...")
-            raise XmlkitError(f"no features from the text: {exc}") from None
+        except ValueError:         # ("empty vocabulary; ...": in scikit-learn's terms)
+            raise XmlkitError(
+                f"no term is left: no word of two or more letters or digits (or n-gram of "
+                f"up to {o['ngram_max']} of them) is in {o['min_df']} or more of the {n} "
+                "documents (min_df)",
+                param="min_df") from None
         self.terms = vec.get_feature_names_out().astype(str)
         self.idf = np.asarray(vec.idf_, dtype=np.float64)
         return self
@@ -387,7 +391,10 @@ def fit_documents(docs, where, **options):
     names = LabelNames.fit(docs.labels)
     if not len(names):
         raise XmlkitError(f"{where}: no document has a label: nothing to train on")
-    return TextFeaturizer(**options).fit(docs.texts), names
+    try:
+        return TextFeaturizer(**options).fit(docs.texts), names
+    except XmlkitError as exc:
+        raise XmlkitError(f"{where}: {exc}", param=exc.param) from None
 
 
 def save_featurizer(path, featurizer, labels=None):

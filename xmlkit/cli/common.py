@@ -78,6 +78,11 @@ def _leave(code):
 EXIT_PIPE = 141
 
 
+class _PipeClosed(BaseException):
+    """Standard output's reader closed it (a BrokenPipeError, carried past
+    click, which would turn it into exit 1)."""
+
+
 def _closed_pipe():
     """Leave quietly with EXIT_PIPE: the reader of standard output closed
     it (what would be written is no longer wanted); what is still buffered
@@ -105,10 +110,19 @@ def run(command, prog):
     def show_warning(message, category, filename, lineno, file=None, line=None):
         click.echo(f"{prog}: warning: {message}", err=True)
     warnings.showwarning = show_warning
+    callback = command.callback
+
+    def guarded(*args, **kwargs):
+        # (click would end the command with exit 1 on a closed pipe)
+        try:
+            return callback(*args, **kwargs)
+        except BrokenPipeError:
+            raise _PipeClosed() from None
+    command.callback = guarded
     try:
         command.main(prog_name=prog, standalone_mode=False)
         sys.stdout.flush()          # (a closed pipe shows here, not at exit)
-    except BrokenPipeError:
+    except (BrokenPipeError, _PipeClosed):
         _closed_pipe()
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

@@ -59,6 +59,11 @@ def command(input_path, output_path, threshold, tfidf, idf_out, idf_in, min_keep
     data = read_input(log, input_path, index_base)
     X = data.feature_rows
     idf = read_idf(idf_in, X.shape[1]) if idf_in else None
+    if tfidf and X.nnz and X.data.min() < 0:
+        at = int(np.argmax(X.data < 0))
+        row = int(np.searchsorted(X.indptr, at, side="right")) - 1
+        fail(f"{input_path}:{row + 2}: the value {X.data[at]:g} is negative, but tf-idf "
+             "weights term counts (--no-tfidf for data that are already weighted)")
     if tfidf and X.nnz and not np.all(X.data == np.floor(X.data)):
         log(f"warning: {input_path} holds non-integer values; tf-idf treats them as term "
             "counts (use --no-tfidf for data that are already weighted)")

@@ -148,9 +148,14 @@ def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor
             fail(f"{feat_path} has {X.shape[0]} points but {label_path} has {Y.shape[0]}")
     # (refused here, naming the file, before anything is written)
     what = empty_side(X, Y)
+    label_path = paths[-2] if text is None else paths[0]
     if what:
-        path = paths[0] if what == "features" else paths[-2]
+        path = paths[0] if what == "features" else label_path
         fail(f"{path}: the header says 0 {what}: nothing to train on")
+    if X.shape[0] == 0:
+        fail(f"{paths[0]}: the header says N = 0 points: nothing to train on")
+    if not np.any(Y.data):
+        fail(f"{label_path}: no point has a label: nothing to train on")
 
     cls = get_class(algorithm)
     if params.get("trees_only") is not None:

@@ -33,6 +33,8 @@ def training_rows(X, Y, min_points=1):
     what = empty_side(X, Y)
     if what:
         raise XmlkitError(f"the {what} have 0 columns: nothing to train on")
+    if not np.any(Y.data):
+        raise XmlkitError("no training point has a label: nothing to train on")
     if not np.all(np.isfinite(X.data)):
         raise XmlkitError("features contain NaN or inf")
     return X, Y

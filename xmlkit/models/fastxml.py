@@ -23,8 +23,8 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 import numpy as np
 
 from xmlkit.csr import Rows, as_rows, like
-from xmlkit.errors import XmlkitError
-from xmlkit.models.base import MAX_TREES, SEED, integer, one_of, real
+from xmlkit.errors import InvalidParameterError, XmlkitError
+from xmlkit.models.base import C_INT_MAX, MAX_TREES, SEED, integer, one_of, real
 from xmlkit.models.ensemble import TreeEnsemble
 from xmlkit.models.forest import Forest, decode_tree, encode_tree, tree_stats
 
@@ -335,6 +335,13 @@ class FastXML(TreeEnsemble):
                 pool.shutdown(wait=False, cancel_futures=True)
         finally:
             _GROWER = None
+
+    def _check_more(self):
+        last = self.start_tree + self.n_trees - 1
+        if last > C_INT_MAX:
+            raise InvalidParameterError(
+                "start_tree", f"{type(self).__name__}: trees {self.start_tree} to {last} reach "
+                              f"past the last tree index, {C_INT_MAX}: lower start_tree")
 
     @classmethod
     def from_manifest(cls, manifest, folder="the model"):

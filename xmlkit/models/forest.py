@@ -362,7 +362,7 @@ class Forest:
         used = min(threads, max(1, n))
         require_memory(PER_THREAD_BYTES * used * self.n_labels,
                        f"predicting L = {self.n_labels} labels on {used} thread(s)",
-                       "; fewer threads -T may help" if used > 1 else "")
+                       "; fewer threads may help" if used > 1 else "")
         topk = 0 if k is None else int(k)
         finish = finish or (lambda piece: piece)
 

@@ -134,6 +134,7 @@ class PfastreXML(FastXML):
         self.inv_propensity = inv_propensity
 
     def _check_more(self):
+        super()._check_more()
         try:
             propensity_ab(self.propensity_preset, self.propensity_a, self.propensity_b)
         except XmlkitError as exc:
