@@ -17,36 +17,8 @@ import pytest
 from xmlkit import store
 from xmlkit.io import read_dataset, write_dataset
 
-from conftest import BIN, ROOT, TEST, TRAIN, as_format_3, run_cli
-
-FAMILIES = {
-    "fastxml": ["-t", "2"],
-    "pfastrexml": ["--algorithm", "pfastrexml", "-t", "2"],
-    "ldsm": ["--algorithm", "ldsm", "-t", "2", "--max-nodes", "40", "--epochs", "2"],
-    "embed": ["--algorithm", "embed"],
-    "linear": ["--algorithm", "linear", "--epochs", "1"],
-}
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """300 training and 50 test points of the sample Bibtex split, and a
-    model of each family trained on them."""
-    root = tmp_path_factory.mktemp("tiny")
-    X, Y = read_dataset(TRAIN)
-    write_dataset(root / "train.txt", X[:300], Y[:300])
-    Xt, Yt = read_dataset(TEST)
-    write_dataset(root / "test.txt", Xt[:50], Yt[:50])
-    for family, args in FAMILIES.items():
-        r = run_cli("xml-train", root / "train.txt", root / family, *args, "-q")
-        assert r.returncode == 0, r.stderr
-    return root
-
-
-def one_line_error(r, code=2):
-    lines = r.stderr.strip().splitlines()
-    return r.returncode == code and len(lines) == 1 and "internal error" not in lines[0]
-
+from conftest import (BIN, FAMILIES, ROOT, TEST, TRAIN, as_format_3, one_line_error,
+                      run_cli)
 
 # ---------------------------------------------------------------- 1-2: damaged models
 

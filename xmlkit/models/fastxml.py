@@ -340,8 +340,9 @@ class FastXML(TreeEnsemble):
         last = self.start_tree + self.n_trees - 1
         if last > C_INT_MAX:
             raise InvalidParameterError(
-                "start_tree", f"{type(self).__name__}: trees {self.start_tree} to {last} reach "
-                              f"past the last tree index, {C_INT_MAX}: lower start_tree")
+                "start_tree", f"{type(self).__name__}: start_tree {self.start_tree} with "
+                              f"{self.n_trees} trees reaches tree {last}, past the last tree "
+                              f"index, {C_INT_MAX}")
 
     @classmethod
     def from_manifest(cls, manifest, folder="the model"):
