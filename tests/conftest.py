@@ -60,6 +60,35 @@ def one_line_error(r, code=2):
     return r.returncode == code and len(lines) == 1 and "internal error" not in lines[0]
 
 
+#: per family, options that make another model (for tiny_others)
+OTHER_PARAMS = {"fastxml": ["-l", "50", "-m", "20"], "pfastrexml": ["-g", "10"],
+                "ldsm": ["--lambda1", "2"], "embed": ["--ridge", "0.1"],
+                "linear": ["--l2", "1e-4"]}
+
+
+@pytest.fixture(scope="session")
+def tiny_others(tiny):
+    """Per family, folders of models that are not tiny's: another seed,
+    other parameters, other training data of the same D and L (tiny's
+    points in reverse order)."""
+    from xmlkit.io import read_dataset, write_dataset
+    X, Y = read_dataset(tiny / "train.txt")
+    other = tiny / "train_reversed.txt"
+    write_dataset(other, X[::-1].tocsr(), Y[::-1].tocsr())
+    out = {}
+    for family, args in FAMILIES.items():
+        out[family] = []
+        for name, data, extra in (("seed", tiny / "train.txt", ["--seed", "9"]),
+                                  ("params", tiny / "train.txt", OTHER_PARAMS[family]),
+                                  ("data", other, [])):
+            folder = tiny / f"{family}_other_{name}"
+            if not folder.exists():
+                r = run_cli("xml-train", data, folder, *args, *extra, "-q")
+                assert r.returncode == 0, r.stderr
+            out[family].append(folder)
+    return out
+
+
 def run_cli(*args, **kw):
     """Run an xmlkit command as a user would (a subprocess)."""
     prog, rest = args[0], [str(a) for a in args[1:]]

@@ -1,7 +1,7 @@
 """Model-folder fuzzer, run as a script by test_faults.py (a crash shows as
 the script's signal, not as pytest's).
 
-    python model_fuzz.py FOLDER TEST_DATA SEED [--resign]
+    python model_fuzz.py FOLDER TEST_DATA SEED [--resign] [--others F1,F2,...]
 
 For every array of every .npz file of the model folder, seeded mutations
 (an entry changed to -5, to a huge value, to NaN / inf; the array
@@ -18,6 +18,14 @@ line:
     same       the scores equal the undamaged model's
     different  exit 0 with other scores
     crash      another exception (the CLI would say "internal error")
+
+Then the manifest itself: every field that defines the model (each
+parameter, predict parameter, the seed, the dimensions, the data digest,
+the family) changed, removed or given another type, and fields that do not
+(the format version, the version that wrote it); and each file swapped for
+the file of the same name from each folder of --others (the same family
+trained with another seed, other parameters or other data). Neither can
+be re-signed: both must be refused (or give the same scores).
 
 Without --resign the manifest is left as it was (a damaged folder: every
 outcome must be refused or same). With --resign the manifest's records are
@@ -120,6 +128,49 @@ def damaged_bytes(data, desc, rng):
     return bytes(data)
 
 
+def value_edits(v):
+    """Other values for a manifest field holding v."""
+    if isinstance(v, bool):
+        return [not v, None, 1]
+    if isinstance(v, (int, float)):
+        return [v + 1, -v - 1, 1e308, float("nan"), str(v), None]
+    if isinstance(v, str):
+        return [v + "x", v[:-1], "", 0, None]
+    if isinstance(v, dict):
+        return [{}, [v], None]
+    if v is None:
+        return [0, "x"]
+    return [None]
+
+
+def manifest_edits(manifest):
+    """(description, edited manifest) of every model-defining field."""
+    import copy
+    out = []
+    for key in ("algorithm", "seed", "n_features", "n_labels", "data"):
+        for value in value_edits(manifest.get(key)):
+            m = copy.deepcopy(manifest)
+            m[key] = value
+            out.append((f"{key} = {value!r}", m))
+        m = copy.deepcopy(manifest)
+        m.pop(key, None)
+        out.append((f"{key} removed", m))
+    for group in ("params", "predict_params"):
+        for key, v in sorted((manifest.get(group) or {}).items()):
+            for value in value_edits(v):
+                m = copy.deepcopy(manifest)
+                m[group][key] = value
+                out.append((f"{group}.{key} = {value!r}", m))
+            m = copy.deepcopy(manifest)
+            del m[group][key]
+            out.append((f"{group}.{key} removed", m))
+    for key, value in (("format_version", 3), ("format_version", 2), ("xmlkit_version", "0")):
+        m = copy.deepcopy(manifest)
+        m[key] = value
+        out.append((f"{key} = {value!r}", m))
+    return out
+
+
 def predict(folder, X):
     model = xmlkit.load_model(folder)
     model.predict(X[:1], k=5)
@@ -142,6 +193,9 @@ def outcome(folder, X, reference):
 def main():
     folder, test, seed = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     resign = "--resign" in sys.argv
+    others = []
+    if "--others" in sys.argv:
+        others = [o for o in sys.argv[sys.argv.index("--others") + 1].split(",") if o]
     rng = np.random.default_rng(seed)
     X, _ = read_dataset(test)
     reference = predict(folder, X)
@@ -189,6 +243,27 @@ def main():
                     if resign:
                         store.record_files(copy, [path.stem])
                 print(json.dumps({"file": path.name, "array": key, "mutation": desc,
+                                  "outcome": outcome(copy, X, reference)}), flush=True)
+        manifest = json.loads((folder / "manifest.json").read_text())
+        for desc, edited in manifest_edits(manifest):
+            copy = work / "m"
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(folder, copy)
+            (copy / "manifest.json").write_text(json.dumps(edited))
+            print(json.dumps({"file": "manifest.json", "array": None, "mutation": desc,
+                              "outcome": outcome(copy, X, reference)}), flush=True)
+        for other in others:
+            for path in sorted(Path(other).glob("*.npz")):
+                if not (folder / path.name).exists():
+                    continue
+                copy = work / "m"
+                shutil.rmtree(copy, ignore_errors=True)
+                shutil.copytree(folder, copy)
+                shutil.copy(path, copy / path.name)
+                if resign:
+                    store.record_files(copy, [path.stem])
+                print(json.dumps({"file": path.name, "array": None,
+                                  "mutation": f"swapped for {other}'s",
                                   "outcome": outcome(copy, X, reference)}), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -25,12 +25,16 @@ from conftest import (BIN, FAMILIES, ROOT, TEST, TRAIN, as_format_3, one_line_er
 @pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 @pytest.mark.parametrize("resign", [False, True], ids=["damaged", "crafted"])
-def test_model_fuzzer(family, resign, tiny):
+def test_model_fuzzer(family, resign, tiny, tiny_others):
     """Every array of every file mutated (entries, length, dtype, removal; the
     file truncated or deleted): a damaged folder is refused or gives the same
-    scores; a crafted one (records rewritten to match) never crashes."""
+    scores; a crafted one (records rewritten to match) never crashes. Every
+    model-defining field of the manifest edited, and each file swapped for
+    the same file of a model of another seed, parameters or data: refused,
+    records rewritten or not."""
     args = [sys.executable, str(ROOT / "tests" / "model_fuzz.py"), str(tiny / family),
-            str(tiny / "test.txt"), "0"] + (["--resign"] if resign else [])
+            str(tiny / "test.txt"), "0", "--others",
+            ",".join(map(str, tiny_others[family]))] + (["--resign"] if resign else [])
     r = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]          # a signal would be negative
     rows = [json.loads(line) for line in r.stdout.splitlines()]
@@ -38,6 +42,12 @@ def test_model_fuzzer(family, resign, tiny):
     allowed = {"refused", "same"} | ({"different"} if resign else set())
     bad = [row for row in rows if row["outcome"] not in allowed]
     assert not bad, bad[:5]
+    foreign = [row for row in rows if row["file"] == "manifest.json"
+               or row["mutation"].startswith("swapped")]
+    assert len(foreign) > 20
+    bad = [row for row in foreign if row["outcome"] not in ("refused", "same")]
+    assert not bad, bad[:5]
+    assert any(row["mutation"].startswith("swapped") for row in foreign)
     assert sum(row["outcome"] == "refused" for row in rows) > len(rows) // 2
 
 

@@ -1,0 +1,136 @@
+"""Long runs of the fuzzers of tests/ (make -C scripts fuzz): the model-folder
+fuzzer (tests/model_fuzz.py) over a model of every family, damaged and
+crafted, with parts of other runs and edited manifests, seed after seed; and
+the text fuzzer (tests/text_fuzz.py). Each for --seconds (default 600),
+the two side by side; writes results/fuzz.md: cases, outcomes, and every
+crash or signal (there must be none).
+
+    python fuzz.py [--seconds S] [--out results/fuzz.md]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+TESTS = ROOT / "tests"
+TRAIN = ROOT / "data_samples" / "bibtex_train.txt.xz"
+TEST = ROOT / "data_samples" / "bibtex_test.txt.xz"
+BIN = Path(sys.executable).parent
+
+sys.path.insert(0, str(TESTS))
+from conftest import FAMILIES, OTHER_PARAMS  # noqa: E402
+
+
+def train(data, folder, *args):
+    r = subprocess.run([str(BIN / "xml-train"), str(data), str(folder), *args, "-q"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"fuzz.py: training {folder} failed: {r.stderr}")
+
+
+def models(work):
+    """A tiny model of each family (300 Bibtex points) and, per family, its
+    others: another seed, other parameters, other data."""
+    from xmlkit.io import read_dataset, write_dataset
+    X, Y = read_dataset(TRAIN)
+    Xt, Yt = read_dataset(TEST)
+    write_dataset(work / "train.txt", X[:300], Y[:300])
+    write_dataset(work / "reversed.txt", X[:300][::-1].tocsr(), Y[:300][::-1].tocsr())
+    write_dataset(work / "test.txt", Xt[:50], Yt[:50])
+    out = {}
+    for family, args in FAMILIES.items():
+        train(work / "train.txt", work / family, *args)
+        others = []
+        for name, data, extra in (("seed", "train.txt", ["--seed", "9"]),
+                                  ("params", "train.txt", OTHER_PARAMS[family]),
+                                  ("data", "reversed.txt", [])):
+            train(work / data, work / f"{family}_{name}", *args, *extra)
+            others.append(str(work / f"{family}_{name}"))
+        out[family] = others
+    return out
+
+
+def model_fuzz(work, seconds):
+    """Rounds of the model fuzzer (each family, damaged and crafted, a new
+    seed per round) until `seconds` have passed; counts and failures."""
+    others = models(work)
+    counts, failures, runs = {}, [], 0
+    end = time.monotonic() + seconds
+    seed = 0
+    while time.monotonic() < end:
+        for family in sorted(FAMILIES):
+            for resign in (False, True):
+                args = [sys.executable, str(TESTS / "model_fuzz.py"), str(work / family),
+                        str(work / "test.txt"), str(seed), "--others", ",".join(others[family])]
+                r = subprocess.run(args + (["--resign"] if resign else []),
+                                   capture_output=True, text=True)
+                runs += 1
+                if r.returncode != 0:
+                    failures.append(f"{family} seed {seed} resign={resign}: exit "
+                                    f"{r.returncode} {r.stderr[-300:]}")
+                for line in r.stdout.splitlines():
+                    row = json.loads(line)
+                    key = row["outcome"].split(" ", 1)[0]
+                    foreign = row["file"] == "manifest.json" or \
+                        row["mutation"].startswith("swapped")
+                    if key == "crash" or (key == "different" and (not resign or foreign)):
+                        failures.append(f"{family} seed {seed} resign={resign}: {row}")
+                    counts[key] = counts.get(key, 0) + 1
+        seed += 1
+    return {"runs": runs, "seeds": seed, "counts": counts, "failures": failures}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=600)
+    ap.add_argument("--out", default=str(HERE / "results" / "fuzz.md"))
+    a = ap.parse_args()
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        text = subprocess.Popen([sys.executable, str(TESTS / "text_fuzz.py"),
+                                 str(work / "text"), "0", str(a.seconds)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        models_result = model_fuzz(work, a.seconds)
+        out, err = text.communicate()
+    lines = out.strip().splitlines()
+    text_summary = json.loads(lines[-1]) if lines else {}
+    text_failures = lines[:-1] + ([f"exit {text.returncode}: {err[-300:]}"]
+                                  if text.returncode != 0 else [])
+    minutes = (time.monotonic() - start) / 60
+    m = models_result
+    rows = [
+        "# Fuzzers (`make -C scripts fuzz`)",
+        "",
+        f"Both for {a.seconds:.0f} s, side by side ({minutes:.1f} min in all, "
+        f"{os.cpu_count()} cores). Outcomes: `refused` (exit 2), `same` (the scores of "
+        "the undamaged model), `different` (allowed only for crafted folders' arrays: "
+        "records rewritten to match), `ok` (a valid input read), `crash` (never).",
+        "",
+        "| fuzzer | runs | cases | outcomes | crashes or signals |",
+        "|---|---|---|---|---|",
+        f"| model folders (tests/model_fuzz.py: arrays, bytes, manifests, parts of other "
+        f"runs; {len(FAMILIES)} families, damaged and crafted, {m['seeds']} seeds) | "
+        f"{m['runs']} | {sum(m['counts'].values())} | "
+        + ", ".join(f"{k} {v}" for k, v in sorted(m["counts"].items()))
+        + f" | {len(m['failures'])} |",
+        f"| text (tests/text_fuzz.py: documents and named predictions, JSON classes) | 1 | "
+        f"{text_summary.get('cases', 0)} | "
+        + ", ".join(f"{k} {v}" for k, v in sorted(text_summary.items()) if k != "cases")
+        + f" | {len(text_failures)} |",
+    ]
+    for f in (m["failures"] + text_failures)[:20]:
+        rows.append(f"\n- {f[:500]}")
+    Path(a.out).write_text("\n".join(rows) + "\n")
+    print("\n".join(rows))
+    sys.exit(1 if m["failures"] or text_failures else 0)
+
+
+if __name__ == "__main__":
+    main()
