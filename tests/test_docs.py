@@ -108,3 +108,32 @@ def test_readme_main_job_prints_what_the_readme_shows(tmp_path):
                        cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout == shown
+
+
+@pytest.mark.slow
+def test_readme_python_quick_start_runs_from_another_folder(tmp_path):
+    """The README's Python quick start, pasted into Python run from another
+    folder, runs, and prints the main job's P@k (the same trees at any
+    thread count). Its one line that depends on the install (where the
+    clone's samples are: an editable install's xmlkit/ is in the clone;
+    CI installs a copy) is checked to name the clone's data_samples."""
+    import json
+    import re
+    import sys
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Quick start: Python"):readme.index("## Training on")]
+    code = re.findall(r"```python\n(.*?)```", section, re.S)[0]
+    line = 'SAMPLES = Path(xmlkit.__file__).parents[1] / "data_samples"'
+    assert line in code
+    code = code.replace(line, f"SAMPLES = Path({str(ROOT / 'data_samples')!r})")
+    code = code.replace("print(ranking_metrics(Yt, scores, (1, 3, 5)))",
+                        "import json; print(json.dumps(ranking_metrics(Yt, scores, (1, 3, 5))))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[0])
+    table = readme[readme.index("**Main job"):readme.index("**Tests**")]
+    p_row = next(l for l in table.splitlines() if l.startswith("P "))
+    assert [round(100 * got[f"P@{k}"], 2) for k in (1, 3, 5)] == \
+        [float(v) for v in p_row.split()[1:]]
+
