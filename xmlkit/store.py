@@ -223,10 +223,10 @@ def prepare_folder(folder, manifest):
                 f"{folder}: holds a model of format version {old.get('format_version')} "
                 f"(xmlkit {old.get('xmlkit_version', '?')}): this version cannot add to it; "
                 "train into a new folder")
-        if "data" in old and old["data"] != manifest.get("data"):
+        if old.get("data") != manifest.get("data"):
             raise XmlkitError(f"{folder}: holds a model trained on other data (its digest "
-                              f"{old['data']}, these data {manifest.get('data')}); use a new "
-                              "folder or the same data")
+                              f"{old.get('data', 'not recorded')}, these data "
+                              f"{manifest.get('data')}); use a new folder or the same data")
         diffs = [f"{k}: {old.get(k)!r} there, {manifest.get(k)!r} now"
                  for k in ("algorithm", "n_features", "n_labels", "seed", "predict_params")
                  if old.get(k) != manifest.get(k)]

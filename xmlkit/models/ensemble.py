@@ -52,9 +52,11 @@ def data_digest(X, Y):
     parts grown from other data are not adopted into it (xmlkit.store)."""
     from xmlkit._ext.file_check import xxh64
     h = int(xxh64(np.array([*X.shape, *Y.shape], dtype=np.int64)), 16)
-    for a in (X.indptr, X.indices, X.data, Y.indptr, Y.indices, Y.data):
-        a = np.ascontiguousarray(a)
-        h = int(xxh64(np.frombuffer(a.data, dtype=np.uint8) if a.size else b"", h), 16)
+    # (in fixed types: the same data read as a file or given as a matrix)
+    for a, kind in ((X.indptr, "<i8"), (X.indices, "<i4"), (X.data, "<f4"),
+                    (Y.indptr, "<i8"), (Y.indices, "<i4"), (Y.data, "<f4")):
+        a = np.ascontiguousarray(a, dtype=kind)
+        h = int(xxh64(a.view(np.uint8) if a.size else b"", h), 16)
     return f"{h:016x}"
 
 
