@@ -93,10 +93,17 @@ def available_bytes():
     return have
 
 
+#: needs below this are not checked (a prediction of one row asks: reading
+#: /proc/meminfo would cost it tens of microseconds)
+CHECKED_BYTES = 256 << 20
+
+
 def require_memory(nbytes, what, hint=""):
     """Raise XmlkitError (exit 2) when `what` needs more than the memory
     available (available_bytes): refused before it is allocated, rather
     than the process being killed for memory half-way."""
+    if nbytes < CHECKED_BYTES:
+        return
     have = available_bytes()
     if have is not None and nbytes > have:
         from xmlkit.errors import XmlkitError
