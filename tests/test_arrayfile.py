@@ -171,3 +171,31 @@ def test_a_damaged_block_stops_a_prediction(bibtex, tmp_path):
         m.predict(Xt, threads=2)
     with pytest.raises(XmlkitError, match="tree_00001.npz: damaged model file"):
         xmlkit.load_model(tmp_path / "m").verify()
+
+
+def test_damaged_headers_and_archives_are_refused_not_raised(tmp_path):
+    """What the long fuzzer run found (make -C scripts fuzz): an array header
+    whose dict is cut (numpy's tokenizer raises TokenError), a directory that
+    asks for a zip version nobody reads (NotImplementedError): DamagedModel,
+    whether the file is opened, recorded or read as a featurizer."""
+    from xmlkit.text import load_featurizer
+    opened = (arrayfile.open_file, load_featurizer)
+    for name, damage, reads in (
+            ("header", lambda b: b.replace(b"), }", b"), (", 1), opened),
+            ("version", lambda b: _directory_version(b, 78), (*opened, arrayfile.digest))):
+        path, _ = arrays_file(tmp_path, name, a=np.arange(10, dtype=np.int64))
+        path.write_bytes(damage(path.read_bytes()))
+        for read in reads:
+            with pytest.raises(XmlkitError):
+                read(path)
+
+
+def _directory_version(data, version):
+    """`data` with the version needed to extract of every central-directory
+    entry set to `version`."""
+    data = bytearray(data)
+    i = data.find(b"PK\x01\x02")
+    while i >= 0:
+        data[i + 6] = version
+        i = data.find(b"PK\x01\x02", i + 4)
+    return bytes(data)

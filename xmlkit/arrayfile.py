@@ -27,6 +27,7 @@ import io
 import mmap
 import os
 import struct
+import tokenize
 import zipfile
 import zlib
 from collections.abc import Mapping
@@ -55,8 +56,13 @@ PAD_ID = 0x6B78
 #: entry kinds a file's arrays may hold (no objects, nothing pickled)
 _KINDS = "biufU"
 _LOCAL = struct.Struct("<4s5H3L2H")      # a zip member's local header (30 bytes)
-_UNREADABLE = (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error,
-               struct.error, SyntaxError)
+#: what reading a damaged archive or .npy header may raise (zipfile: an
+#: unknown zip version; numpy parses the header's dict with Python's
+#: tokenizer: a cut header is a TokenError, a crafted one a TypeError or
+#: a RecursionError)
+UNREADABLE = (ValueError, OSError, EOFError, KeyError, IndexError, TypeError, OverflowError,
+              NotImplementedError, RecursionError, MemoryError, zipfile.BadZipFile, zlib.error,
+              struct.error, SyntaxError, tokenize.TokenError)
 
 
 class Uncompressed:
@@ -222,7 +228,7 @@ def _members(data, path):
     try:
         with zipfile.ZipFile(data) as zf:
             infos = zf.infolist()
-    except _UNREADABLE as exc:
+    except UNREADABLE as exc:
         raise DamagedModel(path, f"not a readable .npz archive ({exc})") from None
     out = {}
     size = len(data)
@@ -374,7 +380,7 @@ def _mapped_array(data, start, size, name):
             shape, fortran, dtype = fmt.read_array_header_2_0(f)
         else:
             raise ValueError(f"npy format {version}")
-    except _UNREADABLE as exc:
+    except UNREADABLE as exc:
         raise DamagedModel(name, f"unreadable array header ({exc})") from None
     begin = start + f.tell()
     count = 1
@@ -408,7 +414,7 @@ class CompactFile(Mapping):
         try:
             self._z = np.load(io.BytesIO(raw), allow_pickle=False)
             self._names = tuple(self._z.files)
-        except _UNREADABLE as exc:
+        except UNREADABLE as exc:
             raise self._damaged(exc) from None
 
     def _damaged(self, exc):
@@ -419,7 +425,7 @@ class CompactFile(Mapping):
             raise KeyError(name)
         try:
             return self._z[name]
-        except _UNREADABLE as exc:
+        except UNREADABLE as exc:
             raise self._damaged(exc) from None
 
     def take(self, name):
@@ -443,7 +449,7 @@ class CompactFile(Mapping):
             version = fmt.read_magic(f)
             shape, fortran, dtype = (fmt.read_array_header_1_0(f) if version == (1, 0)
                                      else fmt.read_array_header_2_0(f))
-        except _UNREADABLE as exc:
+        except UNREADABLE as exc:
             raise self._damaged(exc) from None
         if fortran and len(shape) > 1:
             raise self._damaged(f"{name} is stored in Fortran order")
@@ -451,7 +457,7 @@ class CompactFile(Mapping):
         def read(k):
             try:
                 return f.read(k)
-            except _UNREADABLE as exc:
+            except UNREADABLE as exc:
                 raise self._damaged(exc) from None
         return shape, dtype, read
 

@@ -26,7 +26,6 @@ import contextlib
 import json
 import math
 import sys
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -412,11 +411,12 @@ def save_featurizer(path, featurizer, labels=None):
 
 def load_featurizer(path):
     """(TextFeaturizer, LabelNames or None) from a file of save_featurizer."""
+    from xmlkit.arrayfile import UNREADABLE
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+    except UNREADABLE as exc:
         raise XmlkitError(f"{path}: not a readable text featurizer ({exc})") from None
     return TextFeaturizer.from_arrays(arrays, path)
 
