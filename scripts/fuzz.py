@@ -106,10 +106,8 @@ def main():
     minutes = (time.monotonic() - start) / 60
     m = models_result
     rows = [
-        "# Fuzzers (`make -C scripts fuzz`)",
-        "",
-        f"Both for {a.seconds:.0f} s, side by side ({minutes:.1f} min in all, "
-        f"{os.cpu_count()} cores). Outcomes: `refused` (exit 2), `same` (the scores of "
+        f"Both fuzzers for {a.seconds:.0f} s, side by side ({minutes:.1f} min in all, "
+        f"{os.cpu_count()} cores); made by `python scripts/fuzz.py`. Outcomes: `refused` (exit 2), `same` (the scores of "
         "the undamaged model), `different` (allowed only for crafted folders' arrays: "
         "records rewritten to match), `ok` (a valid input read), `crash` (never).",
         "",
