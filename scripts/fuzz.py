@@ -107,7 +107,8 @@ def main():
     m = models_result
     rows = [
         f"Both fuzzers for {a.seconds:.0f} s, side by side ({minutes:.1f} min in all, "
-        f"{os.cpu_count()} cores); made by `python scripts/fuzz.py`. Outcomes: `refused` (exit 2), `same` (the scores of "
+        f"{os.cpu_count()} cores); made by `python scripts/fuzz.py`. Outcomes: `refused` "
+        "(exit 2), `same` (the scores of "
         "the undamaged model), `different` (allowed only for crafted folders' arrays: "
         "records rewritten to match), `ok` (a valid input read), `crash` (never).",
         "",
