@@ -168,19 +168,29 @@ class Estimator:
 
     @classmethod
     def _checked_predict_params(cls, recorded, where):
-        """A manifest's predict parameters (None: a folder written before they
-        were recorded: the defaults), checked; raises XmlkitError naming
+        """A manifest's predict parameters, checked: each recorded one must be
+        a predict parameter of the family and take a value it allows; one the
+        manifest does not record (a folder saved before the parameter
+        existed, or before any was recorded: `recorded` None) takes its
+        declared default, so that adding a predict parameter to a family
+        leaves its saved folders as they were. Raises XmlkitError naming
         `where`."""
-        if recorded is None:
-            return cls.predict_defaults()
-        if not isinstance(recorded, dict) or set(recorded) != set(cls.PREDICT_PARAMS):
-            raise XmlkitError(f"{where}: the manifest's predict_params must be "
+        recorded = {} if recorded is None else recorded
+        if not isinstance(recorded, dict):
+            raise XmlkitError(f"{where}: the manifest's predict_params must be a mapping of "
                               f"{sorted(cls.PREDICT_PARAMS)}, got {recorded!r}")
+        unknown = sorted(set(recorded) - set(cls.PREDICT_PARAMS))
+        if unknown:
+            raise XmlkitError(f"{where}: the manifest's predict_params name {unknown}, which "
+                              f"a {cls.algorithm} model does not take (it takes "
+                              f"{sorted(cls.PREDICT_PARAMS)})")
+        out = cls.predict_defaults()
         for name, (_, c) in cls.PREDICT_PARAMS.items():
-            if not c(recorded[name]):
+            if name in recorded and not c(recorded[name]):
                 raise XmlkitError(f"{where}: the manifest's predict_params: {name} must be "
                                   f"{c.phrase}, got {recorded[name]!r}")
-        return dict(recorded)
+            out[name] = recorded.get(name, out[name])
+        return out
 
     @classmethod
     def _get_param_names(cls):
