@@ -116,10 +116,34 @@ def test_shards_merge_and_resume(tmp_path):
         shutil.copy(p, shards / p.name)
     assert tree_files(shards) == tree_files(whole)
 
-    # a rerun over the whole range keeps the finished trees and grows none
+    # a rerun over the whole range keeps the finished trees and grows none:
+    # not one file is written again (regrown trees would be the same bytes)
+    import os
+    stamps = {p.name: (os.stat(p).st_ino, os.stat(p).st_mtime_ns)
+              for p in shards.glob("tree_*.npz")}
     r = run_cli("xml-train", TRAIN, shards, "-t", "4")
     assert r.returncode == 0 and "4 of the trees are already" in r.stderr
+    assert "growing 0" in r.stderr, r.stderr
     assert {k: v for k, v in tree_files(shards).items() if k in first} == first
+    assert {p.name: (os.stat(p).st_ino, os.stat(p).st_mtime_ns)
+            for p in shards.glob("tree_*.npz")} == stamps
+
+
+def test_predict_tree_range_is_the_apis_trees(tmp_path, bibtex):
+    """xml-predict -s S -t N scores with trees S..S+N-1, exactly those: the
+    API's scores on them, not those of one tree fewer or more."""
+    _, _, Xt, _ = bibtex
+    folder = tmp_path / "m"
+    train(TRAIN, folder, "-t", "4")
+    scores = tmp_path / "s.txt"
+    r = run_cli("xml-predict", TEST, scores, folder, "-s", "1", "-t", "2", "-q")
+    assert r.returncode == 0, r.stderr
+    cli = read_matrix(scores)
+    for trees, same in (([1, 2], True), ([1], False), ([1, 2, 3], False), ([0, 1], False)):
+        api = xmlkit.load_model(folder, trees=trees).predict(Xt, k=None)
+        close = cli.shape == api.shape and np.array_equal(cli.indptr, api.indptr) and \
+            np.array_equal(cli.indices, api.indices) and np.abs(cli.data - api.data).max() <= 6e-7
+        assert close == same, trees
 
 
 def test_cpp_model_interop(tmp_path, shared):
