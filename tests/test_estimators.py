@@ -171,3 +171,22 @@ def test_save_writes_exactly_the_model(cls, small, tmp_path):
     with pytest.raises(xmlkit.XmlkitError, match="holds no xmlkit model"):
         second.save(other)
     assert [p.name for p in other.iterdir()] == ["notes.txt"]
+
+
+def test_option_choices_are_the_estimators_constraints():
+    """A parameter that takes one of a list of names is offered by xml-train
+    with exactly the values its estimator's constraint allows (one home for
+    the list: it was written twice, in the estimator and the option table)."""
+    import click
+    from xmlkit.cli.train import make_command
+    from xmlkit.models import REGISTRY
+    seen = 0
+    for algorithm, cls in REGISTRY.items():
+        options = {p.name: p for p in make_command(algorithm).params}
+        for name in cls._get_param_names():
+            values = cls.param_choices(name)
+            if values and name in options:
+                assert isinstance(options[name].type, click.Choice), (algorithm, name)
+                assert tuple(options[name].type.choices) == values, (algorithm, name)
+                seen += 1
+    assert seen >= 7

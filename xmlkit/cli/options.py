@@ -8,6 +8,7 @@ import click
 
 from xmlkit.metrics import PROPENSITY_PRESETS
 from xmlkit.models.base import C_INT_MAX
+from xmlkit.models import REGISTRY
 from xmlkit.models import ldsm as _ldsm
 from xmlkit.models import linear as _linear
 
@@ -20,7 +21,6 @@ class Opt:
     help: str
     type: object = None     # a click type; None: the type of the default
     off: str = None         # booleans: the flag that turns it off
-    choices: tuple = None
 
 
 class AutoOr(click.ParamType):
@@ -64,7 +64,7 @@ FASTXML = (
     Opt("solver", ("--solver",),
         "Solver of the nodes' L1 logistic regressions: xmlkit's newGLMNET (--max-newton "
         "Newton steps of 10 coordinate-descent passes at most) or liblinear-official's "
-        "L1R_LR (100 / 1000).", choices=("newglmnet", "liblinear")),
+        "L1R_LR (100 / 1000)."),
     Opt("tol", ("--tol",),
         "Stopping tolerance of the node solver (newglmnet): stop once the subgradient's "
         "L1 norm is at most this times its value at zero. The C++ tool's is 0.01 (give "
@@ -82,8 +82,7 @@ FASTXML = (
     Opt("init", ("--init",),
         "Where each node's solver starts (newglmnet): zero (the C++ tool's) or warm (one "
         "proximal-gradient step along the class-balanced mean difference of the two "
-        "sides).",
-        choices=("warm", "zero")),
+        "sides)."),
 )
 
 PFASTREXML = tuple(
@@ -97,8 +96,7 @@ PFASTREXML = tuple(
                                     "classifiers (scores s^alpha t^(1-alpha))."),
     Opt("propensity_preset", ("--propensity-preset",),
         "A/B of the propensity model that weights the labels: " + ", ".join(
-            f"{k} {a}/{b}" for k, (a, b) in sorted(PROPENSITY_PRESETS.items())) + ".",
-        choices=tuple(sorted(PROPENSITY_PRESETS))),
+            f"{k} {a}/{b}" for k, (a, b) in sorted(PROPENSITY_PRESETS.items())) + "."),
     Opt("propensity_a", ("-A", "--A"), "A of the propensity model (replaces the preset's).",
         type=float),
     Opt("propensity_b", ("-B", "--B"), "B of the propensity model (replaces the preset's).",
@@ -144,12 +142,12 @@ EMBED = (
         "times tr(XᵀX)/d (the authors' code: 1e-6, which overfits sparse text)."),
     Opt("cg_iters", ("--cg-iters",), "Conjugate-gradient iterations per solve."),
     Opt("num_features", ("--num-features",), "Random Fourier features f."),
-    Opt("kernel", ("--kernel",), "Random-feature kernel.", choices=("gaussian", "cauchy")),
+    Opt("kernel", ("--kernel",), "Random-feature kernel."),
     Opt("bandwidth", ("--bandwidth",), "Frequency multiplier on the median-heuristic "
                                        "bandwidth."),
     Opt("ridge", ("--ridge",), "Ridge of the output layer, times tr(ΦᵀΦ)/(f+1)."),
     Opt("loss", ("--loss",), "Output layer: ridge closed form, or refined by per-class "
-                             "logistic loss.", choices=("ridge", "logistic")),
+                             "logistic loss."),
     Opt("epochs", ("--epochs",), "Epochs of the logistic refinement (--loss logistic)."),
     Opt("eta", ("--eta",), "Step size of the logistic refinement (preconditioned)."),
     Opt("momentum", ("--momentum",), "Heavy-ball momentum of the logistic refinement."),
@@ -164,14 +162,12 @@ EMBED = (
 LINEAR = (
     Opt("loss", ("--loss",), "The loss of every one-vs-all model; squared_hinge updates "
         "only the labels with a residual (fast with many labels); auto: squared_hinge "
-        f"from {_linear.HINGE_LABELS} labels up, logistic below.",
-        choices=("auto", "logistic", "squared", "squared_hinge")),
+        f"from {_linear.HINGE_LABELS} labels up, logistic below."),
     Opt("l1", ("--l1",), "L1 weight lambda1 (per example)."),
     Opt("l2", ("--l2",), "L2² weight lambda2 (penalty lambda2/2 ‖w‖²)."),
     Opt("lr_schedule", ("--lr-schedule",),
         "Learning rate per step: constant: --lr; decaying: lr / (1 + lr-decay · t); "
-        "adagrad: lr / (1 + sqrt(G)) per feature (and per label for the bias).",
-        choices=("constant", "decaying", "adagrad")),
+        "adagrad: lr / (1 + sqrt(G)) per feature (and per label for the bias)."),
     Opt("lr", ("--lr",), "Learning rate of the SGD; auto: "
         + ", ".join(f"{v} for {k}" for k, v in _linear.AUTO_LR.items()) + ".",
         type=AutoOr(click.FLOAT)),
@@ -290,7 +286,9 @@ def click_options(algorithm, defaults):
             continue
         if o.param == "trees_only":     # a bool parameter spelled -S 0/1 as the C++ tool
             default = int(default)
-        kind = click.Choice(o.choices) if o.choices else (o.type or type(default))
+        # (the values a parameter takes from a list: the estimator's constraint)
+        values = REGISTRY[algorithm].param_choices(o.param)
+        kind = o.type or (click.Choice(values) if values else type(default))
         out.append(click.option(*o.decls, o.param, type=kind, default=default,
                                 show_default=default is not None, help=o.help))
     return out

@@ -193,6 +193,14 @@ class Estimator:
         return out
 
     @classmethod
+    def param_choices(cls, name):
+        """The values parameter `name` takes when they are a list of names
+        (its constraint's: the commands' choices), else ()."""
+        c = cls._parameter_constraints.get(name)
+        values = tuple(getattr(c, "values", ()) or ())
+        return values if values and all(isinstance(v, str) for v in values) else ()
+
+    @classmethod
     def _get_param_names(cls):
         sig = inspect.signature(cls.__init__)
         return sorted(p.name for p in sig.parameters.values()
