@@ -190,3 +190,18 @@ def test_option_choices_are_the_estimators_constraints():
                 assert tuple(options[name].type.choices) == values, (algorithm, name)
                 seen += 1
     assert seen >= 7
+
+
+def test_show_defaults_prints_the_estimators_defaults():
+    """xml-train --algorithm NAME --show-defaults: every default of the
+    family, read from the estimator, as JSON (the omikuji / PECOS dump)."""
+    import json
+    from conftest import run_cli
+    from xmlkit.models import REGISTRY
+    for algorithm, cls in REGISTRY.items():
+        r = run_cli("xml-train", "--algorithm", algorithm, "--show-defaults")
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["algorithm"] == algorithm
+        assert out["params"] == json.loads(json.dumps(cls.param_defaults(), default=str))
+        assert out["predict_params"] == cls.predict_defaults()

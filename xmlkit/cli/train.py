@@ -204,6 +204,21 @@ ARRAY_STORAGE = """The model is one array file, written when training ends; a re
         trains again."""
 
 
+def show_defaults(cls):
+    """The click callback of --show-defaults: every default of the family
+    (its training parameters and its predict parameters, read from the
+    estimator, where they are declared) as JSON on stdout."""
+    def callback(ctx, param, value):
+        if not value or ctx.resilient_parsing:
+            return
+        defaults = {k: v for k, v in cls.param_defaults().items()}
+        click.echo(json.dumps({"algorithm": cls.algorithm, "params": defaults,
+                               "predict_params": cls.predict_defaults()}, indent=2,
+                              sort_keys=True, default=str))
+        ctx.exit(0)
+    return callback
+
+
 def make_command(algorithm):
     """xml-train with the options of `algorithm`."""
     cls = get_class(algorithm)
@@ -254,6 +269,11 @@ def make_command(algorithm):
             *text_input_options(), *featurizer_options(),
             *click_options(algorithm, cls.param_defaults()),
             *(dask_options() if algorithm in DASK_FAMILIES else []),
+            click.option("--show-defaults", is_flag=True, expose_value=False, is_eager=True,
+                         callback=show_defaults(cls),
+                         help="Print every default of --algorithm's family (training and "
+                              "prediction parameters, as the Python API names them) as JSON, "
+                              "and exit."),
             index_base_option, json_option, quiet_option, version_option]):
         command = decorate(command)
     cmd = click.command(cls=FamilyCommand, context_settings=CONTEXT)(command)
