@@ -164,3 +164,27 @@ def test_a_new_predict_option_leaves_saved_folders_as_they_were(cls, bibtex, tmp
     assert loaded.predict_params_["beam"] == 8
     after = loaded.predict(Xt, k=5)
     assert (after != before).nnz == 0 and np.array_equal(after.data, before.data)
+
+
+def test_the_rules_between_predict_parameters_are_the_estimators(bibtex):
+    """The rules xml-predict used to hold are the families': a threshold
+    without decision="threshold" is refused by Embed itself; F1 inference
+    needs every row at once (needs_all_rows); PfastreXML takes trees_only
+    as 0 / 1, as the C++ tool's -S spells it."""
+    X, Y, Xt = small_data(bibtex)
+    embed = xmlkit.Embed(**SMALL["embed"]).fit(X, Y)
+    with pytest.raises(xmlkit.XmlkitError, match="threshold goes with decision=threshold") \
+            as info:
+        embed.predict(Xt, threshold=0.3)
+    assert info.value.param == ("threshold", "decision")
+    assert embed.predict(Xt, decision="threshold", threshold=0.3).nnz > 0
+    assert embed.needs_all_rows(decision="f1") and not embed.needs_all_rows()
+    embed.predict_params_ = {"decision": "f1", "threshold": 0.5}
+    assert embed.needs_all_rows()
+    p = xmlkit.PfastreXML(**SMALL["pfastrexml"]).fit(X, Y)
+    for value, same in ((1, True), (0, False)):
+        a = p.predict(Xt, trees_only=value)
+        b = p.predict(Xt, trees_only=True)
+        assert ((a != b).nnz == 0) == same
+    assert not any(xmlkit.REGISTRY[f].needs_all_rows(xmlkit.REGISTRY[f]()) for f in
+                   ("fastxml", "ldsm", "linear"))

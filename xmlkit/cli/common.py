@@ -134,8 +134,9 @@ def run(command, prog):
         _leave(EXIT_INPUT)
     except XmlkitError as exc:
         message = str(exc)
-        if exc.param is not None:
-            message = spell_flags(message, exc.param, command)
+        names = exc.param if isinstance(exc.param, tuple) else (exc.param,)
+        for name in (n for n in names if n is not None):
+            message = spell_flags(message, name, command)
         click.echo(f"{prog}: error: {message}", err=True)
         _leave(EXIT_INPUT)
     except (click.Abort, KeyboardInterrupt):

@@ -90,7 +90,7 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
     extra = predict_options(model, **family)
     # rows are read, scored and written in pieces (memory does not grow with
     # the file), except for embed's F1 inference, which needs every row at once
-    piece = None if extra.get("decision") == "f1" else PIECE_ROWS
+    piece = None if model.needs_all_rows(**extra) else PIECE_ROWS
     if text:
         if dask_address is not None:
             fail("--text scores on this machine: not with --dask")
@@ -232,21 +232,17 @@ def _predict_text(log, documents, scores, model_dir, model, piece, names, text_f
 
 def predict_options(model, **given):
     """predict() keyword arguments from the family options (name -> value,
-    None when not given): the values the model uses, each given one or else
-    the one it recorded, checked by the model; an option the family does not
-    take is an error."""
+    None when not given): those given, once the model has checked them with
+    the values it recorded for the others (its rules: predict_params); an
+    option the family does not take is an error."""
     takes = model.PREDICT_PARAMS
     wrong = sorted(n for n, v in given.items() if v is not None and n not in takes)
     if wrong:
         names = ", ".join("--" + n.replace("_", "-") for n in wrong)
         fail(f"{names} cannot be used with a {model.algorithm} model")
-    out = {n: v for n, v in given.items() if n in takes}
-    if out.get("trees_only") is not None:       # (-S 0/1, as the C++ tool spells it)
-        out["trees_only"] = bool(out["trees_only"])
-    used = model._predict_params(**out)
-    if out.get("threshold") is not None and used["decision"] != "threshold":
-        fail("--threshold goes with --decision threshold")
-    return used
+    out = {n: v for n, v in given.items() if n in takes and v is not None}
+    model.predict_params(**out)
+    return out
 
 
 def _tree_range(model_dir, start_tree, n_trees):

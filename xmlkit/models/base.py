@@ -153,7 +153,8 @@ class Estimator:
     def _predict_params(self, **given):
         """The predict parameters to use: each given one (not None), else the
         model's recorded one, else its default; checked against its
-        constraint (InvalidParameterError naming it)."""
+        constraint and the family's rules between them (_check_predict:
+        InvalidParameterError naming the parameter)."""
         recorded = getattr(self, "predict_params_", None) or {}
         out = {}
         for name, (default, c) in self.PREDICT_PARAMS.items():
@@ -164,7 +165,23 @@ class Estimator:
                 raise InvalidParameterError(
                     name, f"{type(self).__name__}: {name} must be {c.phrase}, got {value!r}")
             out[name] = value
+        self._check_predict(given, out)
         return out
+
+    def predict_params(self, **given):
+        """The predict parameters predict() would use for these (None or
+        missing: the model's recorded value, else the default), checked:
+        what the commands pass on to predict()."""
+        return self._predict_params(**given)
+
+    def _check_predict(self, given, used):
+        """Rules between the predict parameters `used` (and those `given`
+        explicitly): none by default."""
+
+    def needs_all_rows(self, **params):
+        """Whether predict() with these predict parameters must see every row
+        at once (not a piece at a time): no family by default."""
+        return False
 
     @classmethod
     def _checked_predict_params(cls, recorded, where):

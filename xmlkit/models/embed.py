@@ -24,7 +24,7 @@ import numpy as np
 
 from xmlkit import checks
 from xmlkit.csr import Rows, like, model_rows
-from xmlkit.errors import XmlkitError
+from xmlkit.errors import InvalidParameterError, XmlkitError
 from xmlkit.models.arrays import (ROW_BLOCK, ArrayModel, coo_rows, scored_blocks, selector,
                                   sigmoid)
 from xmlkit.models.base import SEED, integer, one_of, real
@@ -438,6 +438,15 @@ class Embed(ArrayModel):
     def _link(self, Z):
         return sigmoid(Z) if self.params.loss == "logistic" \
             else np.clip(Z, 0, 1)
+
+    def _check_predict(self, given, used):
+        if given.get("threshold") is not None and used["decision"] != "threshold":
+            raise InvalidParameterError(("threshold", "decision"),
+                                        "Embed: threshold goes with decision=threshold")
+
+    def needs_all_rows(self, **params):
+        """F1 inference ranks every row for each label: all of them at once."""
+        return self._predict_params(decision=params.get("decision"))["decision"] == "f1"
 
     def predict(self, X, k=5, threads=1, progress=None, decision=None, threshold=None):
         """Probabilities (the k best per row; k=None: every label), or label sets:

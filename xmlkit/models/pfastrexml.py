@@ -171,6 +171,13 @@ class PfastreXML(FastXML):
             self.tail_ = centroids_by_feature(X, Y, self.bias)
 
     # -- prediction
+    def _predict_params(self, **given):
+        # trees_only may be given as 0 / 1, as the C++ tool's -S spells it
+        t = given.get("trees_only")
+        if t is not None and not isinstance(t, (bool, np.bool_)) and t in (0, 1):
+            given = {**given, "trees_only": bool(t)}
+        return super()._predict_params(**given)
+
     def predict(self, X, k=5, threads=1, progress=None, rerank=None, trees_only=None):
         """Scores: the tree scores of the `rerank` best labels per point,
         re-ranked by the tail classifiers (unless trees_only, by default the
