@@ -137,3 +137,19 @@ def test_the_driver_has_no_family_branch():
         named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
             {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
         assert not named & families, (name, named & families)
+
+
+def test_python_sources_stay_readable():
+    """No library module over 800 lines and no function over 100 (the
+    Python sources; the Cython kernels are not held to it yet)."""
+    too_long = []
+    for path in sorted(ROOT.rglob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > 800:
+            too_long.append((path.name, "file", len(text.splitlines())))
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > 100:
+                    too_long.append((path.name, node.name, n))
+    assert not too_long, too_long

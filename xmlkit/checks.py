@@ -1,4 +1,5 @@
-"""Checks of arrays read from model files, before any kernel sees them.
+"""Checks of arrays read from model files, before any kernel sees them, and
+of training data before a family sees them (training_rows, empty_side).
 
 A loader never trusts an array: index pointers must start at 0, never
 decrease and end at the entry count; indices must lie in their range; values
@@ -73,3 +74,32 @@ def csr(ptr, idx, val, n_rows, n_cols, name, what):
     if idx.ndim != 1 or val.ndim != 1 or not ptr[-1] == len(idx) == len(val):
         raise DamagedModel(name, f"{what}: pointers, indices and values disagree in length")
     return ptr, idx, val
+
+
+# ---- training data
+
+def empty_side(X, Y):
+    """"features" or "labels" when that matrix has 0 columns (nothing to
+    train on), else None: the rule of training_rows, which xml-train applies
+    first to name the file."""
+    return next((what for what, M in (("features", X), ("labels", Y)) if M.shape[1] == 0),
+                None)
+
+
+def training_rows(X, Y, min_points=1):
+    """Features and labels as Rows, checked: same number of points, at least
+    `min_points` of them, some label, finite feature values."""
+    from xmlkit.csr import as_rows
+    X, Y = as_rows(X, "features"), as_rows(Y, "labels")
+    if X.shape[0] != Y.shape[0]:
+        raise XmlkitError(f"features have {X.shape[0]} rows but labels {Y.shape[0]}")
+    if X.shape[0] < min_points:
+        raise XmlkitError(f"at least {min_points} training point(s) needed, got {X.shape[0]}")
+    what = empty_side(X, Y)
+    if what:
+        raise XmlkitError(f"the {what} have 0 columns: nothing to train on")
+    if not np.any(Y.data):
+        raise XmlkitError("no training point has a label: nothing to train on")
+    if not np.all(np.isfinite(X.data)):
+        raise XmlkitError("features contain NaN or inf")
+    return X, Y

@@ -149,7 +149,7 @@ class SharedData:
         key = self.key()
         if key not in SharedData._cache:
             from xmlkit.io import read_xc
-            from xmlkit.models.ensemble import training_rows
+            from xmlkit.checks import training_rows
             SharedData._cache.clear()           # one data set at a time per worker
             if len(self.paths) == 1:
                 d = read_xc(self.paths[0], index_base=self.index_base, layout="dataset")

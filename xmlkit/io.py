@@ -276,6 +276,42 @@ def _open_input(path):
     return open_for_reading(path), str(path)
 
 
+def _read_header(read, path, layout):
+    """(dimensions, layout found, the bytes read past the header line) of
+    an XC file whose bytes read(n) gives: a BOM at its start skipped, the
+    header checked (ASCII integers, the layout asked for, dimensions that
+    32-bit indices hold)."""
+    first = read(CHUNK_BYTES)
+    while first and len(first) < 3 and BOM.startswith(first):
+        more = read(3 - len(first))     # (a stream may give its BOM in pieces)
+        if not more:
+            break
+        first += more
+    buf = strip_bom(first)
+    if not buf:
+        raise InputFormatError(path, 1, "empty file: expected a header 'N D L' or 'N C'")
+    while b"\n" not in buf:
+        more = read(CHUNK_BYTES)
+        if not more:
+            break
+        buf += more
+    nl = buf.find(b"\n")
+    header, buf = (buf, b"") if nl < 0 else (buf[:nl], buf[nl + 1:])
+    dims = _parse_header(path, header)
+    found = "dataset" if len(dims) == 3 else "matrix"
+    if layout is not None and found != layout:
+        want = "a data set with header 'N D L'" if layout == "dataset" else \
+            "a sparse matrix with header 'N C'"
+        raise InputFormatError(path, 1, f"expected {want}, found header "
+                               f"'{_shown(header.decode(errors='replace').strip())}'")
+    names = ("N", "D", "L") if found == "dataset" else ("N", "C")
+    for name, n in zip(names[1:], dims[1:]):
+        if n >= 2**31 - 1:
+            raise InputFormatError(path, 1, f"the header's {name} = {n} is more than the "
+                                   f"{2**31 - 2} columns that 32-bit indices hold")
+    return dims, found, buf
+
+
 def _xc_parts(path, index_base, layout, progress, chunk_rows, stream=False):
     """Generator: the header's dimensions first, then the file's rows as
     one XCFile (chunk_rows None) or as pieces of chunk_rows rows (stream:
@@ -291,38 +327,9 @@ def _xc_parts(path, index_base, layout, progress, chunk_rows, stream=False):
         buf = b""
         taken = 0
         try:
-            first = read(CHUNK_BYTES)
-            while first and len(first) < 3 and BOM.startswith(first):
-                more = read(3 - len(first))     # (a stream may give its BOM in pieces)
-                if not more:
-                    break
-                first += more
-            first = strip_bom(first)
-            if not first:
-                raise InputFormatError(path, 1, "empty file: expected a header 'N D L' or 'N C'")
-            buf = first
-            while b"\n" not in buf:
-                more = read(CHUNK_BYTES)
-                if not more:
-                    break
-                buf += more
-            nl = buf.find(b"\n")
-            header, buf = (buf, b"") if nl < 0 else (buf[:nl], buf[nl + 1:])
-            first = more = None
-            dims = _parse_header(path, header)
-            found = "dataset" if len(dims) == 3 else "matrix"
-            if layout is not None and found != layout:
-                want = "a data set with header 'N D L'" if layout == "dataset" else \
-                    "a sparse matrix with header 'N C'"
-                raise InputFormatError(path, 1, f"expected {want}, found header "
-                                       f"'{_shown(header.decode(errors='replace').strip())}'")
+            dims, found, buf = _read_header(read, path, layout)
             n_rows, n_cols = dims[0], dims[1]
             n_labels = dims[2] if found == "dataset" else -1
-            names = ("N", "D", "L") if found == "dataset" else ("N", "C")
-            for name, n in zip(names[1:], dims[1:]):
-                if n >= 2**31 - 1:
-                    raise InputFormatError(path, 1, f"the header's {name} = {n} is more than "
-                                           f"the {2**31 - 2} columns that 32-bit indices hold")
             try:
                 parser = RowParser(n_rows, n_cols, n_labels, index_base)
             except ValueError as exc:

@@ -112,55 +112,74 @@ def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_pr
         require()
         output_target(plot_path)
 
-    named = None
     if text:
-        if inv_propensity:
-            fail("--inv-propensity lists labels by index: with --text give --train-labels "
-                 "(training documents)")
-        from xmlkit.text import named_matrices
-        named, Y, Ytr_named = named_matrices([scores, *compare], true_labels, train_labels,
-                                             text_format, label_sep)
-        S = named[0]
-        if Ytr_named is not None:
-            from xmlkit.text import unseen_in_training
-            unseen = unseen_in_training(Y, Ytr_named)
-            if unseen:
-                log(f"{unseen} true label occurrences in {true_labels} name labels that no "
-                    f"document of {train_labels} has (counted as missed)")
+        S, Y, named, Ytr = _read_named(log, scores, true_labels, train_labels, compare,
+                                       inv_propensity, text_format, label_sep)
     elif text_format is not None:
         fail("--text-format goes with --text")
     else:
         S = read_input(log, scores, index_base, layout="matrix").features
         truth = read_input(log, true_labels, index_base)
         Y = truth.labels if truth.layout == "dataset" else truth.features
+        named, Ytr = None, None
     if S.shape[0] != Y.shape[0]:
         fail(f"{scores} has {S.shape[0]} rows but {true_labels} has {Y.shape[0]} points")
     if S.shape[1] != Y.shape[1]:
         fail(f"{scores} scores {S.shape[1]} labels but {true_labels} has {Y.shape[1]}")
-
     if sets or threshold is not None:
-        if threshold is not None and not math.isfinite(threshold):
-            fail("--threshold must be a finite number")
-        m = set_metrics(Y, label_sets(S, threshold))
-        if as_json:
-            click.echo(json.dumps({"n_points": int(Y.shape[0]), "n_labels": int(Y.shape[1]),
-                                   "threshold": threshold, "unit": "fraction", "metrics": m},
-                                  indent=2))
-        else:
-            width = max(len(k) for k in m)
-            click.echo("\n".join(f"{k:<{width}}  {v:.4f}" for k, v in m.items()))
+        _label_set_metrics(S, Y, threshold, as_json)
         return
+    if train_labels and named is None:
+        tr = read_input(log, train_labels, index_base)
+        Ytr = tr.labels if tr.layout == "dataset" else tr.features
+    _ranking_metrics(log, S, Y, Ytr, ks, scores, true_labels, train_labels, inv_propensity,
+                     (propensity_preset, prop_a, prop_b), compare, named, plot_path,
+                     index_base, as_json)
 
-    q, prop, Ytr = None, None, None
-    if train_labels:
-        if named is not None:
-            Ytr = Ytr_named
-        else:
-            tr = read_input(log, train_labels, index_base)
-            Ytr = tr.labels if tr.layout == "dataset" else tr.features
+
+def _read_named(log, scores, true_labels, train_labels, compare, inv_propensity,
+                text_format, label_sep):
+    """--text: the score matrices of the named predictions (SCORES first,
+    then --compare's), the truth's label matrix and the training documents'
+    (or None), over one label space."""
+    if inv_propensity:
+        fail("--inv-propensity lists labels by index: with --text give --train-labels "
+             "(training documents)")
+    from xmlkit.text import named_matrices, unseen_in_training
+    named, Y, Ytr = named_matrices([scores, *compare], true_labels, train_labels,
+                                   text_format, label_sep)
+    if Ytr is not None:
+        unseen = unseen_in_training(Y, Ytr)
+        if unseen:
+            log(f"{unseen} true label occurrences in {true_labels} name labels that no "
+                f"document of {train_labels} has (counted as missed)")
+    return named[0], Y, named, Ytr
+
+
+def _label_set_metrics(S, Y, threshold, as_json):
+    """--sets / --threshold: Hamming loss and the F1s, as fractions."""
+    if threshold is not None and not math.isfinite(threshold):
+        fail("--threshold must be a finite number")
+    m = set_metrics(Y, label_sets(S, threshold))
+    if as_json:
+        click.echo(json.dumps({"n_points": int(Y.shape[0]), "n_labels": int(Y.shape[1]),
+                               "threshold": threshold, "unit": "fraction", "metrics": m},
+                              indent=2))
+    else:
+        width = max(len(k) for k in m)
+        click.echo("\n".join(f"{k:<{width}}  {v:.4f}" for k, v in m.items()))
+
+
+def _ranking_metrics(log, S, Y, Ytr, ks, scores, true_labels, train_labels, inv_propensity,
+                     propensity, compare, named, plot_path, index_base, as_json):
+    """The ranking metrics at ks (with propensities: from training labels
+    Ytr and propensity = (preset, A, B), or a file), the tail bins of
+    --compare and --plot, as a table or JSON."""
+    q, prop = None, None
+    if Ytr is not None:
         if Ytr.shape[1] != Y.shape[1]:
             fail(f"{train_labels} has {Ytr.shape[1]} labels but {true_labels} has {Y.shape[1]}")
-        a, b = propensity_ab(propensity_preset, prop_a, prop_b)
+        a, b = propensity_ab(*propensity)
         q = inverse_propensity(Ytr, a, b)
         prop = {"source": str(train_labels), "A": a, "B": b}
     elif inv_propensity:
@@ -168,7 +187,6 @@ def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_pr
         prop = {"source": str(inv_propensity)}
     else:
         log("PSP@k and PSnDCG@k need --train-labels or --inv-propensity; not reported")
-
     metrics = ranking_metrics(Y, S, ks, q)
     tail = None
     if Ytr is not None:

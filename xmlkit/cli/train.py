@@ -21,7 +21,7 @@ from xmlkit.atomic import refuse_overwrite, writable_folder
 from xmlkit.driver import fit_folder
 from xmlkit.errors import InvalidParameterError
 from xmlkit.models import REGISTRY, get_class
-from xmlkit.models.ensemble import empty_side
+from xmlkit.checks import empty_side
 
 DEFAULT_ALGORITHM = "fastxml"
 

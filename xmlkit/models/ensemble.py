@@ -7,37 +7,11 @@ import numpy as np
 
 from xmlkit import store
 from xmlkit.errors import InvalidParameterError, XmlkitError
+from xmlkit.checks import training_rows
 from xmlkit.models.base import Estimator
 
 #: the array of a tree file holding the model's (n_features, n_labels)
 TREE_DIMS = "dims"
-
-
-def empty_side(X, Y):
-    """"features" or "labels" when that matrix has 0 columns (nothing to
-    train on), else None: the rule of training_rows, which xml-train applies
-    first to name the file."""
-    return next((what for what, M in (("features", X), ("labels", Y)) if M.shape[1] == 0),
-                None)
-
-
-def training_rows(X, Y, min_points=1):
-    """Features and labels as Rows, checked: same number of points, at least
-    `min_points` of them, finite feature values."""
-    from xmlkit.csr import as_rows
-    X, Y = as_rows(X, "features"), as_rows(Y, "labels")
-    if X.shape[0] != Y.shape[0]:
-        raise XmlkitError(f"features have {X.shape[0]} rows but labels {Y.shape[0]}")
-    if X.shape[0] < min_points:
-        raise XmlkitError(f"at least {min_points} training point(s) needed, got {X.shape[0]}")
-    what = empty_side(X, Y)
-    if what:
-        raise XmlkitError(f"the {what} have 0 columns: nothing to train on")
-    if not np.any(Y.data):
-        raise XmlkitError("no training point has a label: nothing to train on")
-    if not np.all(np.isfinite(X.data)):
-        raise XmlkitError("features contain NaN or inf")
-    return X, Y
 
 
 #: bytes per feature and label that training and prediction hold per thread
