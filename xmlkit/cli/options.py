@@ -249,11 +249,15 @@ def predict_click_options(classes, only=None):
             said = f"{o.help[0].upper()}{o.help[1:]}" if only else f"{family}: {o.help}"
             parts.append(f"{said} [default: {shown}]")
         o = uses[0][1]
-        kind = o.type or click.Choice(values)
+        # (a list of names: a choice; else the given type, or the default's)
+        choice = not o.type and bool(values) and all(isinstance(v, str) for v in values)
+        first = classes[uses[0][0]].PREDICT_PARAMS[param][0]
+        kind = click.Choice(values) if choice else \
+            (o.type or (type(first) if first is not None else None))
         text = " ".join(parts) + " Not given: the value the model recorded at training."
         out.append(click.Option([*o.decls, param], type=kind, default=None, help=text,
-                                metavar=None if o.type else
-                                "[" + "|".join(v for v in values if v not in OLD_NAMES) + "]"))
+                                metavar="[" + "|".join(v for v in values if v not in OLD_NAMES)
+                                + "]" if choice else None))
     return out
 
 
