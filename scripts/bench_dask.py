@@ -61,7 +61,7 @@ def task_profile(data, trees):
     from xmlkit.io import read_dataset
     X, Y = read_dataset(data)
     model = FastXML(n_trees=trees)
-    Xr, Yr = model._start_fit(X, Y)
+    Xr, Yr = model.start_fit(X, Y)
     with cluster.connect("local:2") as client, distributed.get_task_stream(client) as ts:
         ex = cluster.DaskExecutor(client)
         grown = dict(ex.grow_trees(model, Xr, Yr, list(range(trees))))

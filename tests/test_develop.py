@@ -25,12 +25,12 @@ def test_every_path_in_the_map_exists():
         assert (ROOT / p).exists(), p
         checked += 1
     assert checked >= 30
-    # the protocol members the map lists are the ones ModelBase documents
-    from xmlkit.models.ensemble import ModelBase
-    doc = ModelBase.__doc__
+    # the protocol members the map lists are the ones the protocol declares
+    from xmlkit.models.protocol import MEMBERS
     section = text[text.index("## The folder protocol"):text.index("## Recipe")]
-    for member in re.findall(r"`(_\w+|[A-Z_]{6,})`", section):
-        assert member in doc, member
+    bullets = section[section.index("protocol.py`):"):section.index("`ModelBase` (")]
+    named = set(re.findall(r"`(\w+)`", bullets))
+    assert named == set(MEMBERS), sorted(named ^ set(MEMBERS))
 
 
 def test_the_predict_option_recipe(bibtex, tmp_path, monkeypatch):

@@ -153,3 +153,21 @@ def test_python_sources_stay_readable():
                 if n > 100:
                     too_long.append((path.name, node.name, n))
     assert not too_long, too_long
+
+
+def test_drivers_call_models_by_public_names_only():
+    """Outside xmlkit/models (the drivers, the commands), a model is reached
+    through the folder protocol's public members and the estimator API:
+    no `model._x` call; and every protocol member the drivers use is one
+    the protocol declares."""
+    from xmlkit.models.protocol import MEMBERS
+    outside = [p for p in LIBRARY if "models" not in p.relative_to(ROOT).parts]
+    outside += sorted((ROOT / "cli").glob("*.py"))
+    private = []
+    for path in outside:
+        for m in re.finditer(r"\b(model|cls|family)\._([a-z]\w*)", path.read_text()):
+            private.append((path.name, m.group(0)))
+    assert not private, private
+    driver = (ROOT / "driver.py").read_text() + (ROOT / "models" / "folders.py").read_text()
+    used = set(re.findall(r"\bmodel\.([a-z]\w*)\(", driver))
+    assert used - {"predict", "verify", "stats"} <= set(MEMBERS), used - set(MEMBERS)

@@ -119,7 +119,7 @@ def test_auto_settings_follow_the_data_and_are_recorded(tmp_path, bibtex):
     ticks = []
     model = xmlkit.Linear(threshold_holdout=0.2)
     total = model.progress_total(300, Y.shape[1])
-    X2, Y2 = model._start_fit(X, Y)
+    X2, Y2 = model.start_fit(X, Y)
     model._fit_arrays(X2, Y2, ticks.append)
     # every point of every epoch of both trainings (240 without the hold-out, then 300)
     assert sum(ticks) == total == linear.SMOOTH_EPOCHS * (240 + 300)

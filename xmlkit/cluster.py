@@ -184,7 +184,7 @@ def _grow_tree(model, data, t):
     if not same_data or held[0] is not model:
         _GROWERS.pop(key, None)             # (frees the last run's data first)
         X, Y = _rows_of(data)
-        held = (model, data, model._tree_grower(X, Y))
+        held = (model, data, model.tree_grower(X, Y))
         _GROWERS[key] = held
     return t, held[2](t)
 
@@ -193,7 +193,7 @@ def _worker_copy(model):
     """The model as a tree task needs it: parameters and the state fit set up
     before the trees (shapes, propensities, feature scaling), no trees, one
     thread per task."""
-    return model._copy_without("trees_", "_packed", "tail_", threads=1)
+    return model.copy_without("trees_", "_packed", "tail_", threads=1)
 
 
 def _predict_block(shared, rows):
@@ -317,7 +317,7 @@ class DaskExecutor:
             seen = self.client.run(folder_digest, folder) if digest else {}
             if digest and seen and all(d == digest for d in seen.values()):
                 return FolderModel(folder, trees, digest)
-        return model._copy_without(*model.CACHES)     # (rebuilt there)
+        return model.copy_without(*model.CACHES)     # (rebuilt there)
 
     def map_blocks(self, fn, shared, blocks, window=None):
         """fn(shared, block) for each block, on the workers; results yielded

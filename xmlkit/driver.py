@@ -1,5 +1,5 @@
 """Training into a model folder, shared by every family through the folder
-protocol (xmlkit.models.ensemble.ModelBase): the one place where training
+protocol (xmlkit.models.protocol): the one place where training
 meets files. Saving and loading a fitted model: xmlkit.models.folders.
 
 Training into a folder (fit_folder) writes each part (each tree) as soon as
@@ -29,7 +29,7 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
     keep_trees=False (tree families): each tree leaves memory once its file
     is written (as the C++ tools do), so memory does not grow with the
     number of trees; the returned model then holds only each tree's shape
-    (model._tree_shape: enough for `stats()`), and predicting needs the
+    (model.tree_shape: enough for `stats()`), and predicting needs the
     folder loaded (`load_model(folder)`).
 
     The trees are grown by the family's own workers (threads), or by
@@ -43,26 +43,26 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
     training ends or stops (a part file a killed run did not record is
     checked and adopted by the next run, as a file copied from a shard)."""
     tick = progress or (lambda _: None)
-    X, Y = model._start_fit(X, Y)
+    X, Y = model.start_fit(X, Y)
     with store.folder_lock(folder):
         store.remove_stale_temps(folder)
         store.prepare_folder(folder, model.manifest())
-        wanted = model._part_keys()
+        wanted = model.part_keys()
         want = set(wanted)
         manifest = store.read_manifest(folder)
-        keep = (lambda part: part) if keep_trees else model._part_kept
+        keep = (lambda part: part) if keep_trees else model.part_kept
         kept_parts = {}
         if model.RESUMABLE:
-            recorded = set(model._stored_parts(folder, manifest))
+            recorded = set(model.stored_parts(folder, manifest))
             # part files not recorded yet join the records when wanted (files
             # of a killed run, or copied from another shard), once checked
             # whole and found to be of this model (their origin: xmlkit.store)
-            adopt = (set(model._stored_parts(folder)) - recorded) & want
+            adopt = (set(model.stored_parts(folder)) - recorded) & want
             for key in sorted((recorded & want) | adopt):
                 part = load_part(model, folder, key, manifest, recorded=key in recorded,
                                  check_now=True)
                 kept_parts[key] = keep(part)
-            store.record_files(folder, [model._part_file(k) for k in sorted(adopt)])
+            store.record_files(folder, [model.part_file(k) for k in sorted(adopt)])
         todo = [k for k in wanted if k not in kept_parts]
         if log and kept_parts:
             log(f"{len(kept_parts)} of the {model.PART}s are already in {folder}; "
@@ -71,16 +71,16 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
         parts = dict(kept_parts)
         records = _Records(folder)
         try:
-            for key, part in model._fit_parts(X, Y, todo, PartWriter(folder, model, manifest),
+            for key, part in model.fit_parts(X, Y, todo, PartWriter(folder, model, manifest),
                                               tick, log, executor):
                 parts[key] = keep(part)
-                records.add(model._part_file(key))
+                records.add(model.part_file(key))
         except BaseException:
             records.flush(failing=True)
             raise
         records.flush()
-        model._set_parts(parts)
-        model._finish_fit(X, Y)
+        model.set_parts(parts)
+        model.finish_fit(X, Y)
         save_extras(model, folder, manifest)
     return model
 

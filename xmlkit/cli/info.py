@@ -34,7 +34,7 @@ def folder_info(folder):
                                 for k, v in read_param(folder).items()}})
     if model.PREDICT_PARAMS:
         # (recorded at training; C++ folders and older xmlkit ones: the declared defaults)
-        info["predict_params"] = model._predict_params()
+        info["predict_params"] = model.predict_params()
     if store.is_model_folder(folder):
         from xmlkit.text import MODEL_TEXT, model_text
         if f"{MODEL_TEXT}.npz" in (store.records(m) or {}):

@@ -72,12 +72,12 @@ class ArrayModel(ModelBase):
 
     def fit(self, X, Y):
         """Fit the model; returns self."""
-        X, Y = self._start_fit(X, Y)
+        X, Y = self.start_fit(X, Y)
         self._fit_arrays(X, Y)
         return self
 
     def _fit_arrays(self, X, Y, progress=None, log=None, executor=None):
-        """The fit after _start_fit (also by _fit_parts, for xmlkit.driver): set
+        """The fit after start_fit (also by fit_parts, for xmlkit.driver): set
         arrays_; progress(n) as work is done, log(message); `executor`
         (xmlkit.cluster) runs the family's tasks, if it has any."""
         raise NotImplementedError
@@ -87,17 +87,17 @@ class ArrayModel(ModelBase):
         from disk are complete and consistent with the model's shapes."""
         raise NotImplementedError
 
-    # -- the folder protocol (xmlkit.models.ensemble.ModelBase): one part,
+    # -- the folder protocol (xmlkit.models.protocol): one part,
     # the whole model, trained again by a rerun
     PART = "array file"
 
-    def _part_keys(self):
+    def part_keys(self):
         return [self.ARRAYS]
 
-    def _part_file(self, key):
+    def part_file(self, key):
         return key
 
-    def _fit_parts(self, X, Y, todo, after=None, progress=None, log=None, executor=None):
+    def fit_parts(self, X, Y, todo, after=None, progress=None, log=None, executor=None):
         if not todo:
             return
         self._fit_arrays(X, Y, progress, log, executor)
@@ -105,19 +105,19 @@ class ArrayModel(ModelBase):
             after(self.ARRAYS, self.arrays_)
         yield self.ARRAYS, self.arrays_
 
-    def _encode_part(self, arrays, compact=False):
+    def encode_part(self, arrays, compact=False):
         return arrays
 
-    def _decode_part(self, arrays, name):
+    def decode_part(self, arrays, name):
         arrays = dict(arrays)
         self._check_arrays(arrays, name)
         return arrays
 
-    def _parts(self):
+    def parts(self):
         return {self.ARRAYS: self.arrays_}
 
-    def _set_parts(self, parts):
+    def set_parts(self, parts):
         self.arrays_ = parts.get(self.ARRAYS)
 
-    def _require_whole(self):
+    def require_whole(self):
         self._require_fitted()

@@ -306,7 +306,7 @@ class Embed(ArrayModel):
         return 3 + (p.epochs if p.loss == "logistic" else 0)
 
     def _fit_arrays(self, X, Y, progress=None, log=None, executor=None):
-        """The fit after _start_fit; progress(n) after each step, log(message).
+        """The fit after start_fit; progress(n) after each step, log(message).
         One fit: there are no tasks for an `executor` to run."""
         if executor is not None:
             raise XmlkitError("an embed model is one fit: it has no tasks for a cluster")

@@ -1,14 +1,15 @@
-"""What the model families share: the folder protocol (`ModelBase`: what
-a family provides to be trained into a model folder, resumed, sharded,
-sent to Dask, saved and loaded), one file per tree in the model folder
-(`tree_name`, `stored_trees`) and the tree families' side of the protocol
-(`TreeEnsemble`; the single-file models' is xmlkit.models.arrays)."""
+"""What the model families share: their base (`ModelBase`, which gives the
+folder protocol of xmlkit.models.protocol its shared members), one file
+per tree in the model folder (`tree_name`, `stored_trees`) and the tree
+families' side of the protocol (`TreeEnsemble`; the single-file models'
+is xmlkit.models.arrays)."""
 import numpy as np
 
 from xmlkit import store
 from xmlkit.errors import InvalidParameterError, XmlkitError
 from xmlkit.checks import training_rows
 from xmlkit.models.base import Estimator
+from xmlkit.models.protocol import FolderProtocol
 
 #: the array of a tree file holding the model's (n_features, n_labels)
 TREE_DIMS = "dims"
@@ -48,68 +49,17 @@ def stored_trees(folder, manifest=None):
     return sorted(int(n.split("_")[1]) for n in names)
 
 
-class ModelBase(Estimator):
+class ModelBase(Estimator, FolderProtocol):
     """Base of the model families. A subclass sets `algorithm`, its
-    parameters (see xmlkit.models.base) and predict (and extends _start_fit
+    parameters (see xmlkit.models.base) and predict (and extends start_fit
     if it needs more than the shared checks); tree families derive from
     TreeEnsemble, single-file models from xmlkit.models.arrays.ArrayModel.
-
-    The folder protocol. A model folder holds the manifest and the model's
-    *parts*, one array file each (a tree; the whole model of a single-file
-    family), plus its extra arrays. The code that trains into folders
-    (xmlkit.driver.fit_folder), saves and loads them
-    (xmlkit.models.folders) and sends work to Dask (xmlkit.cluster) calls
-    only these members, which every family has:
-
-    - ``_start_fit(X, Y) -> X, Y``: parameters and data checked, shapes set;
-      ``manifest()``, ``from_manifest(manifest, folder)``: the folder's
-      manifest and an unfitted model from it.
-    - ``_part_keys()``: the parts fit makes, in order; ``_part_file(key)``:
-      a part's file (without .npz); ``_stored_parts(folder, manifest)``
-      (families that resume or pick): the keys of the parts a folder
-      holds; ``RESUMABLE``: whether parts
-      already in a folder (of a model with the same manifest) are kept by a
-      rerun, so that training resumes and shards merge; ``PART`` names a
-      part in messages, and a family whose loaded parts can be picked
-      (``trees=``) sets ``PICKABLE``; ``DASK_TASKS``: whether
-      _fit_parts spreads its work over an executor's tasks.
-    - ``_fit_parts(X, Y, todo, after, progress, log, executor)``: make the
-      parts `todo`, yielding (key, part) as each is done, after calling
-      after(key, part) on it (the worker that made it: the driver writes the
-      part's file there); `executor` (xmlkit.cluster) runs the family's
-      tasks on Dask when given; ``_finish_fit(X, Y)``: work after the parts.
-    - ``_encode_part(part, compact=False)`` -> arrays of its file, in the
-      order the file holds them (an entry may be a function giving its
-      array: see store.save_arrays; compact: for the compact layout); ``_decode_part(arrays,
-      name)`` -> the part, checked (file `name` in messages); `arrays` is a
-      mapping that reads each array when it is looked up
-      (store.StoredArrays): take each once, or copy them into a dict.
-    - ``_parts()`` / ``_set_parts(parts)``: the fitted parts, key -> part;
-      ``_part_kept(part)``: what a model trained with keep_trees=False keeps
-      of a part; ``_require_whole()``: raise unless every part is whole.
-    - ``_extra_arrays()`` / ``_restore_extras(read, where)``: the arrays the
-      folder holds besides the parts, and back.
-    - ``CHECKS_ON_USE``: _decode_part may return a part of a mapped file
-      whose digest and contents are not verified yet: it has verify(), and
-      the family calls it before a kernel uses the part (the trees: on the
-      threads that predict). Otherwise the file is verified before
-      _decode_part sees it.
-    """
+    The members the drivers call are declared in
+    xmlkit.models.protocol.FolderProtocol, the folder protocol; this class
+    gives the shared start_fit, manifest and from_manifest."""
 
     #: training points fit needs at least
     MIN_POINTS = 1
-    #: parts already in a folder are kept by a rerun (see the class doc)
-    RESUMABLE = False
-    #: loaded parts can be picked by index (trees=...)
-    PICKABLE = False
-    #: what a part is called in messages
-    PART = "part"
-    #: _fit_parts spreads its work as tasks of an executor (xmlkit.cluster)
-    DASK_TASKS = False
-    #: parts of mapped files are verified before their first use, not when
-    #: loaded (see the class doc)
-    CHECKS_ON_USE = False
-
     #: attributes that cache what the model holds for its kernels (rebuilt
     #: when asked for): not pickled, so a copy or a Dask worker builds its own
     CACHES = ("_forest", "_packed", "_tail")
@@ -119,21 +69,6 @@ class ModelBase(Estimator):
         for name in self.CACHES:
             state.pop(name, None)
         return state
-
-    def _finish_fit(self, X, Y):
-        """Work after the parts (PfastreXML: its tail classifiers)."""
-
-    def _extra_arrays(self):
-        """Arrays besides the parts that the model folder holds: name -> dict."""
-        return {}
-
-    def _restore_extras(self, read, where):
-        """Take back the _extra_arrays of a loaded folder: read(name) gives
-        the dict of arrays `name` (`where` names the folder in messages)."""
-
-    def _part_kept(self, part):
-        """What fit_folder(keep_trees=False) keeps of a part: all of it."""
-        return part
 
     def predict_pieces(self, X, finish=None, release=False, **kwargs):
         """predict(X, **kwargs) as consecutive row pieces, for a caller that
@@ -145,7 +80,7 @@ class ModelBase(Estimator):
         S = self.predict(X, **kwargs)
         yield S if finish is None else finish(S)
 
-    def _start_fit(self, X, Y):
+    def start_fit(self, X, Y):
         """Check the parameters and the data (as Rows, at least MIN_POINTS
         points, finite features); set the shapes. Returns X, Y."""
         self._validate_params()
@@ -161,18 +96,6 @@ class ModelBase(Estimator):
                        if threads > 1 else "")
         self.data_digest_ = data_digest(X, Y)
         return X, Y
-
-    def _copy_without(self, *names, **attrs):
-        """A shallow copy without the attributes `names` and with `attrs` set:
-        what a worker process is sent (not the trees or arrays it does not
-        need)."""
-        import copy
-        m = copy.copy(self)
-        for name in names:
-            m.__dict__.pop(name, None)
-        for name, value in attrs.items():
-            setattr(m, name, value)
-        return m
 
     def manifest(self):
         recorded = getattr(self, "predict_params_", None)
@@ -220,16 +143,16 @@ class TreeEnsemble(ModelBase):
     DASK_TASKS = True       # (a task per tree)
 
     # -- the folder protocol
-    def _part_keys(self):
+    def part_keys(self):
         return self._wanted_trees()
 
-    def _part_file(self, key):
+    def part_file(self, key):
         return tree_name(key)
 
-    def _stored_parts(self, folder, manifest=None):
+    def stored_parts(self, folder, manifest=None):
         return stored_trees(folder, manifest)
 
-    def _fit_parts(self, X, Y, todo, after=None, progress=None, log=None, executor=None):
+    def fit_parts(self, X, Y, todo, after=None, progress=None, log=None, executor=None):
         if log:
             log(f"{self.algorithm}: {X.shape[0]} points, {X.shape[1]} features, "
                 f"{Y.shape[1]} labels; growing {len(todo)} trees")
@@ -240,35 +163,35 @@ class TreeEnsemble(ModelBase):
             if progress is not None:
                 progress(1)
 
-    def _encode_part(self, tree, compact=False):
+    def encode_part(self, tree, compact=False):
         return {**self._encode_tree(tree, compact), TREE_DIMS: self._tree_dims()}
 
-    def _decode_part(self, arrays, name):
+    def decode_part(self, arrays, name):
         self._check_tree_dims(arrays.get(TREE_DIMS), name)
         return self._decode_tree(arrays, name)
 
-    def _parts(self):
+    def parts(self):
         return self.trees_
 
-    def _set_parts(self, parts):
+    def set_parts(self, parts):
         self.trees_ = parts
 
-    def _part_kept(self, tree):
-        return self._tree_shape(tree)
+    def part_kept(self, tree):
+        return self.tree_shape(tree)
 
-    def _require_whole(self):
+    def require_whole(self):
         self._require_whole_trees()
 
     def fit(self, X, Y):
         """Grow the trees (see the class's parameters); returns self."""
-        X, Y = self._start_fit(X, Y)
+        X, Y = self.start_fit(X, Y)
         self.trees_ = {}
         for t, tree in self._grow_trees(X, Y, self._wanted_trees()):
             self.trees_[t] = tree
-        self._finish_fit(X, Y)
+        self.finish_fit(X, Y)
         return self
 
-    def _tree_grower(self, X, Y):
+    def tree_grower(self, X, Y):
         """grow(t) -> tree t over X, Y on the calling thread, the prepared
         data (and grower) kept between calls: what a Dask worker holds
         between its tree tasks (xmlkit.cluster)."""
@@ -295,10 +218,10 @@ class TreeEnsemble(ModelBase):
                                      f"{want[1]}")
 
     #: the arrays of a tree that fit_folder(keep_trees=False) keeps: its
-    #: shape (what stats() and _finish_fit read), not its weights or leaves
+    #: shape (what stats() and finish_fit read), not its weights or leaves
     SHAPE_KEYS = ()
 
-    def _tree_shape(self, tree):
+    def tree_shape(self, tree):
         return {k: tree[k] for k in self.SHAPE_KEYS}
 
     def _require_whole_trees(self):

@@ -267,7 +267,7 @@ class FastXML(TreeEnsemble):
                               gate=gate, crew=crew)
         return grower
 
-    def _tree_grower(self, X, Y):
+    def tree_grower(self, X, Y):
         """grow(t) -> tree, one tree at a time on the calling thread with one
         grower (and its buffers) kept between trees: what a Dask worker
         holds between its tasks (xmlkit.cluster)."""

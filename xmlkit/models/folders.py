@@ -1,5 +1,5 @@
 """Model folders: saving a fitted model and loading one, for every family
-through the folder protocol (xmlkit.models.ensemble.ModelBase). Training
+through the folder protocol (xmlkit.models.protocol). Training
 into a folder, with resume, shards and Dask, is xmlkit.driver's.
 
 A folder holds `manifest.json` (family, model-defining parameters, shapes,
@@ -22,8 +22,8 @@ class PartWriter:
 
     def __init__(self, folder, model, manifest, compact=False):
         self.folder, self.manifest, self.compact = folder, manifest, compact
-        self.encode = model._encode_part
-        self.file = model._part_file
+        self.encode = model.encode_part
+        self.file = model.part_file
 
     def __call__(self, key, part):
         store.save_arrays(self.folder, self.file(key), self.encode(part, self.compact),
@@ -33,7 +33,7 @@ class PartWriter:
 def save_extras(model, folder, manifest, compact=False):
     """Write and record the model's extra arrays (of the folder whose
     manifest is `manifest`)."""
-    extras = model._extra_arrays()
+    extras = model.extra_arrays()
     for name, arrays in extras.items():
         store.save_arrays(folder, name, arrays, manifest, compact=compact)
     store.record_files(folder, list(extras))
@@ -46,7 +46,7 @@ def save_folder(model, folder, compact=False):
     of the folders written before format version 3 (deflated; see
     docs/formats.md for why the mapped one is the default): for the
     benchmarks that compare them and the tests of old folders."""
-    model._require_whole()
+    model.require_whole()
     if hasattr(model, "verify") and getattr(model, "source_", None):
         model.verify()                  # (a loaded model's files: checked before copied)
     store.refuse_foreign(folder)        # (before the lock leaves its file there)
@@ -55,10 +55,10 @@ def save_folder(model, folder, compact=False):
         manifest = model.manifest()
         store.replace_folder(folder, manifest)
         writer = PartWriter(folder, model, manifest, compact)
-        parts = model._parts()
+        parts = model.parts()
         for key, part in parts.items():
             writer(key, part)
-        store.record_files(folder, [model._part_file(k) for k in parts])
+        store.record_files(folder, [model.part_file(k) for k in parts])
         save_extras(model, folder, manifest, compact)
     return folder
 
@@ -70,11 +70,11 @@ def load_part(model, folder, key, manifest=None, recorded=True, check_now=False)
     mapped files before first use (CHECKS_ON_USE: the trees) gets the file
     unverified, unless check_now (the part is verified here); the others
     get it verified."""
-    name = model._part_file(key)
+    name = model.part_file(key)
     arrays = store.load_arrays(folder, name, manifest, lazy=True, recorded=recorded)
     if not (arrays.verified or model.CHECKS_ON_USE):
         arrays.verify()
-    part = model._decode_part(arrays, f"{folder}/{name}.npz")
+    part = model.decode_part(arrays, f"{folder}/{name}.npz")
     if check_now and hasattr(part, "verify"):
         part.verify()
     return part
@@ -96,7 +96,7 @@ def load_folder(cls, folder, trees=None, threads=1):
         raise XmlkitError(f"{folder}: a {cls.algorithm} model has no trees to pick")
     # (a family whose parts cannot be picked reads all of them: a missing
     # one is then reported by the store, as any missing file)
-    present = model._stored_parts(folder, m) if cls.PICKABLE else model._part_keys()
+    present = model.stored_parts(folder, m) if cls.PICKABLE else model.part_keys()
     wanted = present if trees is None else list(trees)
     missing = sorted(set(wanted) - set(present))
     if missing:
@@ -114,8 +114,8 @@ def load_folder(cls, folder, trees=None, threads=1):
             parts = dict(zip(rest, pool.map(lambda t: load_part(model, folder, t, m), rest)))
     else:
         parts = {t: load_part(model, folder, t, m) for t in rest}
-    model._set_parts({wanted[0]: first, **parts})
-    model._restore_extras(lambda name: store.load_arrays(folder, name, m), folder)
+    model.set_parts({wanted[0]: first, **parts})
+    model.restore_extras(lambda name: store.load_arrays(folder, name, m), folder)
     # (where it came from, and its manifest's digest then: Dask workers that
     # see that folder as it was load it themselves, xmlkit.cluster.FolderModel)
     model.source_ = (os.path.abspath(folder), None if trees is None else list(trees),

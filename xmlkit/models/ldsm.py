@@ -189,8 +189,8 @@ class LdSM(TreeEnsemble):
     def _wanted_trees(self):
         return list(range(self.n_trees))
 
-    def _start_fit(self, X, Y):
-        X, Y = super()._start_fit(X, Y)
+    def start_fit(self, X, Y):
+        X, Y = super().start_fit(X, Y)
         self.settings_ = self._settings(X.shape[0])
         self.feature_scaling_ = dense_scaling(X) if self.scale_dense else None
         return X, Y
@@ -204,7 +204,7 @@ class LdSM(TreeEnsemble):
         R = Rows(R.indptr, R.indices, R.data, (R.shape[0], self.n_features_in_))
         return standardised(R, *scaling)
 
-    def _finish_fit(self, X, Y):
+    def finish_fit(self, X, Y):
         p = self.settings_
         full = sum(len(t["first_child"]) > p.max_nodes - p.arity for t in self.trees_.values())
         if full:
@@ -220,7 +220,7 @@ class LdSM(TreeEnsemble):
                           "root (every trained split sent all points to one child); their "
                           "scores are the label prior", XmlkitWarning, stacklevel=3)
 
-    def _extra_arrays(self):
+    def extra_arrays(self):
         """With scale_dense: the standardisation (empty arrays for sparse
         training data, which are not scaled)."""
         if not self.scale_dense:
@@ -228,7 +228,7 @@ class LdSM(TreeEnsemble):
         mean, scale = self.feature_scaling_ or (np.zeros(0), np.zeros(0))
         return {SCALING: {"mean": mean, "scale": scale}}
 
-    def _restore_extras(self, read, where):
+    def restore_extras(self, read, where):
         self.feature_scaling_ = None
         if not self.scale_dense:
             return
@@ -259,7 +259,7 @@ class LdSM(TreeEnsemble):
         if not todo:
             return
         p = self.params
-        grow_one = self._tree_grower(X, Y)
+        grow_one = self.tree_grower(X, Y)
 
         def grow(t):
             tree = grow_one(t)
@@ -273,7 +273,7 @@ class LdSM(TreeEnsemble):
             # (on an error or interrupt, trees still growing are not waited for)
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def _tree_grower(self, X, Y):
+    def tree_grower(self, X, Y):
         """grow(t) -> tree over X, Y (the training data are prepared once;
         threads may share it)."""
         from xmlkit._ext.ldsm_tree import LdsmBuild, LdsmData

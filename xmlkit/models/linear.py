@@ -250,8 +250,8 @@ class Linear(ArrayModel):
             p.epochs = self.auto_epochs(n_points, p.loss)
         return p
 
-    def _start_fit(self, X, Y):
-        X, Y = super()._start_fit(X, Y)
+    def start_fit(self, X, Y):
+        X, Y = super().start_fit(X, Y)
         self.settings_ = self._settings(X.shape[0])
         return X, Y
 
@@ -281,7 +281,7 @@ class Linear(ArrayModel):
             log(f"linear: {len(blocks)} label blocks of {blocks[0][1] - blocks[0][0]} labels"
                 + (" (Dask tasks)" if executor is not None else f" ({threads} threads)"))
         if executor is not None:
-            worker = self._copy_without("arrays_")
+            worker = self.copy_without("arrays_")
             parts = []
             for part in executor.map_blocks(train_block, (worker, X, Y), blocks):
                 tick(p.epochs * X.shape[0])
@@ -325,7 +325,7 @@ class Linear(ArrayModel):
         return {"w_ptr": ptr, "w_idx": idx, "w_val": val, "bias": bias}
 
     def _fit_arrays(self, X, Y, progress=None, log=None, executor=None):
-        """The fit after _start_fit; progress(n) as points are visited,
+        """The fit after start_fit; progress(n) as points are visited,
         log(message); label blocks as tasks of `executor` when given."""
         p = self.settings_
         if p.unit_rows:

@@ -158,14 +158,14 @@ class PfastreXML(FastXML):
         q = self.inv_propensity_.astype(np.float32)
         return Rows(R.indptr, R.indices, R.data * q[R.indices], R.shape)
 
-    def _start_fit(self, X, Y):
+    def start_fit(self, X, Y):
         """As FastXML, and the inverse propensities (the manifest records them)."""
-        X, Y = super()._start_fit(X, Y)
+        X, Y = super().start_fit(X, Y)
         self.inv_propensity_ = np.asarray(self.propensities(Y), dtype=np.float64)
         self.tail_ = None
         return X, Y
 
-    def _finish_fit(self, X, Y):
+    def finish_fit(self, X, Y):
         """The tail classifiers, unless trees_only."""
         if not self.trees_only:
             self.tail_ = centroids_by_feature(X, Y, self.bias)
@@ -241,7 +241,7 @@ class PfastreXML(FastXML):
         ptr, lab, val = self.tail_
         return {"ptr": ptr, "labels": lab, "values": val}
 
-    def _extra_arrays(self):
+    def extra_arrays(self):
         out = {}
         if getattr(self, "inv_propensity_", None) is not None:
             out[PROPENSITY] = {"inv_propensity": self.inv_propensity_}
@@ -249,7 +249,7 @@ class PfastreXML(FastXML):
             out[TAIL] = self._tail_arrays()
         return out
 
-    def _restore_extras(self, read, where):
+    def restore_extras(self, read, where):
         name = f"{where}/{PROPENSITY}.npz"
         q = read(PROPENSITY).get("inv_propensity")
         if q is None:
