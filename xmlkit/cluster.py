@@ -198,9 +198,8 @@ def _worker_copy(model):
 
 def _predict_block(shared, rows):
     """On a worker: the model's own prediction of a block of rows."""
-    model, kwargs = shared
-    if isinstance(model, FolderModel):
-        model = model.get()
+    sent, kwargs = shared
+    model = sent.get() if isinstance(sent, FolderModel) else sent
     return model.predict(rows, **kwargs)
 
 

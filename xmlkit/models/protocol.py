@@ -113,6 +113,13 @@ class FolderProtocol:
         the dict of arrays `name` (`where` names the folder in messages)."""
 
     # -- Dask
+    def tree_grower(self, X, Y):
+        """grow(key) -> part `key` over X, Y on the calling thread, what it
+        prepared (and its grower) kept between calls: what a Dask worker
+        holds between its tasks (families with DASK_TASKS that grow parts
+        one task each: the trees)."""
+        raise NotImplementedError
+
     def copy_without(self, *names, **attrs):
         """A shallow copy without the attributes `names` and with `attrs`
         set: what a worker process is sent (not the trees or arrays it does
