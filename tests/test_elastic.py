@@ -1,4 +1,4 @@
-"""Elastic-net one-vs-all SGD kernel (issue 8, in progress): lazy (delayed)
+"""Elastic-net one-vs-all SGD kernel: lazy (delayed)
 proximal updates give the weights of the plain algorithm."""
 import numpy as np
 import pytest

@@ -143,8 +143,8 @@ def test_train_refuses_another_family_option_naming_it(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("cls", FAMILIES)
 def test_save_writes_exactly_the_model(cls, small, tmp_path):
-    """save() into a folder holding another model replaces it (issue 27.1:
-    trees of the older model stayed and were loaded with the newer one); a
+    """save() into a folder holding another model replaces it (trees of the
+    older model must not stay and be loaded with the newer one); a
     model holding only tree shapes is refused before the folder is touched,
     and so is a folder that holds something other than a model."""
     X, Y, Xt, _ = small

@@ -71,7 +71,7 @@ def test_deleted_tree_and_nan_weights_are_refused_by_the_cli(tiny, tmp_path):
 
 
 def test_pointer_entry_changed_is_refused_not_a_crash(tiny, tmp_path):
-    """The issue's example: w_ptr[len//2] = -5 in linear.npz (records rewritten)."""
+    """w_ptr[len//2] = -5 in linear.npz, records rewritten: refused."""
     m = tmp_path / "m"
     shutil.copytree(tiny / "linear", m)
     a = {k: np.array(v) for k, v in store.load_arrays(m, "linear").items()}

@@ -1,5 +1,5 @@
-"""Nothing believed, nothing destroyed: each class of issue 49 with more
-than one of its members. A model folder's files are tied to its manifest
+"""Nothing believed, nothing destroyed: each class of untrusted input or
+output with more than one of its members. A model folder's files are tied to its manifest
 (parts of other runs, edited parameters); inputs of another width, a
 byte-order mark, overflowing propensities, outputs named as inputs,
 unbounded threads and k, untrusted JSON, a closed pipe: each is refused
