@@ -188,16 +188,9 @@ def record_matches(record, data):
 def open_file(path, record=None):
     """The ArrayFile (mapped layout) or CompactFile of `path`, checked against
     `record` (None: no record) as the module doc says."""
+    from xmlkit.io import opened
     path = Path(path)
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        raise XmlkitError(f"{path}: missing from the model folder") from None
-    except IsADirectoryError:
-        raise XmlkitError(f"{path}: is a folder, not a model file") from None
-    except OSError as exc:
-        raise XmlkitError(f"{path}: unreadable ({exc.strerror})") from None
-    with f:
+    with opened(path, missing="missing from the model folder", kind="a model file") as f:
         size = os.fstat(f.fileno()).st_size
         if record is not None and size != record["size"]:
             raise DamagedModel(path, f"{size} bytes, the manifest records {record['size']} "
@@ -260,7 +253,7 @@ class ArrayFile(Mapping):
     mapped = True
 
     def __init__(self, path, record, data, members):
-        from xmlkit._ext.file_check import BLOCK, block_digests, xxh64
+        from xmlkit._ext.file_check import BLOCK, xxh64
         self.path, self.record, self._data = Path(path), record, data
         start, kind, stored, size, tail = members.pop(TABLE)
         if any(m[4] > tail for m in members.values()):
@@ -288,10 +281,16 @@ class ArrayFile(Mapping):
         # the blocks of the archive's and the arrays' headers (a few, whatever
         # the file's size): what the arrays above were read by
         for k in sorted(headers):
-            lo, hi = k * BLOCK, min(tail, (k + 1) * BLOCK)
-            if block_digests(data[lo:hi], hi - lo, BLOCK)[0] != self.table[k]:
-                raise DamagedModel(self.path, f"block {k} (array headers) differs from its digest")
+            self._check_block(k, "array headers")
         self._all = None
+
+    def _check_block(self, k, what):
+        """Raise DamagedModel unless block k's bytes have the table's digest
+        (`what` the block holds names it in the message)."""
+        from xmlkit._ext.file_check import BLOCK, block_digests
+        lo, hi = k * BLOCK, min(self.covered, (k + 1) * BLOCK)
+        if block_digests(self._data[lo:hi], hi - lo, BLOCK)[0] != self.table[k]:
+            raise DamagedModel(self.path, f"block {k} ({what}) differs from its digest")
 
     def __getitem__(self, name):
         return self._arrays[name]
@@ -331,15 +330,13 @@ class ArrayFile(Mapping):
         """Array `name` (None if the file has none), checked now (its blocks)
         and copied, and no longer one of the file's arrays (a small array a
         caller checks the file by: store.check_origin)."""
-        from xmlkit._ext.file_check import BLOCK, block_digests
+        from xmlkit._ext.file_check import BLOCK
         a = self._arrays.pop(name, None)
         if a is None:
             return None
         begin, end = self.spans.pop(name)
         for k in range(begin // BLOCK, (max(end, begin + 1) - 1) // BLOCK + 1):
-            lo, hi = k * BLOCK, min(self.covered, (k + 1) * BLOCK)
-            if block_digests(self._data[lo:hi], hi - lo, BLOCK)[0] != self.table[k]:
-                raise DamagedModel(self.path, f"block {k} ({name}) differs from its digest")
+            self._check_block(k, name)
         return np.array(a)
 
     def failure(self, blocks):

@@ -163,12 +163,19 @@ def _open_output(tmp, final_path):
 def open_for_reading(path):
     """A binary stream of `path`, decompressed by its suffix; a missing file or
     a folder is a one-line XmlkitError."""
+    return opened(path, _open_binary)
+
+
+def opened(path, opener=open, missing="no such file", kind="a file"):
+    """opener(path, "rb"), whose failures are one-line XmlkitErrors naming
+    `path`: `missing` when it is not there, "is a folder, not `kind`", or
+    why it cannot be read (every reader of input files opens them here)."""
     try:
-        return _open_binary(path, "rb")
+        return opener(path, "rb")
     except FileNotFoundError:
-        raise XmlkitError(f"{path}: no such file") from None
+        raise XmlkitError(f"{path}: {missing}") from None
     except IsADirectoryError:
-        raise XmlkitError(f"{path}: is a folder, not a file") from None
+        raise XmlkitError(f"{path}: is a folder, not {kind}") from None
     except OSError as exc:
         raise XmlkitError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
