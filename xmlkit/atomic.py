@@ -81,6 +81,7 @@ def refuse_overwrite(outputs, inputs, folder=None):
     (a model folder training writes into): an input inside it is refused."""
     inputs = [(w, p) for w, p in inputs if p is not None and str(p) != "-"]
     outputs = [(w, p) for w, p in outputs if p is not None and str(p) != "-"]
+    held = [(w, p, set(_files_of(p))) for w, p in inputs] if outputs else []
     seen = {}
     for what, path in outputs:
         key = _identity(path) or os.path.realpath(path)
@@ -88,8 +89,8 @@ def refuse_overwrite(outputs, inputs, folder=None):
             raise XmlkitError(f"{path}: is both the {seen[key]} and the {what}: name two "
                               "different files")
         seen[key] = what
-        for in_what, in_path in inputs:
-            if key in _files_of(in_path):
+        for in_what, in_path, files in held:
+            if key in files:
                 same = "is" if os.path.isfile(in_path) else "is a file of"
                 raise XmlkitError(f"{path}: {same} the {in_what} {in_path}; an output never "
                                   "writes over an input: choose another name")
