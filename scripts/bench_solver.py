@@ -4,7 +4,7 @@
         [--seeds 0 ... 9] [--syn-seeds 5] [--markdown results/solver.md]
         (and the step options of benchlib.cli)
 
-Each setting of the separator solver (xmlkit._ext.fastxml_tree.NodeSeparator)
+Each setting of the separator solver (xmlkit._ext.fastxml_separator.NodeSeparator)
 grows 50 trees (-m 10 -l 10 -b 1 -c 1) per seed on 2 threads through the
 kernel API in-process (10 trees per seed, seeds 0-4, on the synthetic
 set of 100k points that bench_scale.py makes), then scores the test set
@@ -53,7 +53,9 @@ def grow_and_score(step):
     from xmlkit.metrics import inverse_propensity, ranking_metrics
     from xmlkit.models.fastxml import _as_training_csr
     from xmlkit.models.forest import Forest
-    from xmlkit._ext.fastxml_tree import NdcgPartition, NodeSeparator, TreeGrower
+    from xmlkit._ext.fastxml_partition import NdcgPartition
+    from xmlkit._ext.fastxml_separator import NodeSeparator
+    from xmlkit._ext.fastxml_tree import TreeGrower
     k = step.kw
     X, Y = read_dataset(k["train"])
     Xt, Yt = read_dataset(k["test"])

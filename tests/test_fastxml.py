@@ -242,7 +242,9 @@ def test_grower_holds_no_root_sized_scratch_between_trees(bibtex):
     # the root's feature columns alone are a copy of X (8 bytes an entry);
     # without giving scratch back as the nodes shrink, and the tree's own
     # vectors once copied out, the grower would hold ~1.5x that between trees
-    from xmlkit._ext.fastxml_tree import NdcgPartition, NodeSeparator, TreeGrower
+    from xmlkit._ext.fastxml_partition import NdcgPartition
+    from xmlkit._ext.fastxml_separator import NodeSeparator
+    from xmlkit._ext.fastxml_tree import TreeGrower
     from xmlkit.models.fastxml import _as_training_csr
     X, Y, _, _ = bibtex
     g = TreeGrower(_as_training_csr(X, "f", X.shape[1]), _as_training_csr(Y, "l", Y.shape[1]),
@@ -263,7 +265,9 @@ def test_large_node_gate_orders_separators_and_leaves_trees_alone(bibtex):
     # set (a root's columns, shared by the roots at once, count once), and
     # each tree is the one a grower without a gate grows
     from concurrent.futures import ThreadPoolExecutor
-    from xmlkit._ext.fastxml_tree import LargeNodeGate, NdcgPartition, NodeSeparator, TreeGrower
+    from xmlkit._ext.fastxml_partition import NdcgPartition
+    from xmlkit._ext.fastxml_separator import NodeSeparator
+    from xmlkit._ext.fastxml_tree import LargeNodeGate, TreeGrower
     from xmlkit.models.fastxml import _as_training_csr
     X, Y, _, _ = bibtex
     n = X.shape[0]
@@ -314,7 +318,9 @@ def test_crew_grows_the_trees_one_grower_grows(bibtex, plan_splits):
     # split, so that nearly every node is grown again from its corrected
     # place in the random stream: that path gives the same trees too
     from concurrent.futures import ThreadPoolExecutor
-    from xmlkit._ext.fastxml_tree import Crew, NdcgPartition, NodeSeparator, TreeGrower
+    from xmlkit._ext.fastxml_partition import NdcgPartition
+    from xmlkit._ext.fastxml_separator import NodeSeparator
+    from xmlkit._ext.fastxml_tree import Crew, TreeGrower
     from xmlkit.models.fastxml import _as_training_csr
     X, Y, _, _ = bibtex
     Xg, Yg = _as_training_csr(X, "f", X.shape[1]), _as_training_csr(Y, "l", Y.shape[1])
@@ -488,7 +494,9 @@ def test_tol_001_is_the_cpp_solver(bibtex):
     """tol=0.01 with max_newton_small=10 (10 Newton steps from zero at every
     node) grows the tree of the kernel's C++ rules; the default tolerance,
     the default cap on small nodes and the warm start grow others."""
-    from xmlkit._ext.fastxml_tree import NdcgPartition, NodeSeparator, TreeGrower
+    from xmlkit._ext.fastxml_partition import NdcgPartition
+    from xmlkit._ext.fastxml_separator import NodeSeparator
+    from xmlkit._ext.fastxml_tree import TreeGrower
     from xmlkit.models.fastxml import _as_training_csr
     X, Y = bibtex[0][:600], bibtex[1][:600]
     g = TreeGrower(_as_training_csr(X, "f", X.shape[1]), _as_training_csr(Y, "l", Y.shape[1]),

@@ -236,7 +236,9 @@ def test_damaged_model_files_are_refused(family, damage, small, tmp_path):
 def test_max_newton_bounds_the_solver(max_newton, small):
     """No node's separator takes more Newton steps than max_newton (the
     solver's own counters), and the cap is what makes the trees differ."""
-    from xmlkit._ext.fastxml_tree import NdcgPartition, NodeSeparator, TreeGrower
+    from xmlkit._ext.fastxml_partition import NdcgPartition
+    from xmlkit._ext.fastxml_separator import NodeSeparator
+    from xmlkit._ext.fastxml_tree import TreeGrower
     from xmlkit.models.fastxml import _as_training_csr
     X, Y, _, _ = small
     g = TreeGrower(_as_training_csr(X, "f", X.shape[1]), _as_training_csr(Y, "l", Y.shape[1]),

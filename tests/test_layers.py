@@ -141,7 +141,7 @@ def test_the_driver_has_no_family_branch():
 
 def test_python_sources_stay_readable():
     """No library module over 800 lines and no function over 100 (the
-    Python sources; the Cython kernels are not held to it yet)."""
+    Python sources)."""
     too_long = []
     for path in sorted(ROOT.rglob("*.py")):
         text = path.read_text()
@@ -152,6 +152,64 @@ def test_python_sources_stay_readable():
                 n = node.end_lineno - node.lineno + 1
                 if n > 100:
                     too_long.append((path.name, node.name, n))
+    assert not too_long, too_long
+
+
+#: a Cython function's first line: def, cpdef or cdef, a name, then its
+#: arguments (not a class, struct, extern block or declared variable)
+CYTHON_DEF = re.compile(r"^( *)(?:cdef|cpdef|def)\s+(?!class\b|struct\b|extern\b|enum\b)"
+                        r"[^=(]*?\b(\w+)\s*\(")
+
+
+def cython_functions(text):
+    """(name, lines) of every function defined in Cython source: from its
+    first line to its last line of code (a function ends at the first line
+    of code indented no deeper than its own first line)."""
+    lines = text.splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        m = CYTHON_DEF.match(line)
+        if not m:
+            continue
+        j = i
+        while j < len(lines) and not lines[j].split("#")[0].rstrip().endswith(":"):
+            if lines[j].rstrip().endswith("nogil") or lines[j].rstrip().endswith(")"):
+                break           # a declaration (.pxd), no body
+            j += 1
+        if j >= len(lines) or not lines[j].split("#")[0].rstrip().endswith(":"):
+            continue
+        last = j
+        for k in range(j + 1, len(lines)):
+            code = lines[k].strip()
+            if not code or code.startswith("#"):
+                continue
+            if len(lines[k]) - len(lines[k].lstrip()) <= len(m.group(1)):
+                break
+            last = k
+        found.append((m.group(2), last - i + 1))
+    return found
+
+
+def test_cython_functions_are_found():
+    text = ("cdef class A:\n    cdef int x\n    cdef int f(self, int a,\n"
+            "               int b) noexcept nogil:\n        cdef int c = g(a)\n\n"
+            "        # note\n        return c\n\n    def h(self):\n        pass\n"
+            "cdef int64_t k(int a) noexcept nogil\n")
+    assert cython_functions(text) == [("f", 6), ("h", 2)]
+
+
+def test_kernel_sources_stay_readable():
+    """The kernels (cpp_ext/: .pyx and .pxd, not the generated C++) as the
+    Python sources: no file over 800 lines, no function over 100."""
+    too_long = []
+    cpp_ext = ROOT.parent / "cpp_ext"
+    kernels = sorted([*cpp_ext.rglob("*.pyx"), *cpp_ext.rglob("*.pxd")])
+    assert len(kernels) > 20
+    for path in kernels:
+        text = path.read_text()
+        if len(text.splitlines()) > 800:
+            too_long.append((path.name, "file", len(text.splitlines())))
+        too_long += [(path.name, name, n) for name, n in cython_functions(text) if n > 100]
     assert not too_long, too_long
 
 

@@ -1,4 +1,4 @@
-"""The node separator solver (newGLMNET, xmlkit._ext.fastxml_tree.SeparatorSolver):
+"""The node separator solver (newGLMNET, xmlkit._ext.fastxml_solver.SeparatorSolver):
 optimality conditions, liblinear-official's objective on random node problems,
 its iteration caps, and the choice of solver in FastXML."""
 from conftest import as_format_3
@@ -11,7 +11,7 @@ import scipy.sparse as sp
 import xmlkit
 from xmlkit.driver import fit_folder
 from xmlkit.errors import XmlkitError
-from xmlkit._ext.fastxml_tree import SeparatorSolver
+from xmlkit._ext.fastxml_solver import SeparatorSolver
 from xmlkit.metrics import ranking_metrics
 
 
@@ -178,7 +178,7 @@ def _ranks_by_hand(s):
 
 @pytest.mark.parametrize("m", [1, 5, 63, 64, 300, 5000])
 def test_label_ranks_from_scratch_and_after_a_step(m):
-    from xmlkit._ext.fastxml_tree import NdcgPartition
+    from xmlkit._ext.fastxml_partition import NdcgPartition
     rng = np.random.default_rng(m)
     part = NdcgPartition(True)
     base = rng.integers(0, 6, m).astype(float)        # many exact ties and zeros
@@ -260,7 +260,7 @@ def test_ndcg_alternation_equals_a_hand_run(bibtex, use_idcg):
     # the kernel updates the side sums by the points that move; a plain
     # re-run that adds them up from zero at every step gives the same sides
     # (the sums are exact), on real label rows and on weighted ones
-    from xmlkit._ext.fastxml_tree import NdcgPartition
+    from xmlkit._ext.fastxml_partition import NdcgPartition
     _, Y, _, _ = bibtex
     rng = np.random.default_rng(3)
     for rows, weighted in ((slice(0, 400), False), (slice(1000, 1300), True)):

@@ -15,12 +15,12 @@ def bind():
     global _BOUND
     if _BOUND:
         return
-    from xmlkit._ext import fastxml_tree
+    from xmlkit._ext import fastxml_separator
     try:
         from liblinear import liblinear as llmod
     except ImportError as exc:  # pragma: no cover - dependency missing
         raise XmlkitError(f"liblinear-official is not installed ({exc})") from None
-    ours = fastxml_tree.struct_layout()
+    ours = fastxml_separator.struct_layout()
     for cname, pyname in (("parameter", "parameter"), ("model", "model"),
                           ("problem", "problem"), ("feature_node", "feature_node")):
         struct = getattr(llmod, pyname)
@@ -34,6 +34,6 @@ def bind():
 
     def addr(fn):
         return ctypes.cast(fn, ctypes.c_void_p).value
-    fastxml_tree.bind_liblinear(addr(lib.train), addr(lib.free_model_content),
-                                addr(lib.set_print_string_function))
+    fastxml_separator.bind_liblinear(addr(lib.train), addr(lib.free_model_content),
+                                     addr(lib.set_print_string_function))
     _BOUND = True

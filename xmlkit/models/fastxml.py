@@ -13,7 +13,7 @@ tool's iteration caps), or by liblinear-official's L1R_LR with
 solver="liblinear". Trees are seeded by (seed, tree index), so a tree is the
 same whatever the number of workers; `-T` workers are threads, or processes
 with liblinear (its solver shuffles with the C library's global rand(); see
-xmlkit._ext.fastxml_tree).
+xmlkit._ext.fastxml_separator).
 """
 import os
 import queue
@@ -243,8 +243,9 @@ class FastXML(TreeEnsemble):
     def _growers(self, X, Y):
         """A function making tree growers over X, Y (one per worker thread:
         the data arrays are shared, not copied)."""
-        from xmlkit._ext.fastxml_tree import (LargeNodeGate, NdcgPartition, NodeSeparator,
-                                              TreeGrower)
+        from xmlkit._ext.fastxml_partition import NdcgPartition
+        from xmlkit._ext.fastxml_separator import NodeSeparator
+        from xmlkit._ext.fastxml_tree import LargeNodeGate, TreeGrower
         p = self.params
         if p.solver == "liblinear":
             from xmlkit import _liblinear

@@ -19,113 +19,124 @@ from sparse_rows cimport RowsOut, emit_top, indptr_t, padded, rows_in, rows_open
 cnp.import_array()
 
 
+cdef void _reach(const LdsmTree* tv, int M, int64_t d, double bias, double threshold,
+                 const int32_t* xi, const float* xv, int64_t q0, int64_t q1, const float* x,
+                 vector[int32_t]& stack, vector[int32_t]& leaves) except + nogil:
+    """leaves := the leaves of tree tv that the row reaches (its entries
+    xi, xv[q0:q1], also dense in x, whose last entry is the bias): every
+    child whose margin is >= threshold, else the first child at the maximum
+    margin; leaves in the order of a depth-first walk."""
+    cdef int j, best
+    cdef int32_t node
+    cdef int64_t row, dr, q
+    cdef double z, zmax
+    cdef bint any_
+    cdef const float* drow
+    leaves.clear()
+    stack.clear()
+    stack.push_back(0)
+    while stack.size():
+        node = stack.back()
+        stack.pop_back()
+        if tv.first_child[node] < 0:
+            leaves.push_back(node)
+            continue
+        any_ = False
+        best = 0
+        zmax = -INFINITY
+        # children pushed in reverse so that they are visited in order
+        for j in range(M - 1, -1, -1):
+            row = tv.reg_row[node] + j
+            z = 0
+            dr = tv.dense_id[row]
+            if dr >= 0:
+                drow = tv.dense + dr * d
+                for q in range(q0, q1):
+                    z += drow[xi[q]] * xv[q]
+                z += drow[d - 1] * bias
+            else:
+                for q in range(tv.reg_ptr[row], tv.reg_ptr[row + 1]):
+                    z += tv.reg_val[q] * x[tv.reg_idx[q]]
+            if z >= zmax:
+                zmax, best = z, j
+            if z >= threshold:
+                stack.push_back(tv.first_child[node] + j)
+                any_ = True
+        if not any_:
+            stack.push_back(tv.first_child[node] + best)
+
+
+cdef void _emit(LdsmKernel f, vector[double]& acc, vector[int32_t]& touched, int topk,
+                vector[pair[double, int32_t]]& items, vector[pair[int32_t, float]]& sel,
+                RowsOut& out) except + nogil:
+    """Write the row whose label scores acc holds (at the labels `touched`),
+    filled up to topk labels from the forest's marginal, each filled label
+    below every label the leaves gave; acc is zero again after."""
+    cdef const int32_t* fill = &f.fill_idx[0]
+    cdef const float* fill_val = &f.fill_val[0]
+    cdef size_t a, n_fill = <size_t> f.n_fill
+    cdef int32_t lab
+    cdef float score
+    cdef double lowest = INFINITY, floor
+    items.clear()
+    for a in range(touched.size()):
+        lab = touched[a]
+        score = <float> acc[lab]
+        items.push_back(pair[double, int32_t](-<double> score, lab))
+        if score < lowest:
+            lowest = score
+    if topk > 0 and items.size() < <size_t> topk:
+        # below half the row's lowest score (1e-3 when the leaves gave none)
+        floor = 0.5 * lowest if touched.size() else 1e-3
+        a = 0
+        while items.size() < <size_t> topk and a < n_fill:
+            lab = fill[a]
+            if acc[lab] == 0:
+                score = <float> (floor * fill_val[a])
+                items.push_back(pair[double, int32_t](-<double> score, lab))
+            a += 1
+    for a in range(touched.size()):
+        acc[touched[a]] = 0
+    emit_top(items, topk, sel, out)
+
+
 cdef void _predict(LdsmKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
                    int64_t r0, int64_t r1, int topk, RowsOut& out) except + nogil:
     """LdsmKernel.predict_rows without the GIL."""
     cdef int64_t d = f.d, n_labels = f.n_labels
-    cdef double bias = f.bias, threshold = f.threshold
-    cdef int n_trees = <int> f.trees.size(), M = f.M
-    cdef const int32_t* first_child
-    cdef const int32_t* reg_row
-    cdef const int64_t* rp
-    cdef const int32_t* ri
-    cdef const float* rv
-    cdef const int64_t* dense_id
-    cdef const float* dense
-    cdef const int64_t* lp
-    cdef const int32_t* li
-    cdef const float* lv
+    cdef int n_trees = <int> f.trees.size()
     cdef const LdsmTree* tv
-    cdef const int32_t* fill = &f.fill_idx[0]
-    cdef const float* fill_val = &f.fill_val[0]
-    cdef size_t n_fill = <size_t> f.n_fill
     cdef vector[float] x
     cdef vector[double] acc
     cdef vector[int32_t] stack, leaves, touched
     cdef vector[pair[double, int32_t]] items
     cdef vector[pair[int32_t, float]] sel
-    cdef int64_t r, q, row, dr
-    cdef int t, j, best
-    cdef int32_t node, lab
+    cdef int64_t r, q
+    cdef int t
+    cdef int32_t lab
     cdef size_t a
-    cdef double z, zmax, share, lowest, floor
-    cdef float score
-    cdef bint any_
-    cdef const float* drow
+    cdef double share
     x.assign(d, 0.0)
     acc.assign(n_labels, 0.0)
     for r in range(r0, r1):
         for q in range(xp[r], xp[r + 1]):
             x[xi[q]] = xv[q]
-        x[d - 1] = bias
+        x[d - 1] = f.bias
         touched.clear()
         for t in range(n_trees):
             tv = &f.trees[t]
-            first_child, reg_row, rp, ri, rv = (tv.first_child, tv.reg_row, tv.reg_ptr,
-                                                tv.reg_idx, tv.reg_val)
-            dense_id, dense, lp, li, lv = tv.dense_id, tv.dense, tv.l_ptr, tv.l_idx, tv.l_val
-            leaves.clear()
-            stack.clear()
-            stack.push_back(0)
-            while stack.size():
-                node = stack.back()
-                stack.pop_back()
-                if first_child[node] < 0:
-                    leaves.push_back(node)
-                    continue
-                any_ = False
-                best = 0
-                zmax = -INFINITY
-                # children pushed in reverse so that they are visited in order
-                for j in range(M - 1, -1, -1):
-                    row = reg_row[node] + j
-                    z = 0
-                    dr = dense_id[row]
-                    if dr >= 0:
-                        drow = dense + dr * d
-                        for q in range(xp[r], xp[r + 1]):
-                            z += drow[xi[q]] * xv[q]
-                        z += drow[d - 1] * bias
-                    else:
-                        for q in range(rp[row], rp[row + 1]):
-                            z += rv[q] * x[ri[q]]
-                    if z >= zmax:
-                        zmax, best = z, j
-                    if z >= threshold:
-                        stack.push_back(first_child[node] + j)
-                        any_ = True
-                if not any_:
-                    stack.push_back(first_child[node] + best)
+            _reach(tv, f.M, d, f.bias, f.threshold, xi, xv, xp[r], xp[r + 1], x.data(),
+                   stack, leaves)
             share = 1.0 / (leaves.size() * n_trees)
             for a in range(leaves.size()):
-                for q in range(lp[leaves[a]], lp[leaves[a] + 1]):
-                    lab = li[q]
+                for q in range(tv.l_ptr[leaves[a]], tv.l_ptr[leaves[a] + 1]):
+                    lab = tv.l_idx[q]
                     if acc[lab] == 0:
                         touched.push_back(lab)
-                    acc[lab] += lv[q] * share
+                    acc[lab] += tv.l_val[q] * share
         for q in range(xp[r], xp[r + 1]):
             x[xi[q]] = 0
-        items.clear()
-        lowest = INFINITY
-        for a in range(touched.size()):
-            lab = touched[a]
-            score = <float> acc[lab]
-            items.push_back(pair[double, int32_t](-<double> score, lab))
-            if score < lowest:
-                lowest = score
-        if topk > 0 and items.size() < <size_t> topk:
-            # below half the row's lowest score (1e-3 when the leaves gave none)
-            floor = 0.5 * lowest if touched.size() else 1e-3
-            a = 0
-            while items.size() < <size_t> topk and a < n_fill:
-                lab = fill[a]
-                if acc[lab] == 0:
-                    score = <float> (floor * fill_val[a])
-                    items.push_back(pair[double, int32_t](-<double> score, lab))
-                a += 1
-        for a in range(touched.size()):
-            acc[touched[a]] = 0
-        emit_top(items, topk, sel, out)
+        _emit(f, acc, touched, topk, items, sel, out)
 
 
 cdef class LdsmKernel:
