@@ -127,7 +127,7 @@ def test_nothing_below_the_driver_imports_it(path):
 
 def test_the_driver_has_no_family_branch():
     """The driver trains every family through the folder protocol
-    (xmlkit.models.ensemble.ModelBase): no test of a model's class."""
+    (xmlkit.models.family.ModelBase): no test of a model's class."""
     for name in ("driver.py", "models/folders.py"):
         tree = ast.parse((ROOT / name).read_text())
         calls = [n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)

@@ -56,7 +56,7 @@ def make_manifest(algorithm, params, n_features, n_labels, seed, predict_params=
                   data=None):
     """A new manifest; `predict_params`: the predict parameters recorded at
     training (families that have any); `data`: the digest of the training
-    data (xmlkit.models.ensemble.data_digest)."""
+    data (xmlkit.models.family.data_digest)."""
     m = {"format": FORMAT, "format_version": FORMAT_VERSION, "xmlkit_version": __version__,
          "algorithm": algorithm, "params": params, "n_features": int(n_features),
          "n_labels": int(n_labels), "seed": int(seed), "files": {}}

@@ -25,8 +25,8 @@ import numpy as np
 from xmlkit import checks
 from xmlkit.csr import Rows, like, model_rows
 from xmlkit.errors import InvalidParameterError, XmlkitError
-from xmlkit.models.arrays import (ROW_BLOCK, ArrayModel, coo_rows, scored_blocks, selector,
-                                  sigmoid)
+from xmlkit.models.matrix_family import (ROW_BLOCK, ArrayModel, coo_rows, scored_blocks,
+                                         selector, sigmoid)
 from xmlkit.models.base import SEED, integer, one_of, real
 
 LABEL_BLOCK = 256     # labels per block in F1 inference

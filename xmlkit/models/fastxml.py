@@ -25,7 +25,7 @@ import numpy as np
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import InvalidParameterError, XmlkitError
 from xmlkit.models.base import C_INT_MAX, MAX_TREES, SEED, integer, one_of, real
-from xmlkit.models.ensemble import TreeEnsemble
+from xmlkit.models.tree_family import TreeEnsemble
 from xmlkit.models.forest import Forest, decode_tree, encode_tree, tree_stats
 
 

@@ -358,7 +358,7 @@ class Forest:
         n, T = X.shape[0], len(self.trees)
         # (each thread adds up leaf scores in arrays of L values)
         from xmlkit._memory import require_memory
-        from xmlkit.models.ensemble import PER_THREAD_BYTES
+        from xmlkit.models.family import PER_THREAD_BYTES
         used = min(threads, max(1, n))
         require_memory(PER_THREAD_BYTES * used * self.n_labels,
                        f"predicting L = {self.n_labels} labels on {used} thread(s)",

@@ -34,7 +34,7 @@ from xmlkit.csr import dense_rows, like, model_rows, score_rows
 from xmlkit.errors import XmlkitWarning
 from xmlkit.models.base import (MAX_TREES, SEED, auto_or, boolean, integer, real,
                                 usable_threads)
-from xmlkit.models.ensemble import TREE_DIMS, TreeEnsemble
+from xmlkit.models.tree_family import TREE_DIMS, TreeEnsemble
 
 # LdSM regressors are far denser than FastXML's separators (on Bibtex ~40% of
 # the features on average, most of them near the roots). A dense copy costs

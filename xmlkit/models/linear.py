@@ -19,7 +19,7 @@ import numpy as np
 from xmlkit import checks
 from xmlkit.csr import as_rows, like, model_rows, unit_rows
 from xmlkit.errors import XmlkitWarning
-from xmlkit.models.arrays import ArrayModel, scored_blocks, selector, sigmoid
+from xmlkit.models.matrix_family import ArrayModel, scored_blocks, selector, sigmoid
 from xmlkit.models.base import SEED, auto_or, boolean, integer, one_of, real
 
 MIN_POSITIVES = 5      # labels with fewer hold-out positives use the pooled threshold

@@ -3,7 +3,7 @@ trained into a model folder, resumed, sharded, sent to Dask, saved and
 loaded. xmlkit.driver (training into folders), xmlkit.models.folders
 (save and load) and xmlkit.cluster (Dask) call a family only through the
 members declared here; every family has them, through
-xmlkit.models.ensemble.ModelBase (the defaults below, the shared
+xmlkit.models.family.ModelBase (the defaults below, the shared
 start_fit and manifest) and its own class (the parts).
 
 A model folder holds the manifest and the model's *parts*, one array file

@@ -5,7 +5,7 @@ import numpy as np
 
 from xmlkit.csr import Rows, stack_rows
 from xmlkit.errors import XmlkitError
-from xmlkit.models.ensemble import ModelBase
+from xmlkit.models.family import ModelBase
 
 ROW_BLOCK = 2048      # points scored at once (fewer with many labels:
 BLOCK_ENTRIES = 1 << 22   # at most this many dense scores per block, 32 MB)

@@ -1,0 +1,113 @@
+"""The base of every model family (`ModelBase`): the shared members of the
+folder protocol of xmlkit.models.protocol (start_fit with the data checks,
+manifest, from_manifest), save and load. A tree family derives from
+xmlkit.models.tree_family.TreeEnsemble, a model of one matrix file from
+xmlkit.models.matrix_family.ArrayModel."""
+import numpy as np
+
+from xmlkit import store
+from xmlkit.errors import InvalidParameterError, XmlkitError
+from xmlkit.checks import training_rows
+from xmlkit.models.base import Estimator
+from xmlkit.models.protocol import FolderProtocol
+
+#: bytes per feature and label that training and prediction hold per thread
+#: at least (scores, marks, gradients): what is required to be available
+#: before they start (xmlkit._memory.require_memory)
+PER_THREAD_BYTES = 16
+
+
+def data_digest(X, Y):
+    """The digest of training data X, Y (Rows): XXH64 over their shapes and
+    arrays, as 16 hex digits. A model folder's manifest records it, so that
+    parts grown from other data are not adopted into it (xmlkit.store)."""
+    from xmlkit._ext.file_check import xxh64
+    h = int(xxh64(np.array([*X.shape, *Y.shape], dtype=np.int64)), 16)
+    # (in fixed types: the same data read as a file or given as a matrix)
+    for a, kind in ((X.indptr, "<i8"), (X.indices, "<i4"), (X.data, "<f4"),
+                    (Y.indptr, "<i8"), (Y.indices, "<i4"), (Y.data, "<f4")):
+        a = np.ascontiguousarray(a, dtype=kind)
+        h = int(xxh64(a.view(np.uint8) if a.size else b"", h), 16)
+    return f"{h:016x}"
+
+
+class ModelBase(Estimator, FolderProtocol):
+    """Base of the model families. A subclass sets `algorithm`, its
+    parameters (see xmlkit.models.base) and predict (and extends start_fit
+    if it needs more than the shared checks); tree families derive from
+    TreeEnsemble (xmlkit.models.tree_family), single-file models from
+    xmlkit.models.matrix_family.ArrayModel.
+    The members the drivers call are declared in
+    xmlkit.models.protocol.FolderProtocol, the folder protocol; this class
+    gives the shared start_fit, manifest and from_manifest."""
+
+    #: training points fit needs at least
+    MIN_POINTS = 1
+    #: attributes that cache what the model holds for its kernels (rebuilt
+    #: when asked for): not pickled, so a copy or a Dask worker builds its own
+    CACHES = ("_forest", "_packed", "_tail")
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        for name in self.CACHES:
+            state.pop(name, None)
+        return state
+
+    def predict_pieces(self, X, finish=None, release=False, **kwargs):
+        """predict(X, **kwargs) as consecutive row pieces, for a caller that
+        writes each as it comes (xml-predict), each passed through
+        finish(piece) when given (on the thread that made it: xml-predict
+        formats them there): one piece, unless the family scores blocks of
+        rows on its threads (the forests; release: see
+        xmlkit.models.forest.Forest.predict_pieces)."""
+        S = self.predict(X, **kwargs)
+        yield S if finish is None else finish(S)
+
+    def start_fit(self, X, Y):
+        """Check the parameters and the data (as Rows, at least MIN_POINTS
+        points, finite features); set the shapes. Returns X, Y."""
+        self._validate_params()
+        X, Y = training_rows(X, Y, min_points=self.MIN_POINTS)
+        self.n_features_in_, self.n_labels_ = int(X.shape[1]), int(Y.shape[1])
+        self.predict_params_ = self.predict_defaults()
+        # (every family holds arrays of D + L values per thread while training)
+        from xmlkit._memory import require_memory
+        threads = getattr(self.params, "threads", 1)
+        require_memory(PER_THREAD_BYTES * threads * (X.shape[1] + Y.shape[1]),
+                       f"training on D = {X.shape[1]} features and L = {Y.shape[1]} labels "
+                       f"with {threads} thread(s)", "; fewer threads may help"
+                       if threads > 1 else "")
+        self.data_digest_ = data_digest(X, Y)
+        return X, Y
+
+    def manifest(self):
+        recorded = getattr(self, "predict_params_", None)
+        return store.make_manifest(self.algorithm, self.model_params(),
+                                   self.n_features_in_, self.n_labels_, self.seed,
+                                   self.predict_defaults() if recorded is None else recorded,
+                                   getattr(self, "data_digest_", None))
+
+    @classmethod
+    def from_manifest(cls, manifest, folder="the model"):
+        """An unfitted model with the manifest's parameters and shapes."""
+        try:
+            model = cls(**manifest["params"], seed=manifest["seed"])
+            model._validate_params()
+        except (TypeError, InvalidParameterError) as exc:
+            raise XmlkitError(f"{folder}: the manifest's parameters are invalid ({exc})") from None
+        model.n_features_in_, model.n_labels_ = manifest["n_features"], manifest["n_labels"]
+        model.predict_params_ = cls._checked_predict_params(manifest.get("predict_params"),
+                                                            folder)
+        model.data_digest_ = manifest.get("data")
+        return model
+
+    @classmethod
+    def load(cls, folder, trees=None, threads=1):
+        """Load a model folder (see xmlkit.models.folders.load_folder)."""
+        from xmlkit.models.folders import load_folder
+        return load_folder(cls, folder, trees, threads)
+
+    def save(self, folder):
+        """Write the model folder (see xmlkit.models.folders.save_folder)."""
+        from xmlkit.models.folders import save_folder
+        return save_folder(self, folder)
