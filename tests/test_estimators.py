@@ -205,3 +205,32 @@ def test_show_defaults_prints_the_estimators_defaults():
         assert out["algorithm"] == algorithm
         assert out["params"] == json.loads(json.dumps(cls.param_defaults(), default=str))
         assert out["predict_params"] == cls.predict_defaults()
+
+
+@pytest.mark.parametrize("algorithm", sorted(xmlkit.REGISTRY))
+def test_parameters_are_grouped_by_purpose(algorithm):
+    """PARAM_GROUPS holds every parameter once, in the signature's order;
+    the __init__ docstring describes each in its group's section, and
+    xml-train --help shows each option under its group's heading."""
+    from click.testing import CliRunner
+    from xmlkit.cli.train import make_command
+    cls = xmlkit.REGISTRY[algorithm]
+    titles = [t for t, _ in cls.PARAM_GROUPS]
+    grouped = [n for _, names in cls.PARAM_GROUPS for n in names]
+    assert grouped == list(cls.param_defaults())
+    doc = inspect.getdoc(cls.__init__)
+    assert re.findall(r"^(.+) parameters\n-+$", doc, re.M) == titles
+    sections = re.split(r"^.+ parameters\n-+$", doc, flags=re.M)[1:]
+    for (title, names), text in zip(cls.PARAM_GROUPS, sections):
+        text = re.sub(r",\n\s*", ", ", text)        # (a list of names wrapped)
+        described = {n.strip() for line in re.findall(r"^([\w, ]+) : ", text, re.M)
+                     for n in line.split(",")}
+        assert described == set(names), (title, described ^ set(names))
+    out = CliRunner().invoke(make_command(algorithm), ["--help"]).output
+    assert re.findall(r"^(\w[\w ]*) options:$", out, re.M) == titles
+    parts = re.split(r"^\w[\w ]* options:$", out, flags=re.M)[1:]
+    flags = {o.param: [d for d in o.decls if d.startswith("--")][0]
+             for o in TRAIN_OPTIONS[algorithm]}
+    for (title, names), text in zip(cls.PARAM_GROUPS, parts):
+        shown = set(re.findall(r"^  (?:-\w, )?(--[\w-]+)", text, re.M))
+        assert {flags[n] for n in names if n in flags} == shown, title

@@ -32,6 +32,22 @@ class FamilyCommand(click.Command):
 
     algorithm = DEFAULT_ALGORITHM
 
+    def format_options(self, ctx, formatter):
+        """--help: the command's own options, then the family's by purpose
+        (its PARAM_GROUPS: "Tree options", "Solver options", ...)."""
+        family = REGISTRY[self.algorithm]
+        order = [n for _, names in family.PARAM_GROUPS for n in names]
+        sections = {None: []}
+        for param in sorted(self.get_params(ctx), key=lambda p: order.index(p.name)
+                            if p.name in order else -1):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                sections.setdefault(family.param_group(param.name), []).append(record)
+        for title in [None, *(t for t, _ in family.PARAM_GROUPS)]:
+            if sections.get(title):
+                with formatter.section(f"{title} options" if title else "Options"):
+                    formatter.write_dl(sections[title])
+
     def parse_args(self, ctx, args):
         try:
             return super().parse_args(ctx, args)

@@ -135,6 +135,11 @@ class Estimator:
     algorithm = None
     #: parameter name -> Constraint, checked when fit starts
     _parameter_constraints = {}
+    #: the parameters by purpose: ((title, (name, ...)), ...), every
+    #: parameter once, in the signature's order; the __init__ docstring's
+    #: sections ("<title> parameters") and xml-train --help's ("<title>
+    #: options") follow it
+    PARAM_GROUPS = ()
     #: the parameters that define a trained model (recorded in its folder);
     #: the others only say how to train it
     MODEL_KEYS = ()
@@ -208,6 +213,15 @@ class Estimator:
                                   f"{c.phrase}, got {recorded[name]!r}")
             out[name] = recorded.get(name, out[name])
         return out
+
+    @classmethod
+    def param_group(cls, name):
+        """The title of the group of parameter `name` in PARAM_GROUPS (the
+        parameters by purpose), or None."""
+        for title, names in cls.PARAM_GROUPS:
+            if name in names:
+                return title
+        return None
 
     @classmethod
     def param_choices(cls, name):

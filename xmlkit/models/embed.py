@@ -237,6 +237,12 @@ class Embed(ArrayModel):
         "eta": real(0, lo_open=True), "momentum": real(0, 1, hi_open=True),
         "decay": real(0, 1, lo_open=True), "shrink": real(0.5, 1, lo_open=True), "seed": SEED,
     }
+    PARAM_GROUPS = (
+        ("Embedding", ("rank", "oversample", "passes", "embed_lambda", "map_lambda", "cg_iters")),
+        ("Random features", ("num_features", "kernel", "bandwidth")),
+        ("Output layer", ("ridge", "loss", "epochs", "eta", "momentum", "decay", "shrink")),
+        ("Run", ("threads", "seed")),
+    )
     MODEL_KEYS = ("rank", "oversample", "passes", "embed_lambda", "map_lambda", "cg_iters",
                   "num_features",
                   "kernel", "bandwidth", "ridge", "loss", "epochs", "eta", "momentum", "decay",
@@ -247,8 +253,8 @@ class Embed(ArrayModel):
                  loss="ridge", epochs=5, eta=1.0, momentum=0.5, decay=1.0, shrink=1.0, threads=1,
                  seed=0):
         """
-        Parameters
-        ----------
+        Embedding parameters
+        --------------------
         rank : embedding dimension k; 0: the smallest k whose top eigenvalues
             of YᵀY hold 90% of their sum (above 4000 labels estimated by a
             randomized range finder, at most 500).
@@ -261,9 +267,15 @@ class Embed(ArrayModel):
             fits the training points' embeddings exactly and does not carry
             over to new points (docs/algorithms.md).
         cg_iters : conjugate-gradient iterations per solve.
+
+        Random features parameters
+        --------------------------
         num_features : random Fourier features f.
         kernel : random-feature kernel, "gaussian" or "cauchy".
         bandwidth : frequency multiplier on the median-heuristic bandwidth.
+
+        Output layer parameters
+        -----------------------
         ridge : ridge of the output layer, times tr(ΦᵀΦ)/(f+1).
         loss : "ridge" output layer, or "logistic": refined by per-class
             logistic loss.
@@ -272,6 +284,9 @@ class Embed(ArrayModel):
         momentum : heavy-ball momentum of the logistic steps.
         decay : step-size decay per epoch (<= 1).
         shrink : label smoothing s: targets s·y + (1−s)(1−y).
+
+        Run parameters
+        --------------
         threads : the embedding's ridge solves run in blocks of
             COLUMN_BLOCK columns on this many threads; the rest of the fit
             is in numpy's BLAS (its own threads). The model does not depend

@@ -152,34 +152,32 @@ class FastXML(TreeEnsemble):
         "small_node": integer(0),
         "init": one_of(*INITS),
     }
+    PARAM_GROUPS = (
+        ("Tree", ("n_trees", "max_leaf", "labels_per_leaf")),
+        ("Solver", ("bias", "log_loss_coeff", "solver", "tol", "max_newton", "max_newton_small",
+                    "small_node", "init")),
+        ("Run", ("start_tree", "threads", "seed")),
+    )
     MODEL_KEYS = ("bias", "log_loss_coeff", "max_leaf", "labels_per_leaf", "solver",
                   "tol", "max_newton", "max_newton_small", "small_node", "init")
     SHAPE_KEYS = ("child", "depth")
 
-    def __init__(self, *, n_trees=50, start_tree=0, threads=1, bias=1.0, log_loss_coeff=1.0,
-                 max_leaf=10, labels_per_leaf=10, seed=0, solver="newglmnet",
-                 tol=TOL, max_newton=MAX_NEWTON, max_newton_small=MAX_NEWTON_SMALL,
-                 small_node=SMALL_NODE, init=INIT):
+    def __init__(self, *, n_trees=50, max_leaf=10, labels_per_leaf=10, bias=1.0,
+                 log_loss_coeff=1.0, solver="newglmnet", tol=TOL, max_newton=MAX_NEWTON,
+                 max_newton_small=MAX_NEWTON_SMALL, small_node=SMALL_NODE, init=INIT,
+                 start_tree=0, threads=1, seed=0):
         """
-        Parameters
-        ----------
+        Tree parameters
+        ---------------
         n_trees : number of trees to grow.
-        start_tree : index of the first tree (trees start_tree .. start_tree +
-            n_trees - 1 are grown; shards of one model use different ranges).
-        threads : trees grown in parallel (threads; worker processes with
-            solver="liblinear"). The largest nodes' separators (more than a
-            quarter of the points, on sets of more than 32768) run together
-            only while they hold at most the training set's points (times
-            threads // 2 from 4 threads), the roots sharing one copy of their
-            columns: see xmlkit._ext.fastxml_tree.LargeNodeGate. A thread left without
-            a tree grows nodes of the trees still growing (Crew); the trees
-            do not depend on threads.
-        bias : value of the bias feature added to every point.
-        log_loss_coeff : cost C of the logistic loss in each node's L1 classifier.
         max_leaf : a node with at most this many points is a leaf.
         labels_per_leaf : labels kept per leaf (the paper's setting, 10; the
             C++ code's default is 100).
-        seed : random seed; tree t draws from a stream derived from (seed, t).
+
+        Solver parameters
+        -----------------
+        bias : value of the bias feature added to every point.
+        log_loss_coeff : cost C of the logistic loss in each node's L1 classifier.
         solver : the nodes' L1 logistic regressions: "newglmnet" (xmlkit's:
             `max_newton` Newton steps of at most 10 coordinate-descent passes)
             or "liblinear" (liblinear-official's L1R_LR, 100 / 1000).
@@ -207,6 +205,20 @@ class FastXML(TreeEnsemble):
             class-balanced difference of the two sides' mean rows,
             soft-thresholded, scaled by a line search). Warm starts pay off
             only with few Newton steps on small sets (solver.md).
+
+        Run parameters
+        --------------
+        start_tree : index of the first tree (trees start_tree .. start_tree +
+            n_trees - 1 are grown; shards of one model use different ranges).
+        threads : trees grown in parallel (threads; worker processes with
+            solver="liblinear"). The largest nodes' separators (more than a
+            quarter of the points, on sets of more than 32768) run together
+            only while they hold at most the training set's points (times
+            threads // 2 from 4 threads), the roots sharing one copy of their
+            columns: see xmlkit._ext.fastxml_tree.LargeNodeGate. A thread left without
+            a tree grows nodes of the trees still growing (Crew); the trees
+            do not depend on threads.
+        seed : random seed; tree t draws from a stream derived from (seed, t).
         """
         self.n_trees = n_trees
         self.start_tree = start_tree

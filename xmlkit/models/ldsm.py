@@ -126,17 +126,21 @@ class LdSM(TreeEnsemble):
         "scale_dense": boolean(), "seed": SEED,
     }
     SHAPE_KEYS = ("first_child", "depth", "l_ptr")
+    PARAM_GROUPS = (
+        ("Tree", ("n_trees", "arity", "max_nodes", "max_leaf", "route_threshold")),
+        ("Solver", ("epochs", "lr", "lambda1", "lambda2", "bias", "scale_dense")),
+        ("Run", ("threads", "seed")),
+    )
     MODEL_KEYS = ("arity", "max_nodes", "max_leaf", "epochs", "lr", "lambda1", "lambda2",
                   "route_threshold", "bias", "scale_dense")
 
-    def __init__(self, *, n_trees=6, threads=1, arity=2, max_nodes="auto", max_leaf=10,
-                 epochs=20, lr=0.1, lambda1=1.0, lambda2=4.0, route_threshold=0.5, bias=1.0,
-                 scale_dense=True, seed=0):
+    def __init__(self, *, n_trees=6, arity=2, max_nodes="auto", max_leaf=10, route_threshold=0.5,
+                 epochs=20, lr=0.1, lambda1=1.0, lambda2=4.0, bias=1.0, scale_dense=True,
+                 threads=1, seed=0):
         """
-        Parameters
-        ----------
+        Tree parameters
+        ---------------
         n_trees : number of trees to grow.
-        threads : trees grown in parallel (threads).
         arity : children per node (M), 2 to 8.
         max_nodes : node budget of a tree; "auto": AUTO_NODES_PER_POINT
             times the number of training points (at least MIN_AUTO_NODES), a
@@ -145,17 +149,24 @@ class LdSM(TreeEnsemble):
             budget stopped is reported (XmlkitWarning).
         max_leaf : a node with at most this many points is a leaf (1: split
             down to single points, as the authors' code does).
+        route_threshold : a point goes to every child whose regressor margin
+            is at least this (else to the best child).
+
+        Solver parameters
+        -----------------
         epochs : passes over a node's points to train its regressors.
         lr : learning rate of the normalized adaptive SGD.
         lambda1 : weight of the multi-way penalty in the node objective.
         lambda2 : weight of the class-integrity term in the node objective
             (the authors' code: 2; 4 keeps leaves purer where labels are
             many: docs/algorithms.md).
-        route_threshold : a point goes to every child whose regressor margin
-            is at least this (else to the best child).
         bias : value of the bias feature added to every point.
         scale_dense : standardise the features of dense training data (at
             least half of the entries non-zero) before growing and routing.
+
+        Run parameters
+        --------------
+        threads : trees grown in parallel (threads).
         seed : random seed; tree t draws from a stream derived from (seed, t).
         """
         self.n_trees = n_trees

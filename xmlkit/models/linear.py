@@ -162,16 +162,21 @@ class Linear(ArrayModel):
         "prune_weights": real(0), "label_blocks": integer(1), "threads": integer(1),
         "seed": SEED,
     }
+    PARAM_GROUPS = (
+        ("Model", ("loss", "l1", "l2", "unit_rows", "prune_weights", "threshold_holdout")),
+        ("Solver", ("lr_schedule", "lr", "lr_decay", "epochs", "dense_updates")),
+        ("Run", ("label_blocks", "threads", "seed")),
+    )
     MODEL_KEYS = ("loss", "l1", "l2", "lr_schedule", "lr", "lr_decay", "epochs", "unit_rows",
                   "threshold_holdout", "prune_weights", "label_blocks")
     progress_unit = "points"
 
-    def __init__(self, *, loss="auto", l1=1e-6, l2=1e-5, lr_schedule="adagrad", lr="auto",
-                 lr_decay=1e-4, epochs="auto", unit_rows=True, dense_updates=False,
-                 threshold_holdout=0.1, prune_weights=0.0, label_blocks=1, threads=1, seed=0):
+    def __init__(self, *, loss="auto", l1=1e-6, l2=1e-5, unit_rows=True, prune_weights=0.0,
+                 threshold_holdout=0.1, lr_schedule="adagrad", lr="auto", lr_decay=1e-4,
+                 epochs="auto", dense_updates=False, label_blocks=1, threads=1, seed=0):
         """
-        Parameters
-        ----------
+        Model parameters
+        ----------------
         loss : the loss of every one-vs-all model: "logistic", "squared", or
             "squared_hinge" (1/2 max(0, 1 - y s)^2, y = +-1), whose residual is
             zero for every label already scored below -1 (or a positive above
@@ -180,6 +185,15 @@ class Linear(ArrayModel):
             from HINGE_LABELS (2000) labels up, logistic below.
         l1 : L1 weight lambda1 (per example).
         l2 : L2² weight lambda2 (penalty lambda2/2 ‖w‖²).
+        unit_rows : scale every point to unit length (training and prediction).
+        prune_weights : after training, weights with |w| below this are dropped
+            (DiSMEC's model pruning; 0: none).
+        threshold_holdout : share of the training points held out to fit the
+            per-label thresholds (0: no thresholds); the model is then
+            trained twice (without the hold-out, then on every point).
+
+        Solver parameters
+        -----------------
         lr_schedule : "constant": lr; "decaying": lr / (1 + lr_decay · t);
             "adagrad": lr / (1 + sqrt(G)) per feature (and per label for the bias).
         lr : learning rate; "auto": 1.0 for the squared hinge, 3.0 otherwise.
@@ -188,14 +202,11 @@ class Linear(ArrayModel):
             and squared losses; for the squared hinge about AUTO_STEPS
             (100,000) SGD steps, i.e. 100,000 / n_points passes, at least 2
             and at most 10.
-        unit_rows : scale every point to unit length (training and prediction).
         dense_updates : the plain algorithm: every weight regularised at every
             step (slow; for comparison).
-        prune_weights : after training, weights with |w| below this are dropped
-            (DiSMEC's model pruning; 0: none).
-        threshold_holdout : share of the training points held out to fit the
-            per-label thresholds (0: no thresholds); the model is then
-            trained twice (without the hold-out, then on every point).
+
+        Run parameters
+        --------------
         label_blocks : the labels are split into this many contiguous blocks
             of (nearly) equal size, each trained on its own (DiSMEC's way of
             spreading one-vs-all over machines): the same points in the same

@@ -96,21 +96,35 @@ class PfastreXML(FastXML):
         "propensity_b": optional(real(-1, lo_open=True)),
         "inv_propensity": optional(array_like()),
     }
+    PARAM_GROUPS = (
+        ("Tree", ("n_trees", "max_leaf", "labels_per_leaf")),
+        ("Solver", ("bias", "log_loss_coeff", "solver", "tol", "max_newton", "max_newton_small",
+                    "small_node", "init")),
+        ("Tail labels", ("trees_only", "gamma", "alpha", "propensity_preset", "propensity_a",
+                         "propensity_b", "inv_propensity")),
+        ("Run", ("start_tree", "threads", "seed")),
+    )
     MODEL_KEYS = FastXML.MODEL_KEYS + ("trees_only", "gamma", "alpha")
 
-    def __init__(self, *, n_trees=50, start_tree=0, threads=1, bias=1.0, log_loss_coeff=1.0,
-                 max_leaf=10, labels_per_leaf=100, seed=0, solver="newglmnet",
-                 tol=TOL, max_newton=MAX_NEWTON, max_newton_small=MAX_NEWTON_SMALL,
-                 small_node=SMALL_NODE, init=INIT, trees_only=False, gamma=30.0,
-                 alpha=0.8, propensity_preset="default", propensity_a=None, propensity_b=None,
-                 inv_propensity=None):
+    def __init__(self, *, n_trees=50, max_leaf=10, labels_per_leaf=100, bias=1.0,
+                 log_loss_coeff=1.0, solver="newglmnet", tol=TOL, max_newton=MAX_NEWTON,
+                 max_newton_small=MAX_NEWTON_SMALL, small_node=SMALL_NODE, init=INIT,
+                 trees_only=False, gamma=30.0, alpha=0.8, propensity_preset="default",
+                 propensity_a=None, propensity_b=None, inv_propensity=None, start_tree=0,
+                 threads=1, seed=0):
         """
-        Parameters
-        ----------
-        n_trees, start_tree, threads, bias, log_loss_coeff, max_leaf, seed,
-        solver, tol, max_newton, max_newton_small, small_node, init : as for
-            FastXML.
+        Tree parameters
+        ---------------
+        n_trees, max_leaf : as for FastXML.
         labels_per_leaf : labels kept per leaf (the C++ tool's default, 100).
+
+        Solver parameters
+        -----------------
+        bias, log_loss_coeff, solver, tol, max_newton, max_newton_small,
+        small_node, init : as for FastXML.
+
+        Tail labels parameters
+        ----------------------
         trees_only : True: trees only, no tail classifiers (PfastXML).
         gamma : sharpness of the tail classifiers.
         alpha : weight of the tree scores against the tail classifiers.
@@ -119,6 +133,10 @@ class PfastreXML(FastXML):
         propensity_a, propensity_b : A and B, replacing the preset's.
         inv_propensity : one inverse propensity per label, used instead of
             the propensity model.
+
+        Run parameters
+        --------------
+        start_tree, threads, seed : as for FastXML.
         """
         super().__init__(n_trees=n_trees, start_tree=start_tree, threads=threads, bias=bias,
                          log_loss_coeff=log_loss_coeff, max_leaf=max_leaf,
