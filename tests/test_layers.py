@@ -230,3 +230,19 @@ def test_drivers_call_models_by_public_names_only():
                                                        "models/folders.py"))
     used = set(re.findall(r"\bmodel\.([a-z]\w*)\(", driver))
     assert used - {"predict", "verify", "stats"} <= set(MEMBERS), used - set(MEMBERS)
+
+
+#: data-set names and sizes that a measurement diary cites
+DIARY = re.compile(r"\b(Bibtex|Delicious|Eurlex|EURLex|Wiki10|Corel5k|Yeast|Mediamill|"
+                   r"\d+k-point|1M-point|\d+k synthetic)\b")
+
+
+def test_no_measurement_diaries_in_the_library():
+    """Measurements live in scripts/results/: library code states a reason
+    and points to a results file, it cites no data set (the Python sources
+    and the kernels)."""
+    sources = [*ROOT.rglob("*.py"), *(ROOT.parent / "cpp_ext").rglob("*.pyx"),
+               *(ROOT.parent / "cpp_ext").rglob("*.pxd")]
+    cited = [(p.name, i + 1) for p in sources
+             for i, line in enumerate(p.read_text().splitlines()) if DIARY.search(line)]
+    assert not cited, cited

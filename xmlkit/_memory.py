@@ -1,32 +1,22 @@
 """Giving freed memory back to the system.
 
-give_back(): a file's parser grows its buffers as it reads, then copies
-them into arrays of their exact size and frees them; the C library keeps
-much of what was freed in the heap, resident, for allocations that may
-never come. give_back() (after a file is read) returns the free pages at
-once (glibc's malloc_trim): 3.5 MB of xml-predict's and 7 MB of
-xml-train's peak memory on the 100k-point synthetic set, by hand.
+give_back(): after a file is read, return at once the pages that the
+parser's growing buffers freed (glibc's malloc_trim); the C library would
+keep them resident for allocations that may never come.
 
 map_large_blocks() (xml-train): blocks of 4 MiB and more are mapped on
-their own, so that freeing one returns it at once. By default glibc raises
-the size above which a block is mapped on its own to the largest block
-freed so far (up to 32 MiB): afterwards the growers' node scratch, once
-freed, stays resident in the heaps of the process and of each thread,
-which raised xml-train's peak RSS. Not lower than 4 MiB: a block mapped
-on its own is new memory each time, and the growers allocate a node's
-scratch again at every tree (1 MiB, the earlier setting, cost 84k more
-page faults and 0.1 s, 5%, of a 50-tree Bibtex run at -T 2; 4 MiB gave
-no higher peak on the 100k-point set: 187 MB against 191, 4 trees at
--T 2, a run each).
-(Not for prediction: there it slowed xml-predict, re-mapping the score
-buffers, for no saving.)
-one_heap() (xml-predict): every thread allocates from the one heap. By
-default glibc gives threads heaps (arenas) of their own, and what a thread
-frees stays in its heap, unused by the others: with -T 2 the routing
-threads' blocks of scores raised xml-predict's peak by 3-4 MB on the
-100k-point set (58 MB with one heap, 62 without; no change in time).
+their own, so that freeing one returns it at once: glibc's threshold
+otherwise rises to the largest block freed, and the growers' freed node
+scratch stays resident in every thread's heap. Not lower: the growers
+allocate a node's scratch anew at every tree, and blocks mapped on their
+own cost a page fault per page each time. (Not for prediction: it would
+re-map the score buffers, for no saving.)
 
-All are glibc's; elsewhere they do nothing.
+one_heap() (xml-predict): every thread allocates from the one heap, so that
+what one routing thread frees serves the others.
+
+All are glibc's; elsewhere they do nothing. Their effect is in the peak
+memory of scripts/results/scale.md and predict_scaling.md.
 """
 import ctypes
 import os

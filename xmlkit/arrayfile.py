@@ -42,7 +42,7 @@ from xmlkit.errors import XmlkitError
 try:        # Python's own SHA-256 (the records of folders written before format
     from _sha2 import sha256            # version 3, and PfastreXML's record of
 except ImportError:                     # its propensities): loading OpenSSL's
-    try:                                # (hashlib) costs every process ~3.5 MB
+    try:                                # (hashlib) costs every process memory
         from _sha256 import sha256      # (Python < 3.12)
     except ImportError:
         from hashlib import sha256

@@ -1,8 +1,8 @@
 """A bare CSR matrix (index pointers, indices, values, shape) that the
 command-line paths pass around instead of ``scipy.sparse.csr_matrix``.
 
-Importing scipy.sparse costs ~0.15 s, a quarter of a whole ``xml-predict``
-run on Bibtex; the readers, the writer and the predictors accept a
+Importing scipy.sparse is a large share of a short ``xml-predict`` run;
+the readers, the writer and the predictors accept a
 :class:`Rows` or any scipy sparse matrix, and scipy is imported only when a
 scipy matrix is asked for (:meth:`Rows.to_scipy`) or given.
 """

@@ -214,8 +214,8 @@ class Log:
 
     def progress(self, total, desc, unit="rows"):
         """A tqdm bar on stderr; shown only on a terminal and when not quiet
-        (else a bar that shows nothing, without importing tqdm: 4 MB of a
-        process's memory)."""
+        (else a bar that shows nothing, without importing tqdm and its
+        memory)."""
         if self.quiet or not sys.stderr.isatty():
             return _HiddenBar(total)
         from tqdm import tqdm

@@ -1,8 +1,7 @@
 """The entry point of xml-predict, which sets what must be set before numpy
 is imported. numpy's BLAS (OpenBLAS) starts its own threads, one per core,
 when numpy is imported, and they spin for a while on cores the command's
-threads need (a tenth of a -T 1 run's CPU time on the 100k-point set, by
-perf). The tree families predict without the BLAS: for a model folder of
+threads need. The tree families predict without the BLAS: for a model folder of
 theirs (an xmlkit folder whose manifest names one, or a C++ tool's folder),
 the BLAS is given one thread, unless OPENBLAS_NUM_THREADS or
 OMP_NUM_THREADS is set. The array models' products keep the BLAS as it is,

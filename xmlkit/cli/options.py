@@ -68,14 +68,14 @@ FASTXML = (
     Opt("tol", ("--tol",),
         "Stopping tolerance of the node solver (newglmnet): stop once the subgradient's "
         "L1 norm is at most this times its value at zero. The C++ tool's is 0.01 (give "
-        "--tol 0.01 --max-newton-small 10 to reproduce its stopping rules); 0.03 grows "
-        "trees with fewer solver passes at its accuracy (see docs/benchmarks.md)."),
+        "--tol 0.01 --max-newton-small 10 to reproduce its stopping rules); the default "
+        "takes fewer solver passes at its accuracy (docs/benchmarks.md: FastXML's node solver)."),
     Opt("max_newton", ("--max-newton",),
         "Newton steps at most per node (newglmnet; the C++ tool's 10)."),
     Opt("max_newton_small", ("--max-newton-small",),
         "Newton steps at most per node of fewer than --small-node points (newglmnet; the "
-        "C++ tool has no such cap: 10). About a quarter fewer solver passes, at the C++ "
-        "tool's accuracy (see docs/benchmarks.md)."),
+        "C++ tool has no such cap: 10): fewer solver passes, at the C++ tool's accuracy "
+        "(docs/benchmarks.md: FastXML's node solver)."),
     Opt("small_node", ("--small-node",),
         "Nodes of fewer points than this take at most --max-newton-small Newton steps "
         "(newglmnet; 0: none does)."),

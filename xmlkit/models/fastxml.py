@@ -183,9 +183,8 @@ class FastXML(TreeEnsemble):
             or "liblinear" (liblinear-official's L1R_LR, 100 / 1000).
         tol : the node solver's stopping tolerance (newglmnet): it stops
             once the L1 norm of the minimum-norm subgradient is at most tol
-            times its value at w = 0. The C++ tool's is 0.01; 0.03 takes
-            fewer solver passes, and its 10-seed P@k and PSP@k are no lower
-            on Bibtex, Delicious and the 100k synthetic set
+            times its value at w = 0. The C++ tool's is 0.01; the default
+            takes fewer solver passes at no lower accuracy
             (scripts/results/solver.md). tol=0.01 with max_newton_small=10
             (and the max_newton and init defaults) reproduces the C++
             tool's stopping rules.
@@ -193,31 +192,26 @@ class FastXML(TreeEnsemble):
             tool's 10).
         max_newton_small : Newton steps at most per node of fewer than
             `small_node` points (newglmnet; the C++ tool's: 10, no cap of
-            its own). Fewer steps on the many small nodes save about a
-            quarter of the solver's passes on Bibtex and Delicious, with
-            P@k and PSP@k within the seeds' noise; the few large nodes,
-            whose splits route the most points, keep `max_newton` (capping
-            them too lowered P@1 on the 100k synthetic set; solver.md).
+            its own). Fewer steps on the many small nodes save solver
+            passes at the same accuracy; the few large nodes, whose splits
+            route the most points, keep `max_newton` (solver.md).
         small_node : nodes of fewer points than this take at most
             `max_newton_small` Newton steps (0: none does).
         init : where each node's solver starts (newglmnet): "zero" (the C++
             tool's) or "warm" (from one proximal-gradient step at zero: the
             class-balanced difference of the two sides' mean rows,
-            soft-thresholded, scaled by a line search). Warm starts pay off
-            only with few Newton steps on small sets (solver.md).
+            soft-thresholded, scaled by a line search; solver.md).
 
         Run parameters
         --------------
         start_tree : index of the first tree (trees start_tree .. start_tree +
             n_trees - 1 are grown; shards of one model use different ranges).
         threads : trees grown in parallel (threads; worker processes with
-            solver="liblinear"). The largest nodes' separators (more than a
-            quarter of the points, on sets of more than 32768) run together
-            only while they hold at most the training set's points (times
-            threads // 2 from 4 threads), the roots sharing one copy of their
-            columns: see xmlkit._ext.fastxml_tree.LargeNodeGate. A thread left without
-            a tree grows nodes of the trees still growing (Crew); the trees
-            do not depend on threads.
+            solver="liblinear"); a thread left without a tree grows nodes of
+            the trees still growing. The largest nodes are separated
+            together only within a budget of points (memory: see
+            xmlkit._ext.fastxml_tree.LargeNodeGate). The trees do not depend
+            on threads.
         seed : random seed; tree t draws from a stream derived from (seed, t).
         """
         self.n_trees = n_trees

@@ -209,7 +209,7 @@ def _unplaned(arrays, key, n, dtype, name, part):
     """The n 4-byte values (of `dtype`, bytes as stored) of the byte planes
     (4, n) stored as `key`. From a file's arrays (store.StoredArrays) they
     are read a piece at a time into the values: the planes are never held
-    whole (a tree of the 100k-point set has 3 MB of them per array)."""
+    whole."""
     if not hasattr(arrays, "read_npy"):
         planes = checks.ints(arrays[key], name, "byte planes")
         if planes.dtype != np.uint8 or planes.shape != (4, n):

@@ -36,8 +36,8 @@ from xmlkit.models.base import (MAX_TREES, SEED, auto_or, boolean, integer, real
                                 usable_threads)
 from xmlkit.models.tree_family import TREE_DIMS, TreeEnsemble
 
-# LdSM regressors are far denser than FastXML's separators (on Bibtex ~40% of
-# the features on average, most of them near the roots). A dense copy costs
+# LdSM regressors are far denser than FastXML's separators, most of all near
+# the roots. A dense copy costs
 # a row of D floats once and pays back over the points that visit the node:
 # copies go to regressors of at least D/4 entries in the top DENSE_DEPTH
 # levels, which all points cross (a node at depth k sees ~1/2^k of them).

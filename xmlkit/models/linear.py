@@ -27,16 +27,15 @@ MIN_POSITIVES = 5      # labels with fewer hold-out positives use the pooled thr
 #: touches every label of every active feature; the hinge only the labels
 #: with a residual), the logistic loss below (it ranks best on small sets)
 HINGE_LABELS = 2000
-#: lr="auto": per loss (chosen on Bibtex, Delicious, Corel5k, Yeast and the
-#: synthetic many-label sets)
+#: lr="auto": per loss (chosen on the shared data sets and the many-label
+#: look-alikes: scripts/results/linear.md, families.md)
 AUTO_LR = {"logistic": 3.0, "squared": 3.0, "squared_hinge": 1.0}
 #: epochs="auto": the logistic and squared losses make SMOOTH_EPOCHS passes
-#: (their accuracy on Bibtex and Delicious needs them, and below HINGE_LABELS
-#: labels a pass costs at most HINGE_LABELS x nnz(X)); the squared hinge,
-#: chosen for many labels, about AUTO_STEPS SGD steps: AUTO_STEPS / N passes,
-#: rounded, from MIN_AUTO_EPOCHS to MAX_AUTO_EPOCHS (it is within 0.5 P@1 of
-#: its best after 2-3 passes on the 20k-40k-point synthetic sets, where one
-#: pass takes a minute)
+#: (their accuracy needs them, and below HINGE_LABELS labels a pass costs at
+#: most HINGE_LABELS x nnz(X)); the squared hinge, chosen for many labels,
+#: about AUTO_STEPS SGD steps: AUTO_STEPS / N passes, rounded, from
+#: MIN_AUTO_EPOCHS to MAX_AUTO_EPOCHS (near its best after a few passes,
+#: which are long on large sets: scripts/results/families.md)
 SMOOTH_EPOCHS = 10
 AUTO_STEPS = 100_000
 MIN_AUTO_EPOCHS, MAX_AUTO_EPOCHS = 2, 10

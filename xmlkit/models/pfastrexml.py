@@ -31,7 +31,7 @@ def centroids_by_feature(X, Y, bias):
     """Tail classifiers: for each label, the mean of the unit-length training
     points (bias feature appended) carrying it, as CSR over the D + 1
     features (ptr, labels, values) -- the layout re-ranking reads. (Without
-    scipy: its import alone cost a PfastreXML training 0.1 s and 20 MB.)"""
+    scipy, whose import would cost every training time and memory.)"""
     from xmlkit._ext.label_sums import centroids_by_label
     X = summed_duplicates(as_rows(X, "features"))
     Y = summed_duplicates(as_rows(Y, "labels"))

@@ -44,7 +44,7 @@ cdef inline double shrink(double w, double scale, double sub) noexcept nogil:
     """sign(w) * max(0, scale * (|w| - sub)), without branches (the signs of
     the weights are unpredictable; a zeroed weight may come out as -0.0,
     which compares equal to 0 everywhere it is tested). The comparison
-    compiles to a max instruction; libm's fmax was a call (8% of a step)."""
+    compiles to a max instruction; libm's fmax is a call."""
     cdef double m = fabs(w) - sub
     return copysign((m if m > 0.0 else 0.0) * scale, w)
 

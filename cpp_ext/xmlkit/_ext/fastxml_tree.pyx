@@ -61,8 +61,8 @@ cdef class LargeNodeGate:
     fit's trees are alike (all the points, in order): the roots separated
     at once share one copy of their columns, built by the first of them
     (SeparatorSolver.fill, then lend; the others borrow it), and it counts
-    once. The threads' trees start together: on a 100k-point set at `-T 2`
-    two roots, each with its own copy, were most of the training peak. A
+    once. (The threads' trees start together: without the gate, their
+    roots' copies would be most of the training peak.) A
     grower waits only before a large node's separator (its partition runs
     before), and trees stay the same: the gate orders work and shares
     columns, it does not change them. `min_points` (tests) replaces the
@@ -311,8 +311,8 @@ cdef class TreeGrower:
         each node of more than max_leaf points with labels were split (its
         partition draws a number per point, its separator SEP_DRAWS). A
         node whose partition leaves a side empty draws fewer: the nodes
-        after it are grown again from their corrected places (a few nodes
-        in a hundred on Delicious)."""
+        after it are grown again from their corrected places (rare: a
+        side is seldom empty)."""
         cdef int64_t n = <int64_t> self.depth.size() - self.board.first
         cdef int64_t i, k, o, node
         self.board.n_nodes = n

@@ -546,7 +546,7 @@ def scatter_rows(const int64_t[::1] ptr, const int32_t[::1] idx, const float[::1
 
 # Trees are stored as byte planes (see xmlkit.models.forest.encode_tree):
 # these encode them in one pass, without the temporaries of numpy's way (a
-# tree of the 1M-point set holds ~10M weights); decoding reads the planes'
+# tree of a large set holds millions of weights); decoding reads the planes'
 # bytes into the values a piece at a time (forest._unplaned), then
 # add_row_deltas turns the index differences back into indices.
 

@@ -420,7 +420,7 @@ cdef inline void put_value(vector[char]& out, double v, const char* fmt, int pre
 
 cdef inline void put_fixed(vector[char]& out, float v, int prec, double scale,
                            uint64_t unit) noexcept nogil:
-    """%.{prec}f of a float, 5-10x faster than snprintf and identical to it:
+    """%.{prec}f of a float, faster than snprintf and identical to it:
     |v|·10^prec is exact in a double (24-bit mantissa times 5^prec of at most
     21 bits, prec <= 9), so rounding it half-to-even (the default rounding
     mode, which glibc's printf also follows) gives printf's digits."""
