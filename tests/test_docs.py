@@ -1,7 +1,9 @@
 """The docs: docs/cli.md is each command's --help as printed (regenerate with
 python scripts/cli_docs.py); the README stays short."""
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -36,7 +38,9 @@ def test_readme_headline_is_read_from_the_results():
     headline = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(headline)
     results = ROOT / "scripts" / "results"
-    assert (results / "headline.md").read_text() == headline.render()
+    made = (results / "headline.md").read_text().rstrip("\n").rsplit("\n\n", 1)
+    assert made[0] + "\n" == headline.render()
+    assert made[1].startswith("*Made by `make -C scripts readme` at commit ")
     for doc in ("README.md", "docs/benchmarks.md"):
         text = (ROOT / doc).read_text()
         for name, body in re.findall(r"<!-- begin (\S+) -->\n(.*?)<!-- end \1 -->", text, re.S):
@@ -137,3 +141,57 @@ def test_readme_python_quick_start_runs_from_another_folder(tmp_path):
     assert [round(100 * got[f"P@{k}"], 2) for k in (1, 3, 5)] == \
         [float(v) for v in p_row.split()[1:]]
 
+
+
+def _provenance():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("provenance",
+                                                  ROOT / "scripts" / "provenance.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_results_file_names_its_target_commit_and_sources():
+    pv = _provenance()
+    names = sorted(p.stem for p in (ROOT / "scripts" / "results").glob("*.md"))
+    assert len(names) > 15
+    for name in names:
+        found = pv.read_stamp(ROOT / "scripts" / "results" / f"{name}.md")
+        assert found is not None, name
+        target, commit, blobs = found
+        assert target == pv.TARGETS.get(name, f"make -C scripts {name}"), name
+        assert re.fullmatch(r"[0-9a-f]{7,}(\+changes)?", commit), (name, commit)
+        assert set(blobs) == {Path(s).name for s in pv.sources(name)}, name
+        for s in pv.sources(name):
+            assert (ROOT / "scripts" / s).is_file(), (name, s)
+    makefile = (ROOT / "scripts" / "Makefile").read_text()
+    readme = makefile[makefile.index("\nreadme:"):].split("\n")[2]
+    assert readme.strip() == "$(PYTHON) provenance.py check"
+
+
+def test_stale_or_unstamped_results_are_refused(tmp_path, monkeypatch):
+    """provenance.py stamps a results file once, with its sources' blob ids
+    as they are; check refuses a file without a stamp, and one whose
+    sources changed since, naming the file and the script."""
+    pv = _provenance()
+    scripts = tmp_path / "scripts"
+    (scripts / "results").mkdir(parents=True)
+    for f in ("bench_toy.py", "benchlib.py"):
+        (scripts / f).write_text(f"# {f}\n")
+    monkeypatch.setattr(pv, "HERE", scripts)
+    monkeypatch.setattr(pv, "RESULTS", scripts / "results")
+    out = scripts / "results" / "toy.md"
+    out.write_text("| a |\n|---|\n| 1.5 |\n")
+    assert pv.problems("toy") and "names no target" in pv.problems("toy")[0]
+    pv.stamp("toy")
+    text = out.read_text()
+    assert text.startswith("| a |\n|---|\n| 1.5 |\n\n*Made by `make -C scripts toy` at commit ")
+    assert pv.problems("toy") == []
+    pv.stamp("toy")                                 # (once stamped, left as it is)
+    assert out.read_text() == text
+    (scripts / "bench_toy.py").write_text("# changed\n")
+    found = pv.problems("toy")
+    assert len(found) == 1 and "toy.md" in found[0] and "bench_toy.py" in found[0]
+    assert "benchlib.py" not in found[0]
+    assert pv.main(["check", "toy"]) == 2
