@@ -97,3 +97,31 @@ def test_every_family_follows_the_family_recipe(family):
     assert family in TRAIN_OPTIONS and family in FAMILIES and family in OTHER_PARAMS
     text = (ROOT / "docs" / "algorithms.md").read_text()
     assert f"<!-- begin options-{family} -->" in text
+
+
+def test_every_ranking_metric_follows_the_metric_recipe():
+    """Each metric the kernel sums (xmlkit._ext.ranking.ROWS: a mean, or a
+    ratio's numerator and denominator) is where the metric recipe puts it:
+    reported by ranking_metrics under its name, a function of its own in
+    xmlkit.metrics, a row of xml-eval's table, a definition in
+    docs/metrics.md, and an oracle in tests/test_metrics_oracle.py."""
+    import scipy.sparse as sp
+    from test_metrics_oracle import ORACLE
+    from xmlkit import metrics
+    from xmlkit._ext.ranking import ROWS
+    from xmlkit.cli.eval import ROW_ORDER
+    names = [r.removesuffix(" num") for r in ROWS if not r.endswith(" den")]
+    assert all(r.removesuffix(" den").removesuffix(" num") in names for r in ROWS)
+    Y = sp.csr_matrix(np.array([[1, 0, 1], [0, 1, 0]], dtype=np.float32))
+    S = sp.csr_matrix(np.array([[0.9, 0.5, 0.1], [0.2, 0.8, 0.4]], dtype=np.float32))
+    got = metrics.ranking_metrics(Y, S, (1, 2), np.ones(3))
+    assert list(got) == [f"{n}@{k}" for n in names for k in (1, 2)]
+    functions = {f: getattr(metrics, f) for f in metrics.__all__ if f.endswith("_at_k")}
+    doc = (ROOT / "docs" / "metrics.md").read_text()
+    values = {f: fn(Y, S, np.ones(3), k=2) if "inv_prop" in inspect.signature(fn).parameters
+              else fn(Y, S, k=2) for f, fn in functions.items()}
+    for name in names:
+        assert name in ROW_ORDER and name in ORACLE and f"{name}@k" in doc, name
+        want = [got[f"{name}@1"], got[f"{name}@2"]]
+        assert any(np.allclose(v, want) for v in values.values()), name
+    assert len(functions) == len(names)

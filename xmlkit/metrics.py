@@ -43,7 +43,6 @@ __all__ = [
 #: (A, B) of the propensity model, per data-set family (Jain et al., 2016).
 PROPENSITY_PRESETS = {"default": (0.55, 1.5), "wikipedia": (0.5, 0.4), "amazon": (0.6, 2.6)}
 DEFAULT_KS = (1, 3, 5)
-_ROWS = {"P": 0, "nDCG": 1, "R": 2}
 
 
 def propensity_ab(preset="default", A=None, B=None):
@@ -171,21 +170,25 @@ def ranking_metrics(Y_true, scores, ks=DEFAULT_KS, inv_prop=None):
     # is at L, and P@k is the hits at L over k; so k is cut to L where the
     # top labels are taken, whatever k is asked for)
     K = min(ks[-1], max(1, Y.shape[1]))
-    from xmlkit._ext.ranking import ranking_sums, top_k
+    from xmlkit._ext.ranking import ROWS, ranking_sums, top_k
     top, _ = top_k(indptr, indices, data, K)
     acc = ranking_sums(top, Y.indptr, Y.indices, Y.shape[1], inv_prop)
     n = max(Y.shape[0], 1)
     out = {}
-    for name, row in _ROWS.items():
+    # (the kernel's rows by name: a mean over points, or a ratio's
+    # numerator and denominator, which need propensities)
+    for row, name in enumerate(ROWS):
+        if name.endswith(" den") or (name.endswith(" num") and inv_prop is None):
+            continue
         for k in ks:
-            value = acc[row, min(k, K) - 1] / n
-            out[f"{name}@{k}"] = float(value * K / k if name == "P" and k > K else value)
-    if inv_prop is not None:
-        for name, num, den in (("PSP", 3, 4), ("PSnDCG", 5, 6)):
-            for k in ks:
-                d = acc[den, min(k, K) - 1]
-                out[f"{name}@{k}"] = float(acc[num, min(k, K) - 1] / d) if d > 0 \
-                    else float("nan")
+            at = min(k, K) - 1
+            if name.endswith(" num"):
+                d = acc[ROWS.index(name[:-4] + " den"), at]
+                value = acc[row, at] / d if d > 0 else float("nan")
+            else:
+                value = acc[row, at] / n
+                value = value * K / k if name == "P" and k > K else value
+            out[f"{name.removesuffix(' num')}@{k}"] = float(value)
     return out
 
 

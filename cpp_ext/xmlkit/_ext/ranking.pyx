@@ -58,11 +58,18 @@ def top_k(const indptr_t[::1] indptr, const int32_t[::1] indices,
     return labels, scores
 
 
+#: the rows of ranking_sums' array (each K long), named for xmlkit.metrics:
+#: a metric's mean over points, or a ratio metric's numerator and
+#: denominator ("NAME num" / "NAME den": sums over points, divided at the end)
+ROWS = ("P", "nDCG", "R", "PSP num", "PSP den", "PSnDCG num", "PSnDCG den")
+cdef enum:
+    ROW_P, ROW_NDCG, ROW_R, ROW_PSP_NUM, ROW_PSP_DEN, ROW_PSNDCG_NUM, ROW_PSNDCG_DEN, N_ROWS
+
+
 cdef void _accumulate(const int32_t* top, int64_t n_rows, int K,
                       const indptr_t* tp, const int32_t* ti, int64_t n_labels,
                       const double* q, bint use_q, double* acc) except + nogil:
-    # acc rows (each K long): 0 P, 1 nDCG, 2 recall, 3 PSP num, 4 PSP den,
-    # 5 PSnDCG num, 6 PSnDCG den
+    # acc: N_ROWS rows of K (ROWS)
     cdef vector[char] mark
     cdef vector[double] disc, idcg, qs
     cdef int64_t i, j, n_true
@@ -85,16 +92,16 @@ cdef void _accumulate(const int32_t* top, int64_t n_rows, int K,
             rel = 1.0 if (lab >= 0 and mark[lab]) else 0.0
             hits += rel
             dcg += rel * disc[r]
-            acc[0 * K + r] += hits / (r + 1)
+            acc[ROW_P * K + r] += hits / (r + 1)
             if n_true > 0:
-                acc[1 * K + r] += dcg / idcg[min(<int64_t> (r + 1), n_true)]
-                acc[2 * K + r] += hits / n_true
+                acc[ROW_NDCG * K + r] += dcg / idcg[min(<int64_t> (r + 1), n_true)]
+                acc[ROW_R * K + r] += hits / n_true
             if use_q and rel > 0:
                 ps += q[lab]
                 psd += q[lab] * disc[r]
             if use_q:
-                acc[3 * K + r] += ps / (r + 1)
-                acc[5 * K + r] += psd
+                acc[ROW_PSP_NUM * K + r] += ps / (r + 1)
+                acc[ROW_PSNDCG_NUM * K + r] += psd
         if use_q:
             # best achievable: the point's true labels ranked by inverse propensity
             qs.clear()
@@ -106,8 +113,8 @@ cdef void _accumulate(const int32_t* top, int64_t n_rows, int K,
                 if r < <int64_t> qs.size():
                     ips -= qs[r]
                     ipsd -= qs[r] * disc[r]
-                acc[4 * K + r] += ips / (r + 1)
-                acc[6 * K + r] += ipsd
+                acc[ROW_PSP_DEN * K + r] += ips / (r + 1)
+                acc[ROW_PSNDCG_DEN * K + r] += ipsd
         for j in range(tp[i], tp[i + 1]):
             mark[ti[j]] = 0
 
@@ -116,10 +123,11 @@ def ranking_sums(const int32_t[:, ::1] top, const indptr_t[::1] true_indptr,
                  const int32_t[::1] true_indices, int64_t n_labels, inv_prop):
     """Sums over points, for k = 1..K (K = top.shape[1]), of the per-point
     terms of P@k, nDCG@k, recall@k and of the numerators and denominators of
-    PSP@k and PSnDCG@k. Returns a 7×K float64 array (see xmlkit.metrics)."""
+    PSP@k and PSnDCG@k. Returns a len(ROWS)×K float64 array, rows named by
+    ROWS."""
     cdef int64_t n_rows = top.shape[0]
     cdef int K = top.shape[1]
-    acc = np.zeros((7, K), dtype=np.float64)
+    acc = np.zeros((N_ROWS, K), dtype=np.float64)
     cdef double[:, ::1] a = acc
     cdef const double[::1] qv
     cdef const double* qp = NULL
