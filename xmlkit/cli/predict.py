@@ -99,6 +99,14 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
         return
     if names or text_format is not None:
         fail(f"--{'names' if names else 'text-format'} goes with --text")
+    _predict_xc(log, timeline, features, scores, model_dir, model, piece, fewer_features,
+                index_base, dask_address, dict(k=top_k, threads=threads, **extra))
+
+
+def _predict_xc(log, timeline, features, scores, model_dir, model, piece, fewer_features,
+                index_base, dask_address, kwargs):
+    """xml-predict on a feature file: its rows in pieces of `piece` rows (None:
+    all at once), scored here or on the Dask cluster, written to `scores`."""
     stream = is_stream(features)
     header, pieces = iter_xc(features, piece, index_base, stream=stream)
     n_rows, n_cols = header[0], header[1]
@@ -109,7 +117,6 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
              f"on D = {model.n_features_in_}: features of another featurizer or data set?"
              + hint)
     start = time.perf_counter()
-    kwargs = dict(k=top_k, threads=threads, **extra)
     with log.progress(n_rows, "predicting", "points") as bar, \
             matrix_writer(scores, n_rows, model.n_labels_, index_base=index_base) as write:
         if dask_address is None:
