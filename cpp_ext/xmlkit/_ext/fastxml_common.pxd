@@ -65,8 +65,10 @@ cdef extern from *:
         v.resize(n);
     }
     """
-    void _give_back "xk_give_back" [V](V& v, int64_t n) noexcept nogil
-    void _resize "xk_resize" [V](V& v, int64_t n) noexcept nogil
+    # (except +: a failed allocation is caught where it is called and turned
+    # into a Python error, as vector.resize's own calls are; see sparse_rows.pxd)
+    void _give_back "xk_give_back" [V](V& v, int64_t n) except + nogil
+    void _resize "xk_resize" [V](V& v, int64_t n) except + nogil
 
 
 #: points above which a node's scratch is given back as soon as it is used:
