@@ -21,6 +21,7 @@ from libcpp.algorithm cimport sort
 cdef extern from *:
     """
     #include <cstdint>
+    #include "xk_portable.h"
     // Ask the cache for the row of point pts[a + XK_AHEAD] (its start in
     // idx, and in val when not NULL) and for the row pointer of point
     // pts[a + 2 XK_AHEAD], in a pass over the rows of the points pts[0:n]:
@@ -28,14 +29,14 @@ cdef extern from *:
     // for memory. (In C, always inlined: GCC drops a call to a function
     // whose only effect is a prefetch before it would inline it.)
     #define XK_AHEAD 4
-    static inline __attribute__((always_inline)) void xk_fetch_ahead(
+    static XK_ALWAYS_INLINE void xk_fetch_ahead(
             const int32_t* pts, int64_t a, int64_t n, const int64_t* ptr,
             const int32_t* idx, const float* val) {
-        if (a + 2 * XK_AHEAD < n) __builtin_prefetch(&ptr[pts[a + 2 * XK_AHEAD]]);
+        if (a + 2 * XK_AHEAD < n) XK_PREFETCH(&ptr[pts[a + 2 * XK_AHEAD]]);
         if (a + XK_AHEAD < n) {
             int64_t e = ptr[pts[a + XK_AHEAD]];
-            __builtin_prefetch(&idx[e]);
-            if (val) __builtin_prefetch(&val[e]);
+            XK_PREFETCH(&idx[e]);
+            if (val) XK_PREFETCH(&val[e]);
         }
     }
     """

@@ -24,16 +24,8 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
-cdef extern from *:
-    """
-    /* a block's flag, read and set by several threads (set once, to 1) */
-    static inline unsigned char xk_flag_get(const unsigned char* p) {
-        return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-    }
-    static inline void xk_flag_set(unsigned char* p) {
-        __atomic_store_n(p, 1, __ATOMIC_RELEASE);
-    }
-    """
+cdef extern from "xk_portable.h":
+    # a block's flag, read and set by several threads (set once, to 1)
     uint8_t xk_flag_get(const uint8_t* p) nogil
     void xk_flag_set(uint8_t* p) nogil
 

@@ -45,14 +45,9 @@ from sparse_rows cimport (RowsOut, check_row_range, emit_top, indptr_t, padded, 
                           rows_open, rows_pieces)
 from xmlkit._ext.file_check cimport BlockFile, blocks_need
 
-cdef extern from *:
-    """
-    /* a block's flag (see file_check: set once, by any thread) */
-    static inline unsigned char xk_done(const unsigned char* p) {
-        return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-    }
-    """
-    uint8_t xk_done(const uint8_t* p) nogil
+cdef extern from "xk_portable.h":
+    # a block's flag (see file_check: set once, by any thread)
+    uint8_t xk_flag_get(const uint8_t* p) nogil
 
 cnp.import_array()
 
@@ -219,7 +214,7 @@ cdef inline bint _need(const TreeView* tv, int64_t offset, int64_t lo, int64_t h
         return True
     a = (offset + lo * size) // tv.blk.block
     z = (offset + hi * size - 1) // tv.blk.block
-    if z - a <= 1 and xk_done(&tv.blk.done[a]) and xk_done(&tv.blk.done[z]) \
+    if z - a <= 1 and xk_flag_get(&tv.blk.done[a]) and xk_flag_get(&tv.blk.done[z]) \
             and not tv.blk.failed:
         return True
     return blocks_need(tv.blk, offset + lo * size, offset + hi * size)
