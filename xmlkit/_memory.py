@@ -15,33 +15,38 @@ re-map the score buffers, for no saving.)
 one_heap() (xml-predict): every thread allocates from the one heap, so that
 what one routing thread frees serves the others.
 
-All are glibc's; elsewhere they do nothing. Their effect is in the peak
-memory of scripts/results/scale.md and predict_scaling.md.
+All are glibc's (Linux); elsewhere, and where they cannot be found (musl),
+they do nothing: memory is then given back on the C library's own terms,
+and only peak memory differs (their effect is in scripts/results/scale.md
+and predict_scaling.md). The C library is looked up at the first call,
+not when xmlkit is imported.
 """
-import ctypes
 import os
 import sys
+from functools import lru_cache
 
-
-def _libc(name):
-    """The C library's function `name`, or None."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return getattr(ctypes.CDLL(None), name)     # (glibc; musl lacks both)
-    except (OSError, AttributeError):
-        return None
-
-
-_TRIM = _libc("malloc_trim")
 M_MMAP_THRESHOLD = -3       # mallopt's parameters (malloc.h)
 M_ARENA_MAX = -8
 
 
+@lru_cache(maxsize=None)
+def _libc(name):
+    """glibc's function `name`, or None (another system or C library)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+        return getattr(ctypes.CDLL(None), name)     # (glibc; musl lacks both)
+    except (OSError, AttributeError, ImportError):
+        return None
+
+
 def give_back():
     """Return the free pages of the C heap to the system (see the module doc)."""
-    if _TRIM is not None:
-        _TRIM(ctypes.c_size_t(0))
+    trim = _libc("malloc_trim")
+    if trim is not None:
+        import ctypes
+        trim(ctypes.c_size_t(0))
 
 
 def map_large_blocks():

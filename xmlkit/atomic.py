@@ -12,6 +12,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
+from xmlkit._process import alive
 from xmlkit.errors import XmlkitError
 
 
@@ -134,16 +135,6 @@ def _temp_prefix(target, pid=None):
     return f"{_host_prefix(target)}{os.getpid() if pid is None else pid}."
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
-
-
 def remove_dead_temps(target):
     """Remove the temporary files of `target` that processes of this host
     which no longer run left behind (killed with -9, say); the files of live
@@ -151,7 +142,7 @@ def remove_dead_temps(target):
     mine = _host_prefix(target)
     for p in target.parent.glob(f"{glob.escape(mine)}*.tmp"):
         pid = p.name[len(mine):].split(".", 1)[0]
-        if pid.isascii() and pid.isdigit() and not _alive(int(pid)):
+        if pid.isascii() and pid.isdigit() and not alive(int(pid)):
             try:
                 p.unlink()
             except OSError:

@@ -27,13 +27,12 @@ version 1 folders (no `files`) still load, without that check; folders of
 versions 2 and 3 without the origin check. Loading a folder of another
 format version fails with a clear message.
 """
-import fcntl
 import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from xmlkit import arrayfile
+from xmlkit import _lock, arrayfile
 from xmlkit._version import __version__
 from xmlkit.atomic import atomic_path
 from xmlkit.errors import XmlkitError
@@ -284,35 +283,41 @@ def folder_lock(folder):
     created = not folder.exists()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0),
+                     0o666)
     except OSError as exc:
         raise XmlkitError(f"{folder}: cannot create or lock the model folder "
                           f"({exc.strerror})") from None
+    locked = False
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "?"
+        if not _lock.try_lock(fd):
+            holder = _lock.read_at(fd, 64, 0).decode("ascii", "replace").strip() or "?"
             raise XmlkitError(f"{folder}: another process (pid {holder}) is writing this "
-                              "model folder; wait for it to end or use another folder") \
-                from None
+                              "model folder; wait for it to end or use another folder")
+        locked = True
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _lock.write_at(fd, f"{os.getpid()}\n".encode(), 0)
         _HELD.add(key)
         try:
             yield folder
         finally:
             _HELD.discard(key)
             if created and [p.name for p in folder.iterdir()] == [LOCK]:
-                # nothing was written: leave no folder behind
-                (folder / LOCK).unlink()
-                folder.rmdir()
+                # nothing was written: leave no folder behind (where an open
+                # file can be removed: Windows keeps this one)
+                try:
+                    (folder / LOCK).unlink()
+                    folder.rmdir()
+                except OSError:
+                    pass
             else:
                 # the pid was only for a second run while this one holds the
                 # lock: the folder keeps an empty lock file, so two runs of
                 # the same seed leave the same bytes, hidden files included
                 os.ftruncate(fd, 0)
     finally:
+        if locked:
+            _lock.unlock(fd)
         os.close(fd)
 
 

@@ -72,20 +72,13 @@ def _completed(submit, items, window):
 
 def _die_with(parent):
     """Initializer of forked workers: end when process `parent` ends, however
-    it ends (Linux: a parent-death signal; elsewhere the pool's own checks
-    apply). Ctrl-C is left to the parent, which stops the pool."""
+    it ends (xmlkit._process.die_with). Ctrl-C is left to the parent, which
+    stops the pool."""
     import signal
+    from xmlkit._process import die_with
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:          # the parent died before prctl took effect
-        os._exit(1)
+    die_with(parent)
 
 
 def _grow_one(seed, t, after, grower=None):
