@@ -39,12 +39,33 @@ FAMILIES = {
 }
 
 
-@pytest.fixture(scope="session")
-def tiny(tmp_path_factory):
-    """300 training and 50 test points of the sample Bibtex split, and a
-    model of each family trained on them."""
+def made_once(tmp_path_factory, name, make):
+    """A folder `name` filled by make(folder) once per test run: with
+    pytest-xdist, the first worker to ask makes it (under a lock) and the
+    others use it; `make` must leave the same files whoever runs it."""
+    import time
+    from xmlkit import _lock
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        folder = tmp_path_factory.mktemp(name)
+        make(folder)
+        return folder
+    folder = tmp_path_factory.getbasetemp().parent / name
+    fd = os.open(f"{folder}.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        while not _lock.try_lock(fd):
+            time.sleep(0.1)
+        if not (folder / ".made").exists():
+            folder.mkdir(exist_ok=True)
+            make(folder)
+            (folder / ".made").touch()
+        _lock.unlock(fd)
+    finally:
+        os.close(fd)
+    return folder
+
+
+def _make_tiny(root):
     from xmlkit.io import read_dataset, write_dataset
-    root = tmp_path_factory.mktemp("tiny")
     X, Y = read_dataset(TRAIN)
     write_dataset(root / "train.txt", X[:300], Y[:300])
     Xt, Yt = read_dataset(TEST)
@@ -52,7 +73,13 @@ def tiny(tmp_path_factory):
     for family, args in FAMILIES.items():
         r = run_cli("xml-train", root / "train.txt", root / family, *args, "-q")
         assert r.returncode == 0, r.stderr
-    return root
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    """300 training and 50 test points of the sample Bibtex split, and a
+    model of each family trained on them (made once per run)."""
+    return made_once(tmp_path_factory, "tiny", _make_tiny)
 
 
 def one_line_error(r, code=2):
@@ -67,26 +94,25 @@ OTHER_PARAMS = {"fastxml": ["-l", "50", "-m", "20"], "pfastrexml": ["-g", "10"],
 
 
 @pytest.fixture(scope="session")
-def tiny_others(tiny):
+def tiny_others(tiny, tmp_path_factory):
     """Per family, folders of models that are not tiny's: another seed,
     other parameters, other training data of the same D and L (tiny's
-    points in reverse order)."""
-    from xmlkit.io import read_dataset, write_dataset
-    X, Y = read_dataset(tiny / "train.txt")
-    other = tiny / "train_reversed.txt"
-    write_dataset(other, X[::-1].tocsr(), Y[::-1].tocsr())
-    out = {}
-    for family, args in FAMILIES.items():
-        out[family] = []
-        for name, data, extra in (("seed", tiny / "train.txt", ["--seed", "9"]),
-                                  ("params", tiny / "train.txt", OTHER_PARAMS[family]),
-                                  ("data", other, [])):
-            folder = tiny / f"{family}_other_{name}"
-            if not folder.exists():
-                r = run_cli("xml-train", data, folder, *args, *extra, "-q")
+    points in reverse order); made once per run."""
+    cases = (("seed", ["--seed", "9"]), ("params", None), ("data", []))
+
+    def make(root):
+        from xmlkit.io import read_dataset, write_dataset
+        X, Y = read_dataset(tiny / "train.txt")
+        write_dataset(root / "train_reversed.txt", X[::-1].tocsr(), Y[::-1].tocsr())
+        for family, args in FAMILIES.items():
+            for name, extra in cases:
+                data = root / "train_reversed.txt" if name == "data" else tiny / "train.txt"
+                r = run_cli("xml-train", data, root / f"{family}_other_{name}", *args,
+                            *(OTHER_PARAMS[family] if extra is None else extra), "-q")
                 assert r.returncode == 0, r.stderr
-            out[family].append(folder)
-    return out
+    root = made_once(tmp_path_factory, "tiny_others", make)
+    return {family: [root / f"{family}_other_{name}" for name, _ in cases]
+            for family in FAMILIES}
 
 
 def run_cli(*args, **kw):
