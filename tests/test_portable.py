@@ -18,9 +18,15 @@ SIMULATED = {**os.environ, "PYTHONPATH": os.pathsep.join(
     + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))}
 
 
+#: where the tests' own processes start: not the clone's root, whose
+#: xmlkit/ (the sources, without the compiled kernels of an installed
+#: xmlkit) `python -c` would import
+HERE = ROOT / "tests"
+
+
 def python(code, env=None, **kw):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, **kw)
+                          env=env, cwd=HERE, **kw)
 
 
 def test_importing_xmlkit_loads_no_platform_only_module():
@@ -75,11 +81,11 @@ except XmlkitError as exc:
 def test_a_held_folder_lock_refuses_another_process_and_is_given_back(simulated, tmp_path):
     env = SIMULATED if simulated else None
     folder = tmp_path / "m"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], env=env,
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], env=env, cwd=HERE,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline() == "held\n"
-        out = subprocess.run([sys.executable, "-c", TRY, str(folder)], env=env,
+        out = subprocess.run([sys.executable, "-c", TRY, str(folder)], env=env, cwd=HERE,
                              capture_output=True, text=True).stdout
         assert f"another process (pid {holder.pid}) is writing" in out
         holder.stdin.write("\n")
@@ -87,7 +93,7 @@ def test_a_held_folder_lock_refuses_another_process_and_is_given_back(simulated,
         assert holder.wait(10) == 0
     finally:
         holder.kill()
-    out = subprocess.run([sys.executable, "-c", TRY, str(folder)], env=env,
+    out = subprocess.run([sys.executable, "-c", TRY, str(folder)], env=env, cwd=HERE,
                          capture_output=True, text=True).stdout
     assert out == "taken\n"
     assert not folder.exists()          # (created and left empty: removed)
@@ -140,7 +146,7 @@ time.sleep(60)
 def test_a_worker_ends_when_its_parent_is_killed(simulated, tmp_path):
     from xmlkit._process import POLL_SECONDS, alive
     parent = subprocess.Popen([sys.executable, "-c", WORKER], stdout=subprocess.PIPE,
-                              text=True, env=SIMULATED if simulated else None)
+                              text=True, env=SIMULATED if simulated else None, cwd=HERE)
     child = int(parent.stdout.readline())
     assert alive(child)
     parent.send_signal(signal.SIGKILL)
@@ -166,7 +172,7 @@ def _running(pid):
 def test_alive():
     from xmlkit._process import alive
     assert alive(os.getpid())
-    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p = subprocess.Popen([sys.executable, "-c", "pass"], cwd=HERE)
     p.wait()
     assert not alive(p.pid)
 
@@ -184,7 +190,7 @@ def test_lock_fault_and_training_tests_pass_without_linux_calls():
     prctl, malloc_trim and mallopt unavailable."""
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                         "-p", "no:xdist", "-k", "not fuzzer and (test_faults or " + TRAINING + ")",
-                        "tests/test_faults.py", "tests/test_fastxml.py"],
-                       cwd=ROOT, env=SIMULATED, capture_output=True, text=True)
+                        "test_faults.py", "test_fastxml.py"],
+                       cwd=HERE, env=SIMULATED, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert " passed" in r.stdout and "skipped" not in r.stdout, r.stdout[-2000:]
