@@ -111,11 +111,13 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
-kernels = sorted(KERNELS.glob("*.pyx"))
+# (the largest first, the shared module among them: the compilers of a
+# parallel build then end at about the same time)
+kernels = sorted(KERNELS.glob("*.pyx"), key=lambda p: (-p.stat().st_size, p.name))
 shared_cpp = KERNELS / "_cyutility.cpp"
 if all(current(p) for p in kernels) and shared_cpp.exists() and made_here(shared_cpp):
-    modules = [extension(f"xmlkit._ext.{p.stem}", p.with_suffix(".cpp")) for p in kernels]
-    modules.append(extension(SHARED, shared_cpp))
+    modules = [extension(SHARED, shared_cpp)]
+    modules += [extension(f"xmlkit._ext.{p.stem}", p.with_suffix(".cpp")) for p in kernels]
 else:
     # (cythonize makes the shared module's file again only when another
     # Cython made it; its Extension is given without a language: this
@@ -123,8 +125,8 @@ else:
     shared = extension(SHARED, shared_cpp)
     del shared.language
     modules = cythonize(
-        [extension(f"xmlkit._ext.{p.stem}", p if not current(p) else p.with_suffix(".cpp"))
-         for p in kernels] + [shared],
+        [shared] + [extension(f"xmlkit._ext.{p.stem}", p if not current(p) else
+                              p.with_suffix(".cpp")) for p in kernels],
         compiler_directives=DIRECTIVES, include_path=["cpp_ext"], nthreads=JOBS, force=True,
         shared_utility_qualified_name=SHARED)
     for m in modules:
