@@ -66,16 +66,20 @@ def one_heap():
 
 def available_bytes():
     """Memory this process can still get: what the machine can give (Linux:
-    MemAvailable plus free swap, from /proc/meminfo), less where the
-    process's address space is limited (RLIMIT_AS, as `ulimit -v` sets);
-    None where it cannot be read."""
+    MemAvailable plus free swap, from /proc/meminfo; elsewhere the free
+    pages, where sysconf tells them), less where the process's address space
+    is limited (RLIMIT_AS, as `ulimit -v` sets); None where it cannot be
+    read."""
     try:
         with open("/proc/meminfo") as f:
             info = dict(line.split(":", 1) for line in f if ":" in line)
         kb = int(info["MemAvailable"].split()[0]) + int(info.get("SwapFree", "0 kB").split()[0])
+        have = kb * 1024
     except (OSError, KeyError, ValueError, IndexError):
-        return None
-    have = kb * 1024
+        try:
+            have = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return None
     try:
         import resource
         limit = resource.getrlimit(resource.RLIMIT_AS)[0]

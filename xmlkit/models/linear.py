@@ -10,13 +10,13 @@ weight; the proximal step leaves exact zeros, which are not stored, so the
 memory follows nnz(W). `dense_updates` runs the plain algorithm (every weight
 regularised at every step) for comparison: the same weights.
 """
-import os
 import time
 import warnings
 
 import numpy as np
 
 from xmlkit import checks
+from xmlkit._memory import available_bytes
 from xmlkit.csr import as_rows, like, model_rows, unit_rows
 from xmlkit.errors import XmlkitWarning
 from xmlkit.models.matrix_family import ArrayModel, scored_blocks, selector, sigmoid
@@ -44,14 +44,6 @@ CHUNK_POINTS = 4096
 #: labels whose hold-out probabilities are computed at a time for the thresholds
 THRESHOLD_COLUMNS = 1024
 DECISION_ALIASES = {"thresholds": "threshold"}     # the name before 0.1 unified it
-
-
-def available_memory():
-    """Bytes of memory available now (None where the system does not say)."""
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def prune_small(ptr, idx, val, threshold):
@@ -349,7 +341,7 @@ class Linear(ArrayModel):
                    "then on every point)" if p.threshold_holdout > 0 else ""))
             log(f"linear: W is {self.n_features_in_} x {self.n_labels_} ({dense_gb:.2f} GB if "
                 "every weight were stored; rows are kept sparse, the stronger l1 the sparser)")
-        avail = available_memory()
+        avail = available_bytes()
         if avail is not None and dense_gb * 1e9 > avail:
             warnings.warn(f"linear: W could reach {dense_gb:.1f} GB (D x L doubles) and "
                           f"{avail / 1e9:.1f} GB are available: weight rows stay sparse only "
