@@ -119,11 +119,11 @@ if all(current(p) for p in kernels) and shared_cpp.exists() and made_here(shared
     modules = [extension(SHARED, shared_cpp)]
     modules += [extension(f"xmlkit._ext.{p.stem}", p.with_suffix(".cpp")) for p in kernels]
 else:
-    # (cythonize makes the shared module's file again only when another
-    # Cython made it; its Extension is given without a language: this
-    # Cython's cythonize refuses one with it)
+    # (the stale kernels are cythonized, and the shared module's file made
+    # again with them: a second; its Extension names no language: Cython
+    # 3.3's cythonize fails on a shared module's that names one)
     shared = extension(SHARED, shared_cpp)
-    del shared.language
+    shared.language = None
     modules = cythonize(
         [shared] + [extension(f"xmlkit._ext.{p.stem}", p if not current(p) else
                               p.with_suffix(".cpp")) for p in kernels],
