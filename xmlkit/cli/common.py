@@ -95,6 +95,11 @@ def _closed_pipe():
     os._exit(EXIT_PIPE)
 
 
+#: click's "no arguments: here is the help" (click 8.2 and newer; before it,
+#: click printed the help itself; an empty tuple matches nothing)
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 def run(command, prog):
     """Run a click command; every failure is one line on stderr.
 
@@ -126,7 +131,7 @@ def run(command, prog):
         _closed_pipe()
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.NoArgsIsHelpError as exc:
+    except _NO_ARGS_IS_HELP as exc:
         click.echo(exc.ctx.get_help(), err=True)
         sys.exit(EXIT_INPUT)
     except click.ClickException as exc:
