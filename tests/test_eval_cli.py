@@ -6,7 +6,7 @@ import pytest
 
 from conftest import SAMPLES, run_cli
 from xmlkit.io import read_dataset, read_inv_propensity, read_matrix
-from xmlkit.metrics import ranking_metrics
+from xmlkit.metrics import calibration, ranking_metrics
 
 def test_cpp_score_fixture_against_an_independent_implementation(shared):
     """xml-eval on the C++ tool's FastXML scores (3 trees) of the Bibtex test
@@ -36,6 +36,7 @@ def test_cpp_score_fixture_against_an_independent_implementation(shared):
         for k in range(1, 6):
             assert got[f"{name}@{k}"] == pytest.approx(100 * theirs[k - 1], abs=1e-7), (name, k)
     api = ranking_metrics(Y, S, range(1, 6), q)
+    api.update({f"ECE@{k}": calibration(Y, S, k)["ECE"] for k in range(1, 6)})
     assert {k: 100 * v for k, v in api.items()} == pytest.approx(got, abs=1e-9)
 
 
@@ -50,7 +51,7 @@ def test_table_and_train_label_propensities(shared, tmp_path):
     assert rows["P"] == ["53.20", "31.44"]
     # computed from training labels with A=0.55, B=1.5: same as the fixture file
     assert rows["PSP"] == ["40.42", "41.42"]
-    assert set(rows) == {"P", "nDCG", "PSP", "PSnDCG", "R"}
+    assert set(rows) == {"P", "nDCG", "PSP", "PSnDCG", "R", "ECE"}
 
 
 def test_without_propensities_ps_rows_are_left_out(tmp_path):
@@ -61,8 +62,11 @@ def test_without_propensities_ps_rows_are_left_out(tmp_path):
     r = run_cli("xml-eval", scores, truth, "-k", "1,2")
     assert r.returncode == 0
     rows = {ln.split()[0]: ln.split()[1:] for ln in r.stdout.splitlines()[1:]}
-    assert set(rows) == {"P", "nDCG", "R"}
+    assert set(rows) == {"P", "nDCG", "R", "ECE"}
     assert rows["P"] == ["50.00", "25.00"]
+    # top 1: (0.5, relevant), (1.0, not): a bin each; |1 - 0.5| + |0 - 1| over 2 entries.
+    # top 2: 0.1 (not), 0.5 (relevant), 1.0 (not): (0.1 + 0.5 + 1) / 3
+    assert rows["ECE"] == ["75.00", "53.33"]
     assert "PSP@k" in r.stderr
     assert run_cli("xml-eval", scores, truth, "-q").stderr == ""
 

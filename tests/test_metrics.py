@@ -114,3 +114,39 @@ def test_label_sets_from_scores():
     S = sp.csr_matrix(np.array([[0.9, 0.2, 0.5], [0.1, 0.0, 0.7]], dtype=np.float32))
     assert label_sets(S, 0.5).toarray().tolist() == [[1, 0, 1], [0, 0, 1]]
     assert label_sets(S).toarray().tolist() == [[1, 1, 1], [1, 0, 1]]
+
+
+def test_calibration_error_by_hand():
+    """ECE@k over the stored entries of each top k, equal-mass bins sorted
+    by score (docs/metrics.md)."""
+    import scipy.sparse as sp
+    from xmlkit.metrics import calibration
+    Y = sp.csr_matrix(np.array([[1, 0, 0], [0, 1, 0], [0, 0, 0]], np.float32))
+    S = sp.csr_matrix(np.array([[0.75, 0.5, 0], [0.875, 0.625, 0.125], [0.25, 0, 0]],
+                               np.float32))
+    # top 2: 0.75 (rel), 0.5 | 0.875, 0.625 (rel) | 0.25 (the row's only stored score)
+    # sorted: 0.25 0.5 | 0.625(rel) 0.75(rel) 0.875: bins of 2 and 3 entries
+    c = calibration(Y, S, k=2, n_bins=2)
+    assert c["ECE"] == pytest.approx((abs(0 - 0.75) + abs(2 - 2.25)) / 5)
+    assert [b["n"] for b in c["bins"]] == [2, 3]
+    assert c["bins"][1]["mean_score"] == pytest.approx(0.75)
+    assert c["bins"][1]["relevant"] == pytest.approx(2 / 3)
+    # top 1: 0.75 (rel), 0.875, 0.25, one entry per bin
+    assert calibration(Y, S, k=1)["ECE"] == pytest.approx((0.25 + 0.875 + 0.25) / 3)
+    # the dense form of the same scores ranks every entry, zeros included
+    assert calibration(Y, S.toarray(), k=1)["ECE"] == pytest.approx((0.25 + 0.875 + 0.25) / 3)
+
+
+def test_calibration_bins_are_equal_mass_and_a_calibrated_model_scores_zero():
+    import scipy.sparse as sp
+    from xmlkit.metrics import calibration
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0, 1, (2000, 7)).astype(np.float32)
+    Y = sp.csr_matrix((rng.uniform(0, 1, p.shape) < p).astype(np.float32))
+    c = calibration(Y, p, k=5)
+    sizes = [b["n"] for b in c["bins"]]
+    assert sum(sizes) == 2000 * 5 and max(sizes) - min(sizes) <= 1
+    assert c["ECE"] < 0.02                      # relevant with the probability scored
+    shifted = calibration(Y, np.clip(p + 0.2, 0, 1), k=5)
+    assert shifted["ECE"] > 0.1                 # over-confident by about 0.2
+    assert np.isnan(calibration(Y[:0], p[:0], k=5)["ECE"])

@@ -53,12 +53,16 @@ def test_cli_plot_and_json(tmp_path):
     assert sum(b["P@k"] for b in mine) == pytest.approx(out["metrics"]["P@5"], abs=1e-9)
     assert sum(b["PSP@k"] for b in mine) == pytest.approx(out["metrics"]["PSP@5"], abs=1e-9)
     assert str(scores["pfastrexml"]) in tail["scores"]
-    # --plot without --train-labels: one line, exit 2, no file (with or without matplotlib)
-    r = run_cli("xml-eval", scores["fastxml"], TEST, "--plot", tmp_path / "x.png")
+    # --compare without --train-labels: one line, exit 2, no file
+    r = run_cli("xml-eval", scores["fastxml"], TEST, "--compare", scores["pfastrexml"],
+                "--plot", tmp_path / "x.png")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x.png").exists()
-    # the picture (with matplotlib)
+    # the picture (with matplotlib); without --train-labels, the reliability diagram alone
     pytest.importorskip("matplotlib")
+    r = run_cli("xml-eval", scores["fastxml"], TEST, "--plot", tmp_path / "x.png", "-q")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "x.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     png = tmp_path / "tail.png"
     r = run_cli("xml-eval", scores["fastxml"], TEST, "--train-labels", TRAIN, "--compare",
                 scores["pfastrexml"], "--plot", png, "-q")

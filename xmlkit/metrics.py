@@ -16,6 +16,14 @@ Definitions follow the repository's Matlab tools (``get_all_metrics``):
 
 True labels are binary: a stored non-zero entry is relevant.
 q are inverse propensities (:func:`inverse_propensity`).
+
+Calibration of the top-k scores (:func:`calibration`), ``ECE@k``: the n
+stored entries of the points' top k (score s, relevant or not y), sorted by
+score (ties in row, then rank order), cut into ECE_BINS bins of equal mass
+(bin b: sorted positions ⌊b·n/B⌋ to ⌊(b+1)·n/B⌋ − 1), and
+ECE@k = Σ_b |Σ_{j∈b} (y_j − s_j)| / n, the mass-weighted gap between each
+bin's mean score and its fraction of relevant labels. It reads scores as
+probabilities: 0 for a perfectly calibrated model.
 """
 import numpy as np
 
@@ -38,11 +46,16 @@ __all__ = [
     "set_metrics",
     "frequency_bins",
     "binned_precision",
+    "calibration",
+    "calibrations",
+    "ECE_BINS",
 ]
 
 #: (A, B) of the propensity model, per data-set family (Jain et al., 2016).
 PROPENSITY_PRESETS = {"default": (0.55, 1.5), "wikipedia": (0.5, 0.4), "amazon": (0.6, 2.6)}
 DEFAULT_KS = (1, 3, 5)
+#: equal-mass bins of ECE@k and of the reliability diagram
+ECE_BINS = 10
 
 
 def propensity_ab(preset="default", A=None, B=None):
@@ -295,14 +308,8 @@ def binned_precision(Y_true, scores, bins, n_bins, k, inv_prop=None):
     or None, "hits": array of hit counts}."""
     k = int(k)
     Y = _binary_csr(Y_true, "true labels")
-    N, L = Y.shape
-    kc = min(k, max(1, L))          # (no row ranks more: see ranking_metrics)
-    top, _ = top_k(scores, kc)
-    rows = np.repeat(np.arange(N, dtype=np.int64), kc)
-    labels = top.ravel().astype(np.int64)
-    stored = labels >= 0
-    hit = np.zeros(len(labels), bool)
-    hit[stored] = np.asarray(Y[rows[stored], labels[stored]]).ravel() != 0
+    N = Y.shape[0]
+    labels, _, _, hit = _top_entries(Y, scores, k)
     hit_labels = labels[hit]
     b = np.asarray(bins)[hit_labels]
     hits = np.bincount(b, minlength=n_bins)
@@ -317,4 +324,60 @@ def binned_precision(Y_true, scores, bins, n_bins, k, inv_prop=None):
         rank = np.arange(len(order)) - np.repeat(Y.indptr[:-1], np.diff(Y.indptr))
         den = float(qs[order][rank < k].sum())
         out["PSP@k"] = gained / den if den > 0 else np.full(n_bins, np.nan)
+    return out
+
+
+def _top_entries(Y, scores, k):
+    """The stored entries of each point's top k, in row then rank order:
+    (labels, scores, ranks from 0, relevant) arrays. Y: the truth as
+    _binary_csr gives it (rows sorted)."""
+    N, L = Y.shape
+    kc = min(int(k), max(1, L))         # (no row ranks more: see ranking_metrics)
+    top, val = top_k(scores, kc)
+    if top.shape != (N, kc):
+        raise XmlkitError(f"scores have {top.shape[0]} rows but true labels {N}")
+    labels = top.ravel().astype(np.int64)
+    stored = labels >= 0
+    rows = np.repeat(np.arange(N, dtype=np.int64), kc)[stored]
+    ranks = np.tile(np.arange(kc), N)[stored]
+    labels = labels[stored]
+    # (relevant: the entry's (row, label) key among the truth's, sorted keys)
+    truth = np.repeat(np.arange(N, dtype=np.int64), np.diff(Y.indptr)) * L + Y.indices
+    keys = rows * L + labels
+    at = np.minimum(np.searchsorted(truth, keys), max(len(truth) - 1, 0))
+    hit = truth[at] == keys if len(truth) else np.zeros(len(keys), bool)
+    return labels, val.ravel()[stored], ranks, hit
+
+
+def calibration(Y_true, scores, k=5, n_bins=ECE_BINS):
+    """ECE@k of the scores (see the module doc) and the bins behind it, the
+    points of a reliability diagram: {"ECE": fraction (NaN without stored
+    entries), "k": k, "bins": [{"n", "mean_score", "relevant"}, ...]}, the
+    bins by increasing score."""
+    return calibrations(Y_true, scores, [k], n_bins)[int(k)]
+
+
+def calibrations(Y_true, scores, ks, n_bins=ECE_BINS):
+    """calibration(Y_true, scores, k, n_bins) for each k of `ks`: k -> result,
+    the top entries found once."""
+    Y = _binary_csr(Y_true, "true labels")
+    ks = sorted({int(k) for k in ks})
+    _, s_all, ranks, y_all = _top_entries(Y, scores, ks[-1])
+    # (sorted once: a stable sort keeps ties in row, then rank order, and
+    # so does taking the entries of ranks below k from it)
+    order = np.argsort(s_all, kind="stable")
+    s_all, y_all, ranks = s_all[order].astype(np.float64), y_all[order], ranks[order]
+    out = {}
+    for k in ks:
+        keep = ranks < k
+        s, y = s_all[keep], y_all[keep].astype(np.float64)
+        n = len(s)
+        edges = (np.arange(int(n_bins) + 1) * n) // int(n_bins)
+        sum_s = np.diff(np.concatenate([[0.0], np.cumsum(s)])[edges])
+        sum_y = np.diff(np.concatenate([[0.0], np.cumsum(y)])[edges])
+        counts = np.diff(edges)
+        bins = [{"n": int(c), "mean_score": float(a / c), "relevant": float(b / c)}
+                for a, b, c in zip(sum_s, sum_y, counts) if c > 0]
+        out[k] = {"ECE": float(np.abs(sum_y - sum_s).sum() / n) if n else float("nan"),
+                  "k": k, "bins": bins}
     return out

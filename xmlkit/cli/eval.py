@@ -8,11 +8,11 @@ from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_optio
                                quiet_option, read_input, run, text_input, version_option)
 from xmlkit.io import read_inv_propensity
 from xmlkit.models.base import C_INT_MAX
-from xmlkit.metrics import (DEFAULT_KS, PROPENSITY_PRESETS, binned_precision, frequency_bins,
-                            inverse_propensity, label_sets, propensity_ab, ranking_metrics,
-                            set_metrics)
+from xmlkit.metrics import (DEFAULT_KS, PROPENSITY_PRESETS, binned_precision, calibrations,
+                            frequency_bins, inverse_propensity, label_sets, propensity_ab,
+                            ranking_metrics, set_metrics)
 
-ROW_ORDER = ("P", "nDCG", "PSP", "PSnDCG", "R")
+ROW_ORDER = ("P", "nDCG", "PSP", "PSnDCG", "R", "ECE")
 
 
 def parse_ks(text):
@@ -27,7 +27,7 @@ def parse_ks(text):
 
 
 def format_table(metrics, ks):
-    """Rows P, nDCG, PSP, PSnDCG, R; columns @k; percent with 2 decimals."""
+    """Rows P, nDCG, PSP, PSnDCG, R, ECE; columns @k; percent with 2 decimals."""
     lines = ["metric  " + "".join(f"{'@' + str(k):>9}" for k in ks)]
     for name in ROW_ORDER:
         if f"{name}@{ks[0]}" not in metrics:
@@ -62,10 +62,10 @@ def format_table(metrics, ks):
               help="Predict the labels scored >= this and print the label-set metrics, as "
                    "--sets does.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-              help="Write a PNG of the tail: labels in ten bins by training frequency "
-                   "(needs --train-labels), per bin its share of P@k and PSP@k (k: the "
-                   "largest -k) for SCORES and every --compare file. Needs "
-                   "pip install 'xmlkit[plot]'.")
+              help="Write a PNG: the reliability diagram of SCORES' top k (k: the largest "
+                   "-k), and with --train-labels the tail: labels in ten bins by training "
+                   "frequency, per bin its share of P@k and PSP@k for SCORES and every "
+                   "--compare file. Needs pip install 'xmlkit[plot]'.")
 @click.option("--compare", "compare", type=click.Path(dir_okay=False), multiple=True,
               help="Another score file of the same points, drawn beside SCORES in --plot "
                    "and binned in --json (repeatable).")
@@ -85,7 +85,8 @@ def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_pr
     file 'N L' or a single-file data set 'N D L').
 
     Prints P@k, nDCG@k and R@k, plus PSP@k and PSnDCG@k when propensities are
-    given, in percent; with --sets or --threshold, the label-set metrics
+    given, and ECE@k, the calibration error of the top-k scores read as
+    probabilities (equal-mass bins), in percent; with --sets or --threshold, the label-set metrics
     (Hamming loss, micro-F1, macro-F1, example-F1) as fractions. Ranking:
     stored scores only, higher score first, ties to the lower label index;
     all test points count (XC repository definitions).
@@ -102,8 +103,8 @@ def command(scores, true_labels, ks, train_labels, inv_propensity, propensity_pr
         fail("give either --train-labels or --inv-propensity, not both")
     if (prop_a is not None or prop_b is not None) and not train_labels:
         fail("-A/-B need --train-labels (the propensity model is fit on training labels)")
-    if (plot_path or compare) and not train_labels:
-        fail("--plot and --compare need --train-labels (the bins are by training frequency)")
+    if compare and not train_labels:
+        fail("--compare needs --train-labels (the bins are by training frequency)")
     if (plot_path or compare) and (sets or threshold is not None):
         fail("--plot and --compare are for ranking metrics, not with --sets or --threshold")
     if plot_path:
@@ -188,6 +189,9 @@ def _ranking_metrics(log, S, Y, Ytr, ks, scores, true_labels, train_labels, inv_
     else:
         log("PSP@k and PSnDCG@k need --train-labels or --inv-propensity; not reported")
     metrics = ranking_metrics(Y, S, ks, q)
+    calibrated = calibrations(Y, S, ks)
+    metrics.update({f"ECE@{k}": calibrated[k]["ECE"] for k in ks})
+    reliability = calibrated[ks[-1]]
     tail = None
     if Ytr is not None:
         others = []
@@ -200,13 +204,14 @@ def _ranking_metrics(log, S, Y, Ytr, ks, scores, true_labels, train_labels, inv_
             others.append((str(path), O))
         tail = tail_bins(Y, Ytr, q, ks[-1], [(str(scores), S)] + others)
     if plot_path:
-        from xmlkit.plot import tail_figure
-        tail_figure(tail, plot_path)
-        log(f"tail plot -> {plot_path}")
+        from xmlkit.plot import evaluation_figure
+        evaluation_figure(reliability, tail, plot_path)
+        log(f"plot -> {plot_path}")
     if as_json:
         out = {"n_points": int(Y.shape[0]), "n_labels": int(Y.shape[1]), "k": ks,
                "unit": "percent", "propensity": prop,
                "metrics": {k: (None if math.isnan(v) else 100 * v) for k, v in metrics.items()}}
+        out["calibration"] = reliability
         if tail is not None:
             out["tail_bins"] = tail
         click.echo(json.dumps(out, indent=2))
