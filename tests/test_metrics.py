@@ -150,3 +150,12 @@ def test_calibration_bins_are_equal_mass_and_a_calibrated_model_scores_zero():
     shifted = calibration(Y, np.clip(p + 0.2, 0, 1), k=5)
     assert shifted["ECE"] > 0.1                 # over-confident by about 0.2
     assert np.isnan(calibration(Y[:0], p[:0], k=5)["ECE"])
+
+
+def test_calibration_refuses_scores_of_another_shape():
+    from xmlkit.errors import XmlkitError
+    from xmlkit.metrics import calibration
+    Y = sp.csr_matrix(np.eye(3, dtype=np.float32))
+    for S in (np.ones((3, 4), np.float32), np.ones((2, 3), np.float32)):
+        with pytest.raises(XmlkitError, match="true labels 3×3"):
+            calibration(Y, S, k=1)

@@ -333,9 +333,11 @@ def _top_entries(Y, scores, k):
     _binary_csr gives it (rows sorted)."""
     N, L = Y.shape
     kc = min(int(k), max(1, L))         # (no row ranks more: see ranking_metrics)
-    top, val = top_k(scores, kc)
-    if top.shape != (N, kc):
-        raise XmlkitError(f"scores have {top.shape[0]} rows but true labels {N}")
+    indptr, indices, data, shape = _scores_csr(scores)
+    if shape != Y.shape:
+        raise XmlkitError(f"scores are {shape[0]}×{shape[1]} but true labels {N}×{L}")
+    from xmlkit._ext.ranking import top_k as top_of_rows
+    top, val = top_of_rows(indptr, indices, data, kc)
     labels = top.ravel().astype(np.int64)
     stored = labels >= 0
     rows = np.repeat(np.arange(N, dtype=np.int64), kc)[stored]
