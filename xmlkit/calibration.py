@@ -14,6 +14,11 @@ scores there tie, and keeping a row's order among them is the caller's.
 The knots are two float64 arrays (`arrays()` / `from_arrays()`), checked
 when read back: finite, of one length, strictly increasing, values in
 [0, 1].
+
+map_rows(S, cmap, decimals): a score matrix's entries mapped, each row's
+ranking kept as it is in the file written with `decimals` decimals (see
+its doc), so that P@k, nDCG@k and PSP@k of the mapped scores are the raw
+scores'.
 """
 import numpy as np
 
@@ -72,3 +77,37 @@ class IsotonicMap:
             raise XmlkitError(f"{where}: the calibration's knots are damaged (they must be "
                               "finite, strictly increasing, with values in [0, 1])")
         return cls(x, y)
+
+
+def map_rows(S, cmap, decimals=6):
+    """The scores of CSR matrix S (a row's top k) mapped by `cmap` (an
+    IsotonicMap), each row keeping its ranking once written with `decimals`
+    decimals (xml-predict's score files: 6): in a row's raw order (score
+    descending, ties to the lower label, as xmlkit.metrics ranks), a mapped
+    value is rounded to the grid of 10^-decimals and lowered, where needed,
+    to one grid step below the value ranked before it when the raw score is
+    strictly lower, or to that value when the raw scores are equal. A
+    probability moves by at most k − 1 grid steps; only where the map gives
+    fewer than that above 0 do values meet at 0 and tie. Returns a new CSR
+    matrix of float32 values, S's structure."""
+    import scipy.sparse as sp
+    S = sp.csr_matrix(S)
+    raw = S.data.astype(np.float64)
+    n_rows = S.shape[0]
+    rows = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(S.indptr))
+    order = np.lexsort((S.indices, -raw, rows))
+    raw, rows = raw[order], rows[order]
+    unit = 10 ** int(decimals)
+    grid = np.rint(cmap.apply(raw) * unit).astype(np.int64)
+    # steps: one grid step per strict drop of the raw score within a row
+    first = np.r_[True, rows[1:] != rows[:-1]]
+    drop = np.r_[0, (raw[1:] < raw[:-1]) & ~first[1:]].astype(np.int64)
+    steps = np.cumsum(drop)
+    steps -= np.maximum.accumulate(np.where(first, steps, 0))
+    # a running minimum of grid + steps within each row (rows apart by more
+    # than any value: the minimum starts again at each row), less the steps
+    apart = unit + len(raw) + 1
+    kept = np.minimum.accumulate(grid + steps - rows * apart) + rows * apart - steps
+    out = np.empty(len(raw), dtype=np.float32)
+    out[order] = np.maximum(kept, 0) / unit
+    return sp.csr_matrix((out, S.indices.copy(), S.indptr.copy()), shape=S.shape)
