@@ -50,7 +50,8 @@ def render():
     sections += [("xml-predict", ["xml-predict"])]
     sections += [("xml-predict --algorithm " + f, ["xml-predict", "--algorithm", f])
                  for f in FAMILIES]
-    sections += [(c, [c]) for c in ("xml-eval", "xml-prune", "xml-info", "xml-text")]
+    sections += [(c, [c]) for c in ("xml-eval", "xml-calibrate", "xml-prune", "xml-info",
+                                    "xml-text")]
     for title, argv in sections:
         parts += [f"## `{title}`", "", "```", help_text(*argv), "```", ""]
     return "\n".join(parts)

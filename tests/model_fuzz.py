@@ -172,9 +172,14 @@ def manifest_edits(manifest):
 
 
 def predict(folder, X):
+    """The scores xml-predict would write: the model's, mapped by the
+    folder's calibration when it holds one (xmlkit.calibration)."""
+    from xmlkit.calibration import folder_calibration, map_rows
     model = xmlkit.load_model(folder)
     model.predict(X[:1], k=5)
-    return model.predict(X, k=5, threads=2)
+    S = model.predict(X, k=5, threads=2)
+    cmap = folder_calibration(folder)
+    return S if cmap is None else map_rows(S, cmap)
 
 
 def outcome(folder, X, reference):

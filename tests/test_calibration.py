@@ -97,15 +97,16 @@ def test_mapped_rows_keep_their_ranking_by_hand():
     # one grid step (1e-6) per strict drop of the raw score; equal raw scores stay equal
     assert map_rows(S, flat).toarray().ravel().tolist() == pytest.approx(
         [0.3, 0.299999, 0.299999, 0.299998, 0, 0.299999, 0, 0.3, 0.3, 0.299998], abs=1e-7)
-    # where the map leaves no room above 0, values meet at 0
+    # where the map leaves no room above 0, the values keep a step apart above it
     zero = IsotonicMap(np.array([0.0, 1.0]), np.array([0.0, 1e-9]))
-    assert map_rows(S[:1], zero).data.tolist() == [0, 0, 0, 0]
+    assert map_rows(S[:1], zero).data.tolist() == pytest.approx([2e-6, 1e-6, 1e-6, 0],
+                                                                 abs=1e-9)
 
 
 def test_calibrated_scores_rank_as_the_raw_ones_once_written(bibtex, tmp_path):
     """A FastXML model's scores of the Bibtex test points, mapped by a map
     fitted on other points and written as xml-predict writes them: every
-    P@k, nDCG@k and PSP@k of the file read back equals the raw scores'."""
+    P@k, nDCG@k and PSP@k of the file read back equals the raw scores' file's."""
     import xmlkit
     from xmlkit.calibration import map_rows
     from xmlkit.io import matrix_writer, read_matrix
@@ -120,10 +121,126 @@ def test_calibrated_scores_rank_as_the_raw_ones_once_written(bibtex, tmp_path):
     cmap = IsotonicMap.fit(values.ravel()[ok], relevant)
     S = model.predict(Xt, k=5)
     mapped = map_rows(S, cmap)
-    path = tmp_path / "s.txt"
-    with matrix_writer(path, *S.shape) as write:
-        write(mapped)
+    for name, M in (("raw.txt", S), ("mapped.txt", mapped)):
+        with matrix_writer(tmp_path / name, *S.shape) as write:
+            write(M)
     q = inverse_propensity(Y)
     ks = (1, 2, 3, 4, 5)
-    assert ranking_metrics(Yt, read_matrix(path), ks, q) == ranking_metrics(Yt, S, ks, q)
+    assert ranking_metrics(Yt, read_matrix(tmp_path / "mapped.txt"), ks, q) == \
+        ranking_metrics(Yt, read_matrix(tmp_path / "raw.txt"), ks, q)
     assert calibrations(Yt, mapped, [5])[5]["ECE"] < calibrations(Yt, S, [5])[5]["ECE"]
+
+
+# ---------------------------------------------------------------- commands
+
+@pytest.mark.parametrize("family", ["fastxml", "pfastrexml", "ldsm", "embed", "linear"])
+def test_a_calibrated_folder_writes_probabilities_ranked_as_before(family, tiny, tmp_path):
+    """xml-calibrate on held-out points, then xml-predict: probabilities in
+    [0, 1], every P@k and nDCG@k as the model's own scores; --raw writes the
+    model's own scores, byte for byte those of the folder before."""
+    import json
+    import shutil
+    from conftest import run_cli
+    from xmlkit import store
+    from xmlkit.io import read_matrix
+    m = tmp_path / "m"
+    shutil.copytree(tiny / family, m)
+    before = tmp_path / "before.txt"
+    assert run_cli("xml-predict", tiny / "test.txt", before, m, "-k", "5", "-q").returncode == 0
+    r = run_cli("xml-calibrate", tiny / "train.txt", m, "--json", "-q")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["k"] == 5 and out["points"] == 300 and out["knots"] >= 1
+    assert "calibration.npz" in store.read_manifest(m)["files"]
+    cal, raw = tmp_path / "cal.txt", tmp_path / "raw.txt"
+    r = run_cli("xml-predict", tiny / "test.txt", cal, m, "-k", "5")
+    assert r.returncode == 0 and "probabilities" in r.stderr, r.stderr
+    assert run_cli("xml-predict", tiny / "test.txt", raw, m, "-k", "5", "--raw",
+                   "-q").returncode == 0
+    assert raw.read_bytes() == before.read_bytes()
+    P = read_matrix(cal)
+    assert P.data.min() >= 0 and P.data.max() <= 1
+
+    def ranking(path):
+        r = run_cli("xml-eval", path, tiny / "test.txt", "-k", "1,2,3,4,5", "--json", "-q")
+        return {k: v for k, v in json.loads(r.stdout)["metrics"].items() if "ECE" not in k}
+    assert ranking(cal) == ranking(raw)
+
+
+def test_a_damaged_or_crafted_calibration_is_refused(tiny, tmp_path):
+    import shutil
+    from conftest import one_line_error, run_cli
+    from xmlkit import store
+    m = tmp_path / "m"
+    shutil.copytree(tiny / "fastxml", m)
+    assert run_cli("xml-calibrate", tiny / "train.txt", m, "-q").returncode == 0
+    path = m / "calibration.npz"
+    data = bytearray(path.read_bytes())
+    data[-20] ^= 0xFF
+    path.write_bytes(bytes(data))
+    r = run_cli("xml-predict", tiny / "test.txt", tmp_path / "s.txt", m)
+    assert one_line_error(r) and "calibration" in r.stderr, r.stderr
+    # knots rewritten out of order, the record rewritten to match: still refused
+    store.save_arrays(m, "calibration", {"x": np.array([0.5, 0.2]), "y": np.array([0.1, 0.3])},
+                      store.read_manifest(m))
+    store.record_files(m, ["calibration"])
+    r = run_cli("xml-predict", tiny / "test.txt", tmp_path / "s.txt", m)
+    assert one_line_error(r) and "calibration" in r.stderr, r.stderr
+    assert not (tmp_path / "s.txt").exists()
+
+
+def test_training_into_a_calibrated_folder_drops_its_map(tiny, tmp_path):
+    import shutil
+    from conftest import run_cli
+    from xmlkit import store
+    m = tmp_path / "m"
+    shutil.copytree(tiny / "fastxml", m)
+    assert run_cli("xml-calibrate", tiny / "train.txt", m, "-q").returncode == 0
+    # nothing to train: the map stays
+    assert run_cli("xml-train", tiny / "train.txt", m, "-t", "2", "-q").returncode == 0
+    assert (m / "calibration.npz").exists()
+    # a tree to grow again: the model changes, the map goes
+    manifest = store.read_manifest(m)
+    del manifest["files"]["tree_00001.npz"]
+    store.write_manifest(m, manifest)
+    (m / "tree_00001.npz").unlink()
+    r = run_cli("xml-train", tiny / "train.txt", m, "-t", "2")
+    assert r.returncode == 0 and "calibration is dropped" in r.stderr, r.stderr
+    assert not (m / "calibration.npz").exists()
+    assert "calibration.npz" not in store.read_manifest(m)["files"]
+
+
+def test_xml_calibrate_refuses_what_it_cannot_calibrate(tiny, tmp_path, shared):
+    from conftest import one_line_error, run_cli
+    from xmlkit.io import read_dataset, write_dataset
+    r = run_cli("xml-calibrate", tiny / "test.txt", shared / "fixtures" / "cpp_reference" /
+                "fastxml_model")
+    assert one_line_error(r) and "C++" in r.stderr, r.stderr
+    X, Y = read_dataset(tiny / "test.txt")
+    write_dataset(tmp_path / "narrow.txt", X[:, :100], Y)
+    r = run_cli("xml-calibrate", tmp_path / "narrow.txt", tiny / "fastxml")
+    assert one_line_error(r) and "D = 100" in r.stderr, r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("resign", [False, True], ids=["damaged", "crafted"])
+def test_model_fuzzer_on_a_calibrated_folder(resign, tiny, tmp_path):
+    """tests/model_fuzz.py over a calibrated FastXML folder: every array of
+    calibration.npz mutated and the file damaged, as every other file."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    from conftest import ROOT, run_cli
+    m = tmp_path / "m"
+    shutil.copytree(tiny / "fastxml", m)
+    assert run_cli("xml-calibrate", tiny / "train.txt", m, "-q").returncode == 0
+    r = subprocess.run([sys.executable, str(ROOT / "tests" / "model_fuzz.py"), str(m),
+                        str(tiny / "test.txt"), "1"] + (["--resign"] if resign else []),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    mine = [row for row in rows if row.get("file") == "calibration.npz"]
+    assert len(mine) > 10
+    allowed = {"refused", "same"} | ({"different"} if resign else set())
+    assert not [row for row in rows if row["outcome"] not in allowed][:5]

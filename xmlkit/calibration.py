@@ -82,32 +82,96 @@ class IsotonicMap:
 def map_rows(S, cmap, decimals=6):
     """The scores of CSR matrix S (a row's top k) mapped by `cmap` (an
     IsotonicMap), each row keeping its ranking once written with `decimals`
-    decimals (xml-predict's score files: 6): in a row's raw order (score
-    descending, ties to the lower label, as xmlkit.metrics ranks), a mapped
+    decimals (xml-predict's score files: 6): in a row's raw order as written
+    (the raw score with `decimals` decimals descending, ties to the lower
+    label, as xmlkit.metrics ranks a score file), a mapped
     value is rounded to the grid of 10^-decimals and lowered, where needed,
     to one grid step below the value ranked before it when the raw score is
-    strictly lower, or to that value when the raw scores are equal. A
-    probability moves by at most k − 1 grid steps; only where the map gives
-    fewer than that above 0 do values meet at 0 and tie. Returns a new CSR
-    matrix of float32 values, S's structure."""
-    import scipy.sparse as sp
-    S = sp.csr_matrix(S)
+    strictly lower, or to that value when the raw scores are equal, and
+    raised, where needed, to as many steps above 0 as strict drops follow it
+    in the row. A probability moves by at most k − 1 grid steps. Returns a matrix of
+    S's kind (xmlkit.csr.Rows or scipy CSR) and structure, float32 values."""
+    from xmlkit.csr import Rows, as_rows, like
+    template, S = S, as_rows(S, "scores")
     raw = S.data.astype(np.float64)
+    unit = 10 ** int(decimals)
+    # (the raw order is the written raw scores': scores equal once written tie)
+    written = np.rint(raw * unit)
     n_rows = S.shape[0]
     rows = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(S.indptr))
-    order = np.lexsort((S.indices, -raw, rows))
-    raw, rows = raw[order], rows[order]
-    unit = 10 ** int(decimals)
-    grid = np.rint(cmap.apply(raw) * unit).astype(np.int64)
+    order = np.lexsort((S.indices, -written, rows))
+    raw, written, rows = raw[order], written[order], rows[order]
+    grid = np.rint(cmap.apply(written / unit) * unit).astype(np.int64)
     # steps: one grid step per strict drop of the raw score within a row
     first = np.r_[True, rows[1:] != rows[:-1]]
-    drop = np.r_[0, (raw[1:] < raw[:-1]) & ~first[1:]].astype(np.int64)
+    drop = np.r_[0, (written[1:] < written[:-1]) & ~first[1:]].astype(np.int64)
     steps = np.cumsum(drop)
     steps -= np.maximum.accumulate(np.where(first, steps, 0))
     # a running minimum of grid + steps within each row (rows apart by more
     # than any value: the minimum starts again at each row), less the steps
     apart = unit + len(raw) + 1
     kept = np.minimum.accumulate(grid + steps - rows * apart) + rows * apart - steps
+    # and at least one step above each strict drop still to come in the row
+    # (values that would meet at 0 stay apart: a few millionths above it)
+    last = np.r_[first[1:], True]
+    below = np.repeat(steps[last], np.bincount(rows, minlength=S.shape[0])[rows[last]]) - steps
     out = np.empty(len(raw), dtype=np.float32)
-    out[order] = np.maximum(kept, 0) / unit
-    return sp.csr_matrix((out, S.indices.copy(), S.indptr.copy()), shape=S.shape)
+    out[order] = np.maximum(kept, below) / unit
+    return like(template, Rows(S.indptr, S.indices, out, S.shape))
+
+
+#: the array file of a model folder holding its calibration map
+CALIBRATION = "calibration"
+
+
+def fit_on_data(model, X, Y, k=5, **predict_kwargs):
+    """(map, S): the IsotonicMap of `model`'s top-k scores S of rows X
+    against their labels Y (rows the model was not trained on);
+    predict_kwargs go to model.predict."""
+    from xmlkit.metrics import top_entries
+    if "decision" in model.PREDICT_PARAMS:
+        predict_kwargs.setdefault("decision", "scores")     # (ranked scores, not sets)
+    S = model.predict(X, k=int(k), **predict_kwargs)
+    scores, relevant = top_entries(Y, S, k)
+    if not len(scores):
+        raise XmlkitError("calibration: the model scored no label of these rows")
+    return IsotonicMap.fit(scores, relevant), S
+
+
+def folder_calibration(folder):
+    """The IsotonicMap kept in model folder `folder`, or None (a folder
+    without one, or not an xmlkit folder); checked against its record."""
+    from pathlib import Path
+    from xmlkit import store
+    if not store.is_model_folder(folder):
+        return None
+    manifest = store.read_manifest(folder)
+    if f"{CALIBRATION}.npz" not in (store.records(manifest) or {}):
+        return None
+    return IsotonicMap.from_arrays(store.load_arrays(folder, CALIBRATION, manifest),
+                                   Path(folder) / f"{CALIBRATION}.npz")
+
+
+def save_to_folder(folder, cmap):
+    """Keep `cmap` in model folder `folder` (under its lock), replacing a
+    map it held."""
+    from xmlkit import store
+    with store.folder_lock(folder):
+        manifest = store.read_manifest(folder)
+        store.save_arrays(folder, CALIBRATION, cmap.arrays(), manifest)
+        store.record_files(folder, [CALIBRATION])
+
+
+def drop_from_folder(folder):
+    """Remove the map of a folder whose model changes (call under its
+    lock): True when there was one."""
+    from pathlib import Path
+    from xmlkit import store
+    manifest = store.read_manifest(folder)
+    files = store.records(manifest) or {}
+    if f"{CALIBRATION}.npz" not in files:
+        return False
+    del files[f"{CALIBRATION}.npz"]
+    store.write_manifest(folder, manifest)
+    (Path(folder) / f"{CALIBRATION}.npz").unlink(missing_ok=True)
+    return True

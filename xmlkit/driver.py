@@ -12,6 +12,7 @@ import time
 
 from xmlkit import store
 from xmlkit.errors import XmlkitError
+from xmlkit.calibration import drop_from_folder
 from xmlkit.models.folders import PartWriter, load_part, save_extras
 
 #: seconds between rewrites of the manifest's records while training (each
@@ -64,6 +65,10 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
                 kept_parts[key] = keep(part)
             store.record_files(folder, [model.part_file(k) for k in sorted(adopt)])
         todo = [k for k in wanted if k not in kept_parts]
+        # (a calibration map was fitted to the model as it was)
+        if todo and drop_from_folder(folder) and log:
+            log(f"{folder}: its calibration is dropped, the model changes (xml-calibrate "
+                "fits a new one)")
         if log and kept_parts:
             log(f"{len(kept_parts)} of the {model.PART}s are already in {folder}; "
                 f"growing {len(todo)}")

@@ -48,6 +48,7 @@ __all__ = [
     "binned_precision",
     "calibration",
     "calibrations",
+    "top_entries",
     "ECE_BINS",
 ]
 
@@ -349,6 +350,13 @@ def _top_entries(Y, scores, k):
     at = np.minimum(np.searchsorted(truth, keys), max(len(truth) - 1, 0))
     hit = truth[at] == keys if len(truth) else np.zeros(len(keys), bool)
     return labels, val.ravel()[stored], ranks, hit
+
+
+def top_entries(Y_true, scores, k):
+    """(scores, relevant) of the stored entries of each point's top k, in
+    row then rank order: what a calibration map is fitted on."""
+    _, s, _, hit = _top_entries(_binary_csr(Y_true, "true labels"), scores, k)
+    return s, hit
 
 
 def calibration(Y_true, scores, k=5, n_bins=ECE_BINS):

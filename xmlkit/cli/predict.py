@@ -45,6 +45,9 @@ PIECE_ROWS = 20000      # rows read, scored and written at a time
               help="FEATURES is a file of documents (see --text-format; labels, if any, are "
                    "ignored), featurized as MODEL_DIR's training documents were (a model "
                    "trained with xml-train --text). Needs pip install 'xmlkit[text]'.")
+@click.option("--raw", "raw", is_flag=True, default=False,
+              help="Write the model's own scores where MODEL_DIR holds a calibration "
+                   "(xml-calibrate), instead of the probabilities it maps them to.")
 @click.option("--names", is_flag=True, default=False,
               help="With --text: write SCORES as JSON Lines in input order, "
                    "{\"id\", \"labels\": [names, best first], \"scores\": [...]}, "
@@ -54,8 +57,8 @@ PIECE_ROWS = 20000      # rows read, scored and written at a time
 @quiet_option
 @version_option
 def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, algorithm,
-             dask_address, fewer_features, text, names, text_format, label_sep, index_base,
-             quiet, **family):
+             dask_address, fewer_features, text, raw, names, text_format, label_sep,
+             index_base, quiet, **family):
     """Write the scores of MODEL_DIR's model for the points of FEATURES (a feature
     file 'N D', or a single-file data set 'N D L' whose labels are ignored) to
     SCORES, a score matrix 'N L' (6 decimals, labels ascending).
@@ -91,20 +94,37 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
     # rows are read, scored and written in pieces (memory does not grow with
     # the file), except for embed's F1 inference, which needs every row at once
     piece = None if model.needs_all_rows(**extra) else PIECE_ROWS
+    calibrate = _calibration(log, model, model_dir, raw, extra)
     if text:
         if dask_address is not None:
             fail("--text scores on this machine: not with --dask")
         _predict_text(log, features, scores, model_dir, model, piece, names, text_format,
-                      label_sep, index_base, dict(k=top_k, threads=threads, **extra))
+                      label_sep, index_base, dict(k=top_k, threads=threads, **extra), calibrate)
         return
     if names or text_format is not None:
         fail(f"--{'names' if names else 'text-format'} goes with --text")
     _predict_xc(log, timeline, features, scores, model_dir, model, piece, fewer_features,
-                index_base, dask_address, dict(k=top_k, threads=threads, **extra))
+                index_base, dask_address, dict(k=top_k, threads=threads, **extra), calibrate)
+
+
+def _calibration(log, model, model_dir, raw, extra):
+    """The function applied to each scored piece: MODEL_DIR's calibration
+    map (xmlkit.calibration.map_rows), or None: --raw, a folder without
+    one, or scores that are label sets (a family's --decision)."""
+    from xmlkit.calibration import folder_calibration, map_rows
+    cmap = None if raw else folder_calibration(model_dir)
+    if cmap is None:
+        return None
+    # (a family's declared decision is its ranked scores; the others are sets)
+    if model.predict_params(**extra).get("decision") != model.predict_defaults().get("decision"):
+        return None
+    log(f"writing probabilities: the scores mapped by {model_dir}'s calibration (--raw for "
+        "the model's own)")
+    return functools.partial(map_rows, cmap=cmap)
 
 
 def _predict_xc(log, timeline, features, scores, model_dir, model, piece, fewer_features,
-                index_base, dask_address, kwargs):
+                index_base, dask_address, kwargs, calibrate=None):
     """xml-predict on a feature file: its rows in pieces of `piece` rows (None:
     all at once), scored here or on the Dask cluster, written to `scores`."""
     stream = is_stream(features)
@@ -121,14 +141,15 @@ def _predict_xc(log, timeline, features, scores, model_dir, model, piece, fewer_
             matrix_writer(scores, n_rows, model.n_labels_, index_base=index_base) as write:
         if dask_address is None:
             score_pieces(model, pieces, write, kwargs, bar.update, stdout=scores == "-",
-                         flush=stream and scores == "-", timeline=timeline)
+                         flush=stream and scores == "-", timeline=timeline,
+                         calibrate=calibrate)
         else:
             from xmlkit import cluster
             with cluster.connect(dask_address) as client:
                 rows = (part.feature_rows for part in pieces)
                 for S in cluster.DaskExecutor(client).predict_blocks(
                         model, kwargs, rows, n_rows, whole=piece is None):
-                    write(S)
+                    write(S if calibrate is None else calibrate(S))
                     bar.update(S.shape[0])
     seconds = time.perf_counter() - start
     timeline.mark("end")
@@ -140,7 +161,7 @@ def _predict_xc(log, timeline, features, scores, model_dir, model, piece, fewer_
 
 
 def score_pieces(model, pieces, write, kwargs, progress, stdout=False, flush=False,
-                 timeline=None):
+                 timeline=None, calibrate=None):
     """Score XCFile `pieces` in order with `model` and write them (a
     MatrixWriter): each piece scored and formatted on the threads (the
     forests: in blocks of rows) while the next one is read.
@@ -155,7 +176,8 @@ def score_pieces(model, pieces, write, kwargs, progress, stdout=False, flush=Fal
     before the first row is read. Otherwise each tree's pages leave memory
     once the rows are routed through it (memory about a tree per thread).
     timeline (cli.common.Timeline): marks "first_piece" when the first rows
-    are read, "scored" when the last are written."""
+    are read, "scored" when the last are written. calibrate(S), when given,
+    maps each piece's scores before it is formatted."""
     threads = kwargs["threads"]
     forest = hasattr(model, "verify")
     with ThreadPoolExecutor(2) as helper:
@@ -168,8 +190,10 @@ def score_pieces(model, pieces, write, kwargs, progress, stdout=False, flush=Fal
         for part in (pieces if flush else _read_ahead(pieces, helper)):
             if timeline is not None and "first_piece" not in timeline.marks:
                 timeline.mark("first_piece")
+            finish = write.format if calibrate is None else \
+                (lambda S: write.format(calibrate(S)))
             for text in model.predict_pieces(part.feature_rows, progress=progress,
-                                             finish=write.format, **kwargs, **more):
+                                             finish=finish, **kwargs, **more):
                 if checks is not None:
                     checks.result()             # (nothing written before it passed)
                     checks = None
@@ -197,7 +221,7 @@ def _read_ahead(items, pool):
 
 
 def _predict_text(log, documents, scores, model_dir, model, piece, names, text_format,
-                  label_sep, index_base, kwargs):
+                  label_sep, index_base, kwargs, calibrate=None):
     """xml-predict --text: documents featurized as the model's training
     documents were, scored piece by piece; named JSON Lines (--names) or a
     score matrix (then the documents are counted first, for its header)."""
@@ -220,7 +244,8 @@ def _predict_text(log, documents, scores, model_dir, model, piece, names, text_f
         if names:
             with names_writer(scores, labels, flush=stream) as write:
                 for ids, X in pieces():
-                    write(ids, model.predict(X, progress=bar.update, **kwargs))
+                    S = model.predict(X, progress=bar.update, **kwargs)
+                    write(ids, S if calibrate is None else calibrate(S))
                     n_rows += len(ids)
         else:
             if documents == "-":
@@ -232,7 +257,8 @@ def _predict_text(log, documents, scores, model_dir, model, piece, names, text_f
                 parts = pieces()
             with matrix_writer(scores, n_rows, model.n_labels_, index_base=index_base) as write:
                 for ids, X in parts:
-                    write(model.predict(X, progress=bar.update, **kwargs))
+                    S = model.predict(X, progress=bar.update, **kwargs)
+                    write(S if calibrate is None else calibrate(S))
     seconds = time.perf_counter() - start
     log(f"featurized and scored {n_rows} documents in {seconds:.2f} s -> {scores}")
 
