@@ -152,6 +152,8 @@ def test_a_calibrated_folder_writes_probabilities_ranked_as_before(family, tiny,
     out = json.loads(r.stdout)
     assert out["k"] == 5 and out["points"] == 300 and out["knots"] >= 1
     assert "calibration.npz" in store.read_manifest(m)["files"]
+    info = json.loads(run_cli("xml-info", m, "--json").stdout)
+    assert info["calibration"].startswith(f"isotonic, {out['knots']} knots")
     cal, raw = tmp_path / "cal.txt", tmp_path / "raw.txt"
     r = run_cli("xml-predict", tiny / "test.txt", cal, m, "-k", "5")
     assert r.returncode == 0 and "probabilities" in r.stderr, r.stderr

@@ -41,6 +41,11 @@ def folder_info(folder):
             featurizer, labels = model_text(folder, model)
             info["text"] = {**featurizer.options, "terms": featurizer.n_features,
                             "label_names": len(labels)}
+        from xmlkit.calibration import folder_calibration
+        cmap = folder_calibration(folder)
+        if cmap is not None:
+            info["calibration"] = f"isotonic, {len(cmap.x)} knots (xml-predict writes " \
+                                  "probabilities)"
     trees = getattr(model, "trees_", None)
     if trees:
         info["trees"] = len(trees)
@@ -55,7 +60,8 @@ def folder_info(folder):
 
 LABELS = (("algorithm", "algorithm"), ("format", "format"), ("format_version", "format version"),
           ("written_by", "written by"), ("n_features", "features (D)"),
-          ("n_labels", "labels (L)"), ("seed", "seed"), ("trees", "trees"),
+          ("n_labels", "labels (L)"), ("seed", "seed"), ("calibration", "calibration"),
+          ("trees", "trees"),
           ("nodes", "nodes per tree (mean)"), ("leaves", "leaves per tree (mean)"),
           ("max_depth", "depth (mean of the trees' maxima)"), ("nnz_weights", "nnz(W)"),
           ("weight_density", "nnz(W) / (D × L)"), ("rank", "embedding rank"),
