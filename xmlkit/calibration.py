@@ -165,13 +165,5 @@ def save_to_folder(folder, cmap):
 def drop_from_folder(folder):
     """Remove the map of a folder whose model changes (call under its
     lock): True when there was one."""
-    from pathlib import Path
     from xmlkit import store
-    manifest = store.read_manifest(folder)
-    files = store.records(manifest) or {}
-    if f"{CALIBRATION}.npz" not in files:
-        return False
-    del files[f"{CALIBRATION}.npz"]
-    store.write_manifest(folder, manifest)
-    (Path(folder) / f"{CALIBRATION}.npz").unlink(missing_ok=True)
-    return True
+    return bool(store.forget_files(folder, [CALIBRATION]))

@@ -189,6 +189,22 @@ def record_files(folder, names):
     write_manifest(folder, m)
 
 
+def forget_files(folder, names):
+    """Remove the array files `names` (without .npz) from the folder and
+    their records from its manifest (the records first: a folder never
+    records a file it lacks). Returns the names it held."""
+    m = read_manifest(folder)
+    files = records(m) or {}
+    held = [name for name in names if f"{name}.npz" in files]
+    if held:
+        for name in held:
+            del files[f"{name}.npz"]
+        write_manifest(folder, m)
+    for name in names:
+        (Path(folder) / f"{name}.npz").unlink(missing_ok=True)
+    return held
+
+
 def records(manifest):
     """The manifest's file records (file name -> {"size", "xxh64"}, or
     {"size", "sha256"} in folders written before version 3), or None
