@@ -93,14 +93,13 @@ def map_rows(S, cmap, decimals=6):
     S's kind (xmlkit.csr.Rows or scipy CSR) and structure, float32 values."""
     from xmlkit.csr import Rows, as_rows, like
     template, S = S, as_rows(S, "scores")
-    raw = S.data.astype(np.float64)
     unit = 10 ** int(decimals)
     # (the raw order is the written raw scores': scores equal once written tie)
-    written = np.rint(raw * unit)
+    written = np.rint(S.data.astype(np.float64) * unit)
     n_rows = S.shape[0]
     rows = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(S.indptr))
     order = np.lexsort((S.indices, -written, rows))
-    raw, written, rows = raw[order], written[order], rows[order]
+    written, rows = written[order], rows[order]
     grid = np.rint(cmap.apply(written / unit) * unit).astype(np.int64)
     # steps: one grid step per strict drop of the raw score within a row
     first = np.r_[True, rows[1:] != rows[:-1]]
@@ -109,13 +108,13 @@ def map_rows(S, cmap, decimals=6):
     steps -= np.maximum.accumulate(np.where(first, steps, 0))
     # a running minimum of grid + steps within each row (rows apart by more
     # than any value: the minimum starts again at each row), less the steps
-    apart = unit + len(raw) + 1
+    apart = unit + len(written) + 1
     kept = np.minimum.accumulate(grid + steps - rows * apart) + rows * apart - steps
     # and at least one step above each strict drop still to come in the row
     # (values that would meet at 0 stay apart: a few millionths above it)
     last = np.r_[first[1:], True]
     below = np.repeat(steps[last], np.bincount(rows, minlength=S.shape[0])[rows[last]]) - steps
-    out = np.empty(len(raw), dtype=np.float32)
+    out = np.empty(len(written), dtype=np.float32)
     out[order] = np.maximum(kept, below) / unit
     return like(template, Rows(S.indptr, S.indices, out, S.shape))
 
@@ -130,7 +129,8 @@ def fit_on_data(model, X, Y, k=5, **predict_kwargs):
     predict_kwargs go to model.predict."""
     from xmlkit.metrics import top_entries
     if "decision" in model.PREDICT_PARAMS:
-        predict_kwargs.setdefault("decision", "scores")     # (ranked scores, not sets)
+        # (the family's declared decision: its ranked scores, not label sets)
+        predict_kwargs.setdefault("decision", model.predict_defaults()["decision"])
     S = model.predict(X, k=int(k), **predict_kwargs)
     scores, relevant = top_entries(Y, S, k)
     if not len(scores):
