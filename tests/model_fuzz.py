@@ -174,12 +174,12 @@ def manifest_edits(manifest):
 def predict(folder, X):
     """The scores xml-predict would write: the model's, mapped by the
     folder's calibration when it holds one (xmlkit.calibration)."""
-    from xmlkit.calibration import folder_calibration, map_rows
+    from xmlkit.calibration import folder_calibration
     model = xmlkit.load_model(folder)
     model.predict(X[:1], k=5)
     S = model.predict(X, k=5, threads=2)
-    cmap = folder_calibration(folder)
-    return S if cmap is None else map_rows(S, cmap)
+    calibration = folder_calibration(folder)
+    return S if calibration is None else calibration.probabilities(S)
 
 
 def outcome(folder, X, reference):

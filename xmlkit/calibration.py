@@ -19,6 +19,12 @@ map_rows(S, cmap, decimals): a score matrix's entries mapped, each row's
 ranking kept as it is in the file written with `decimals` decimals (see
 its doc), so that P@k, nDCG@k and PSP@k of the mapped scores are the raw
 scores'.
+
+Calibration: the map and the label sets it decides (per-label thresholds
+on the probabilities, fitted for micro-F1; see fit_thresholds), as a model
+folder keeps them (calibration.npz). Calibrated(model, calibration): a
+model whose predict() writes probabilities or label sets, fitted on
+validation rows (fit) or by cross-fitting at training (cross_fit).
 """
 import numpy as np
 
@@ -119,28 +125,253 @@ def map_rows(S, cmap, decimals=6):
     return like(template, Rows(S.indptr, S.indices, out, S.shape))
 
 
-#: the array file of a model folder holding its calibration map
+#: the array file of a model folder holding its calibration
 CALIBRATION = "calibration"
+#: the ranks (each row's k best-scored labels) a map is fitted on, by default
+FIT_RANKS = 5
+#: the best-scored labels per row among which label sets are chosen
+CANDIDATES = 50
+#: the prior precision of a label's shift of the global threshold (logit
+#: scale): labels with few candidates keep about the global threshold
+SHIFT_PRIOR = 20.0
+#: what a calibrated model gives: probabilities, or label sets
+DECISIONS = ("scores", "threshold")
+#: folds of cross-fitting at training (each fold's rows scored by a model
+#: of the others: about one more training of the model in all)
+FOLDS = 2
 
 
-def fit_on_data(model, X, Y, k=5, **predict_kwargs):
-    """(map, S): the IsotonicMap of `model`'s top-k scores S of rows X
-    against their labels Y (rows the model was not trained on);
-    predict_kwargs go to model.predict."""
-    from xmlkit.metrics import top_entries
+def _logit(p):
+    p = np.clip(np.asarray(p, dtype=np.float64), 1e-6, 1 - 1e-6)
+    return np.log(p / (1 - p))
+
+
+def _best_cut(p, relevant, n_relevant):
+    """(t, F1): the cut t over probabilities p (keep p >= t) of the best
+    micro-F1 2·TP / (n_relevant + kept), ties kept together."""
+    order = np.argsort(-p, kind="stable")
+    ps, tp = p[order], np.cumsum(relevant[order])
+    f1 = 2 * tp / (n_relevant + np.arange(1, len(ps) + 1))
+    f1[:-1][ps[1:] == ps[:-1]] = -1         # (a cut only between distinct values)
+    i = int(np.argmax(f1))
+    return float(ps[i]), float(f1[i])
+
+
+def fit_thresholds(p, relevant, labels, n_relevant, n_labels, prior=SHIFT_PRIOR):
+    """Per-label thresholds on calibrated probabilities for the micro-F1 of
+    the label sets, from held-out candidates (probability p, relevant,
+    label) and the rows' number of relevant labels (found or not).
+
+    With probabilities that are right, the best sets for micro-F1 keep the
+    labels of probability above one cut (half the best F1: Lipton, Elkan &
+    Naryanaswamy 2014); a label whose probabilities run high or low is
+    corrected by a shift b_l of its log-odds, the maximum a posteriori of
+    logit(q) = logit(p) + b_l under a Gaussian prior of precision `prior`
+    (Newton steps, all labels at once), so that a label with few held-out
+    candidates keeps about the global cut. The cut c is then the best
+    micro-F1 cut of the shifted probabilities, and label l's threshold on
+    the calibrated probability is sigmoid(logit(c) − b_l).
+    Returns (thresholds: float64 array of n_labels, c)."""
+    p = np.asarray(p, dtype=np.float64)
+    y = np.asarray(relevant, dtype=np.float64)
+    z = _logit(p)
+    b = np.zeros(n_labels)
+    for _ in range(20):
+        q = 1 / (1 + np.exp(-(z + b[labels])))
+        grad = np.bincount(labels, y - q, minlength=n_labels) - prior * b
+        hess = np.bincount(labels, q * (1 - q), minlength=n_labels) + prior
+        step = grad / hess
+        b += step
+        if np.max(np.abs(step), initial=0) < 1e-9:
+            break
+    q = 1 / (1 + np.exp(-(z + b[labels])))
+    c, _ = _best_cut(q, y, n_relevant) if len(q) else (1.0, 0.0)
+    return 1 / (1 + np.exp(-(_logit(c) - b))), c
+
+
+class Calibration:
+    """A model's calibration: `map` (IsotonicMap: scores to probabilities),
+    per-label `thresholds` and the global cut `threshold` they shift
+    (probabilities; fit_thresholds), the ranks `k` the map was fitted on and
+    the `candidates` per row label sets are chosen from."""
+
+    def __init__(self, cmap, thresholds, threshold, k=FIT_RANKS, candidates=CANDIDATES):
+        self.map = cmap
+        self.thresholds = np.asarray(thresholds, dtype=np.float64)
+        self.threshold = float(threshold)
+        self.k = int(k)
+        self.candidates = int(candidates)
+
+    @classmethod
+    def fit(cls, Y, S, k=FIT_RANKS, candidates=CANDIDATES):
+        """The calibration of scores S (CSR: each row's `candidates` best, or
+        more) of held-out rows against their labels Y: the map fitted on each
+        row's top k, the thresholds on its top `candidates`."""
+        from xmlkit.metrics import _binary_csr, _top_entries
+        Y = _binary_csr(Y, "true labels")
+        labels, s, ranks, hit = _top_entries(Y, S, max(int(k), int(candidates)))
+        top = ranks < int(k)
+        if not top.any():
+            raise XmlkitError("calibration: the model scored no label of these rows")
+        cmap = IsotonicMap.fit(s[top], hit[top])
+        thresholds, c = fit_thresholds(cmap.apply(s), hit, labels, Y.nnz, Y.shape[1])
+        return cls(cmap, thresholds, c, k, candidates)
+
+    def probabilities(self, S):
+        """The scores S (CSR, Rows or scipy) as probabilities (map_rows)."""
+        return map_rows(S, self.map)
+
+    def decide(self, S, decision, threshold=None):
+        """Scores S as `decision` asks: "scores", their probabilities;
+        "threshold", the label sets of those (label_sets)."""
+        P = self.probabilities(S)
+        return P if decision == DECISIONS[0] else self.label_sets(P, threshold)
+
+    def label_sets(self, P, threshold=None):
+        """The entries of probabilities P (CSR) kept as label sets: those at
+        or above their label's threshold, or above `threshold` when given;
+        a matrix of P's kind with the probabilities as values."""
+        from xmlkit.csr import Rows, as_rows, like
+        R = as_rows(P, "probabilities")
+        cut = self.thresholds[R.indices] if threshold is None else float(threshold)
+        keep = R.data >= cut
+        rows = np.repeat(np.arange(R.shape[0]), np.diff(R.indptr))[keep]
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=R.shape[0]))])
+        return like(P, Rows(indptr.astype(R.indptr.dtype), R.indices[keep], R.data[keep],
+                            R.shape))
+
+    def arrays(self):
+        """The calibration as a model folder stores it."""
+        return {**self.map.arrays(), "thresholds": self.thresholds,
+                "threshold": np.array([self.threshold]),
+                "ranks": np.array([self.k, self.candidates], dtype=np.int64)}
+
+    @classmethod
+    def from_arrays(cls, arrays, n_labels, where="the calibration"):
+        """The calibration of stored arrays, checked against a model of
+        n_labels labels (XmlkitError naming `where`)."""
+        cmap = IsotonicMap.from_arrays(arrays, where)
+        try:
+            th = np.asarray(arrays["thresholds"], dtype=np.float64)
+            c = np.asarray(arrays["threshold"], dtype=np.float64)
+            ranks = np.asarray(arrays["ranks"])
+        except (KeyError, TypeError, ValueError):
+            raise XmlkitError(f"{where}: the calibration's thresholds are missing") from None
+        ok = (th.shape == (n_labels,) and c.shape == (1,) and ranks.shape == (2,)
+              and ranks.dtype.kind == "i" and np.all(ranks >= 1) and np.all(ranks < 2 ** 31)
+              and np.all((th >= 0) & (th <= 1)) and 0 <= c[0] <= 1)
+        if not ok:
+            raise XmlkitError(f"{where}: the calibration's thresholds are damaged (one per "
+                              f"label of {n_labels}, probabilities in [0, 1])")
+        return cls(cmap, th, c[0], ranks[0], ranks[1])
+
+
+def ranked(model):
+    """The predict() keywords of `model`'s ranked scores, the ones a
+    calibration maps: a family's declared decision (its scores, not sets)."""
     if "decision" in model.PREDICT_PARAMS:
-        # (the family's declared decision: its ranked scores, not label sets)
-        predict_kwargs.setdefault("decision", model.predict_defaults()["decision"])
-    S = model.predict(X, k=int(k), **predict_kwargs)
-    scores, relevant = top_entries(Y, S, k)
-    if not len(scores):
-        raise XmlkitError("calibration: the model scored no label of these rows")
-    return IsotonicMap.fit(scores, relevant), S
+        return {"decision": model.predict_defaults()["decision"]}
+    return {}
+
+
+class Calibrated:
+    """A model with its calibration: ``Calibrated(model).fit(X_valid,
+    Y_valid)`` (rows the model was not trained on), or
+    ``Calibrated.cross_fit(estimator, X, Y)`` (trains it as well), or
+    ``Calibrated.load(folder)``; then ``predict(X, k, decision=...)``:
+    "scores" gives probabilities (each row's ranking the model's),
+    "threshold" label sets (the labels whose probability passes their
+    threshold, or `threshold` when given), the probabilities as values."""
+
+    def __init__(self, model, calibration=None):
+        self.model = model
+        self.calibration = calibration
+
+
+    def fit(self, X, Y, k=FIT_RANKS, candidates=CANDIDATES, threads=1):
+        """Fit the calibration on held-out rows X, Y; returns self."""
+        S = self.model.predict(X, k=max(int(k), int(candidates)), threads=threads,
+                               **ranked(self.model))
+        self.calibration = Calibration.fit(Y, S, k, candidates)
+        return self
+
+    @classmethod
+    def cross_fit(cls, estimator, X, Y, k=FIT_RANKS, candidates=CANDIDATES, folds=FOLDS,
+                  seed=0, threads=1):
+        """Train `estimator` on X, Y and fit its calibration by cross_fitted."""
+        calibration = cross_fitted(estimator, X, Y, k, candidates, folds, seed, threads)
+        return cls(estimator.fit(X, Y), calibration)
+
+    def predict(self, X, k=None, threads=1, progress=None, decision="scores", threshold=None,
+                **params):
+        """Probabilities (decision "scores") of each row's k best labels (None:
+        every label the model scores), or label sets ("threshold": among the
+        calibration's candidates, or the k best when k is given); params go
+        to the model's predict."""
+        if self.calibration is None:
+            raise XmlkitError("Calibrated: not fitted (fit, cross_fit or load)")
+        if decision not in DECISIONS:
+            raise XmlkitError(f"Calibrated: decision must be 'scores' or 'threshold', "
+                              f"got {decision!r}")
+        if threshold is not None and decision != DECISIONS[1]:
+            raise XmlkitError("Calibrated: threshold goes with decision='threshold'")
+        if threshold is not None and not 0 <= threshold <= 1:
+            raise XmlkitError(f"Calibrated: threshold must be a probability, got {threshold}")
+        if decision == DECISIONS[1] and k is None:
+            k = self.calibration.candidates
+        S = self.model.predict(X, k=k, threads=threads, progress=progress,
+                               **{**ranked(self.model), **params})
+        return self.calibration.decide(S, decision, threshold)
+
+    @classmethod
+    def load(cls, folder, trees=None, threads=1):
+        """The model of folder `folder` with its calibration (XmlkitError when
+        it holds none)."""
+        from xmlkit.models import load_model
+        calibration = folder_calibration(folder)
+        if calibration is None:
+            raise XmlkitError(f"{folder}: holds no calibration (xml-calibrate, or xml-train's "
+                              "calibration)")
+        return cls(load_model(folder, trees, threads=threads), calibration)
+
+
+def cross_fitted(estimator, X, Y, k=FIT_RANKS, candidates=CANDIDATES, folds=FOLDS, seed=0,
+                 threads=1, log=None):
+    """The Calibration of `estimator` (its parameters; it is not fitted
+    here) for training rows X, Y, fitted on scores that no model saw the
+    rows of: the rows cut into `folds` parts at random (`seed`), each part
+    scored by a copy of the estimator trained on the others. The model
+    trained on every row is then calibrated by models of fewer: a little
+    less sure of themselves, measured in docs/algorithms.md."""
+    import scipy.sparse as sp
+    from xmlkit.csr import as_rows
+    from xmlkit.metrics import _binary_csr
+    X = as_rows(X, "the training features").to_scipy()
+    Y = _binary_csr(as_rows(Y, "the training labels").to_scipy(), "training labels",
+                    strict=False)
+    n = X.shape[0]
+    if n < 2 * folds:
+        raise XmlkitError(f"calibration: {n} training points are too few to hold "
+                          f"{folds} parts out")
+    part = np.random.default_rng(seed).permutation(n) % folds
+    pieces, truth = [], []
+    for f in range(folds):
+        held, kept = np.flatnonzero(part == f), np.flatnonzero(part != f)
+        if log:
+            log(f"calibration: training on {len(kept)} points, scoring the other "
+                f"{len(held)} ({f + 1} of {folds})")
+        other = type(estimator)(**estimator.get_params()).fit(X[kept], Y[kept])
+        pieces.append(sp.csr_matrix(other.predict(X[held], k=max(int(k), int(candidates)),
+                                                  threads=threads, **ranked(other))))
+        truth.append(Y[held])
+    return Calibration.fit(sp.vstack(truth, format="csr"), sp.vstack(pieces, format="csr"),
+                           k, candidates)
 
 
 def folder_calibration(folder):
-    """The IsotonicMap kept in model folder `folder`, or None (a folder
-    without one, or not an xmlkit folder); checked against its record."""
+    """The Calibration kept in model folder `folder`, or None (a folder
+    without one, or not an xmlkit folder); checked against its record and
+    the model's number of labels."""
     from pathlib import Path
     from xmlkit import store
     if not store.is_model_folder(folder):
@@ -148,22 +379,23 @@ def folder_calibration(folder):
     manifest = store.read_manifest(folder)
     if f"{CALIBRATION}.npz" not in (store.records(manifest) or {}):
         return None
-    return IsotonicMap.from_arrays(store.load_arrays(folder, CALIBRATION, manifest),
-                                   Path(folder) / f"{CALIBRATION}.npz")
+    n_labels = manifest.get("n_labels")
+    return Calibration.from_arrays(store.load_arrays(folder, CALIBRATION, manifest),
+                                   n_labels, Path(folder) / f"{CALIBRATION}.npz")
 
 
-def save_to_folder(folder, cmap):
-    """Keep `cmap` in model folder `folder` (under its lock), replacing a
-    map it held."""
+def save_to_folder(folder, calibration):
+    """Keep `calibration` in model folder `folder` (under its lock),
+    replacing one it held."""
     from xmlkit import store
     with store.folder_lock(folder):
         manifest = store.read_manifest(folder)
-        store.save_arrays(folder, CALIBRATION, cmap.arrays(), manifest)
+        store.save_arrays(folder, CALIBRATION, calibration.arrays(), manifest)
         store.record_files(folder, [CALIBRATION])
 
 
 def drop_from_folder(folder):
-    """Remove the map of a folder whose model changes (call under its
-    lock): True when there was one."""
+    """Remove the calibration of a folder whose model changes (call under
+    its lock): True when there was one."""
     from xmlkit import store
     return bool(store.forget_files(folder, [CALIBRATION]))

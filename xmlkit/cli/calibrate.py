@@ -5,33 +5,41 @@ import click
 
 from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_option,
                                quiet_option, read_input, run, version_option)
+from xmlkit.calibration import CANDIDATES, FIT_RANKS
 from xmlkit.models.base import C_INT_MAX, usable_threads
 
 
 @click.command(context_settings=CONTEXT)
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.argument("model_dir", type=click.Path(file_okay=False))
-@click.option("-k", "--top-k", type=click.IntRange(1, C_INT_MAX), default=5, show_default=True,
+@click.option("-k", "--top-k", type=click.IntRange(1, C_INT_MAX), default=FIT_RANKS,
+              show_default=True,
               help="The ranks the map is fitted on: each point's k best-scored labels.")
+@click.option("--candidates", type=click.IntRange(1, C_INT_MAX), default=CANDIDATES,
+              show_default=True, help="The best-scored labels per point among which the "
+              "label sets of xml-predict --decision threshold are chosen (and their "
+              "thresholds fitted).")
 @click.option("-T", "--threads", type=click.IntRange(1, C_INT_MAX), default=1,
               show_default=True, help="Threads scoring DATA's rows in parallel.")
 @index_base_option
 @json_option
 @quiet_option
 @version_option
-def command(data, model_dir, top_k, threads, index_base, as_json, quiet):
+def command(data, model_dir, top_k, candidates, threads, index_base, as_json, quiet):
     """Calibrate the model in MODEL_DIR on DATA (a single-file data set 'N D L' of
     points it was not trained on): fit a monotone map from its scores to the
     probability that a label is relevant (isotonic regression on DATA's top-k
-    scores and labels) and keep it in the folder (calibration.npz), replacing
-    one it held. xml-predict then writes probabilities, each row's ranking
-    unchanged (--raw: the model's own scores); training into the folder drops
-    the map. Prints ECE@k on DATA before and after (in-sample for the map).
+    scores and labels) and per-label thresholds on those probabilities for the
+    micro-F1 of label sets, and keep them in the folder (calibration.npz),
+    replacing a calibration it held. xml-predict then writes probabilities, each
+    row's ranking unchanged (--raw: the model's own scores), and label sets with
+    --decision threshold; training into the folder drops the calibration.
+    Prints ECE@k on DATA before and after (in-sample for the map).
     """
     log = Log(quiet)
     from xmlkit import store
     from xmlkit.atomic import refuse_overwrite
-    from xmlkit.calibration import fit_on_data, map_rows, save_to_folder
+    from xmlkit.calibration import Calibration, ranked, save_to_folder
     from xmlkit.metrics import calibration
     from xmlkit.models import load_model
     refuse_overwrite([], [("data file", data), ("model folder", model_dir)])
@@ -47,12 +55,16 @@ def command(data, model_dir, top_k, threads, index_base, as_json, quiet):
              f"in {model_dir} has D = {model.n_features_in_} and L = {model.n_labels_}")
     if X.shape[0] == 0:
         fail(f"{data}: the header says N = 0 points: nothing to calibrate on")
-    cmap, S = fit_on_data(model, X, Y, top_k, threads=threads)
+    # (scored once: the map's ranks and the candidates of the thresholds)
+    S = model.predict(X, k=max(top_k, candidates), threads=threads, **ranked(model))
+    fitted = Calibration.fit(Y, S, top_k, candidates)
+    cmap = fitted.map
     before = calibration(Y, S, top_k)["ECE"]
-    after = calibration(Y, map_rows(S, cmap), top_k)["ECE"]
-    save_to_folder(model_dir, cmap)
+    after = calibration(Y, fitted.probabilities(S), top_k)["ECE"]
+    save_to_folder(model_dir, fitted)
     out = {"model": str(model_dir), "data": str(data), "k": top_k, "points": int(X.shape[0]),
-           "knots": int(len(cmap.x)), f"ECE@{top_k} before": 100 * before,
+           "knots": int(len(cmap.x)), "candidates": candidates,
+           "threshold": fitted.threshold, f"ECE@{top_k} before": 100 * before,
            f"ECE@{top_k} after": 100 * after, "unit": "percent"}
     if as_json:
         click.echo(json.dumps(out, indent=2))

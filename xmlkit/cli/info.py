@@ -42,10 +42,12 @@ def folder_info(folder):
             info["text"] = {**featurizer.options, "terms": featurizer.n_features,
                             "label_names": len(labels)}
         from xmlkit.calibration import folder_calibration
-        cmap = folder_calibration(folder)
-        if cmap is not None:
-            info["calibration"] = f"isotonic, {len(cmap.x)} knots (xml-predict writes " \
-                                  "probabilities)"
+        calibration = folder_calibration(folder)
+        if calibration is not None:
+            info["calibration"] = \
+                f"isotonic, {len(calibration.map.x)} knots, label sets among the " \
+                f"{calibration.candidates} best, global threshold " \
+                f"{calibration.threshold:.3f} (xml-predict writes probabilities)"
     trees = getattr(model, "trees_", None)
     if trees:
         info["trees"] = len(trees)

@@ -95,6 +95,23 @@ def auto_or(c):
     return Constraint(f"'auto' or {c.phrase}", lambda v: v == "auto" or c(v))
 
 
+#: the label-set parameters of a family whose scores rank labels but are not
+#: probabilities: its label sets come from a calibration (xmlkit.calibration:
+#: Calibrated, or a model folder calibrated by xml-calibrate or xml-train), which maps the scores
+RANKED_DECISION = {"decision": ("scores", one_of("scores", "threshold")),
+                   "threshold": (None, optional(real(0, 1)))}
+
+
+def check_ranked_decision(name, used):
+    """The rule of RANKED_DECISION: the family itself gives scores only."""
+    if used["decision"] != RANKED_DECISION["decision"][0] or used["threshold"] is not None:
+        raise InvalidParameterError(
+            ("decision", "threshold"),
+            f"{name}: its scores rank the labels but are not probabilities, so its label sets "
+            "and probability cuts need a calibration: xmlkit.Calibrated, or a model folder "
+            "holding one (xml-calibrate, or xml-train's calibration)")
+
+
 def array_like():
     return Constraint("an array of numbers", lambda v: np.asarray(v, dtype=np.float64).ndim == 1)
 

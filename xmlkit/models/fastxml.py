@@ -386,13 +386,17 @@ class FastXML(TreeEnsemble):
         self.forest().check(threads)
         return self
 
-    def predict(self, X, k=5, threads=1, progress=None):
+    def predict(self, X, k=5, threads=1, progress=None, decision=None, threshold=None):
         """Scores (csr N×L): the mean over trees of the reached leaves'
         distributions; the k best labels per row (k=None: every score).
-        Returns a :class:`~xmlkit.csr.Rows` for a Rows, else a scipy csr_matrix."""
+        Returns a :class:`~xmlkit.csr.Rows` for a Rows, else a scipy csr_matrix.
+        decision, threshold: scores only (label sets: xmlkit.Calibrated)."""
+        self._predict_params(decision=decision, threshold=threshold)
         return like(X, self.forest().predict(X, k, threads, progress))
 
-    def predict_pieces(self, X, k=5, threads=1, progress=None, finish=None, release=False):
+    def predict_pieces(self, X, k=5, threads=1, progress=None, finish=None, release=False,
+                       decision=None, threshold=None):
+        self._predict_params(decision=decision, threshold=threshold)
         finish = finish or (lambda piece: piece)
         for piece in self.forest().predict_pieces(X, k, threads, progress,
                                                   lambda p: finish(like(X, p)), release):

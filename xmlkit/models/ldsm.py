@@ -329,10 +329,12 @@ class LdSM(TreeEnsemble):
         self._packed = (trees, kernel)
         return kernel
 
-    def predict(self, X, k=5, threads=1, progress=None):
+    def predict(self, X, k=5, threads=1, progress=None, decision=None, threshold=None):
         """Scores: per tree the mean of the reached leaves' normalized
         histograms, averaged over trees; the k best per row (k=None: all).
-        Rows in, Rows out; else a scipy csr_matrix."""
+        Rows in, Rows out; else a scipy csr_matrix. decision, threshold:
+        scores only (label sets: xmlkit.Calibrated)."""
+        self._predict_params(decision=decision, threshold=threshold)
         self._require_whole_trees()
         R = model_rows(X, self.n_features_in_)
         kernel = self._kernel(threads)

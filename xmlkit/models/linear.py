@@ -18,9 +18,9 @@ import numpy as np
 from xmlkit import checks
 from xmlkit._memory import available_bytes
 from xmlkit.csr import as_rows, like, model_rows, unit_rows
-from xmlkit.errors import XmlkitWarning
+from xmlkit.errors import InvalidParameterError, XmlkitWarning
 from xmlkit.models.matrix_family import ArrayModel, scored_blocks, selector, sigmoid
-from xmlkit.models.base import SEED, auto_or, boolean, integer, one_of, real
+from xmlkit.models.base import SEED, auto_or, boolean, integer, one_of, optional, real
 
 MIN_POSITIVES = 5      # labels with fewer hold-out positives use the pooled threshold
 #: loss="auto": the squared hinge from this many labels up (a logistic step
@@ -143,6 +143,8 @@ class Linear(ArrayModel):
     ARRAYS = "linear"
     PREDICT_PARAMS = {
         "decision": ("scores", one_of("scores", "threshold", *DECISION_ALIASES)),
+        # None: the per-label thresholds fitted at training
+        "threshold": (None, optional(real(0, 1))),
     }
     _parameter_constraints = {
         "loss": one_of("auto", "logistic", "squared", "squared_hinge"), "l1": real(0),
@@ -409,14 +411,20 @@ class Linear(ArrayModel):
             return lambda Z: np.clip(0.5 * (Z + 1), 0, 1)
         return lambda Z: np.clip(Z, 0, 1)
 
-    def predict(self, X, k=5, threads=1, progress=None, decision=None):
+    def _check_predict(self, given, used):
+        if used["threshold"] is not None and \
+                DECISION_ALIASES.get(used["decision"], used["decision"]) != "threshold":
+            raise InvalidParameterError(("threshold", "decision"),
+                                        "Linear: threshold goes with decision=threshold")
+
+    def predict(self, X, k=5, threads=1, progress=None, decision=None, threshold=None):
         """Probabilities (the k best per row; k=None: every label), or label sets
-        with the fitted per-label thresholds (decision="threshold"). Rows in,
-        Rows out; else a scipy csr_matrix. decision: None is the model's
-        (PREDICT_PARAMS: "scores")."""
+        with the fitted per-label thresholds (decision="threshold"), or with
+        one cut p >= threshold where given. Rows in, Rows out; else a scipy
+        csr_matrix. decision: None is the model's (PREDICT_PARAMS: "scores")."""
         self._require_fitted()
-        decision = self._predict_params(decision=decision)["decision"]
-        decision = DECISION_ALIASES.get(decision, decision)
+        p = self._predict_params(decision=decision, threshold=threshold)
+        decision = DECISION_ALIASES.get(p["decision"], p["decision"])
         R = model_rows(X, self.n_features_in_)
         if self.params.unit_rows:
             R = unit_rows(R)
@@ -425,7 +433,8 @@ class Linear(ArrayModel):
             import scipy.sparse as sp
             Xs = sp.csr_matrix((Xs.data, Xs.indices, Xs.indptr),
                                shape=(Xs.shape[0], self.n_features_in_))
-        theta = self.arrays_["thresholds"] if decision == "threshold" else None
+        theta = None if decision != "threshold" else self.arrays_["thresholds"] \
+            if p["threshold"] is None else np.full(self.n_labels_, p["threshold"])
         return like(X, scored_blocks(R.shape[0], self.n_labels_,
                                      lambda r0, r1: self._probabilities(Xs[r0:r1]),
                                      selector(k, theta), progress))

@@ -83,6 +83,7 @@ class PfastreXML(FastXML):
     algorithm = "pfastrexml"
     use_idcg = False
     PREDICT_PARAMS = {
+        **FastXML.PREDICT_PARAMS,
         # the labels the trees score per point, re-ranked by the tail classifiers
         "rerank": (1000, integer(1)),
         # None: the model's trees_only
@@ -196,28 +197,30 @@ class PfastreXML(FastXML):
             given = {**given, "trees_only": bool(t)}
         return super()._predict_params(**given)
 
-    def predict(self, X, k=5, threads=1, progress=None, rerank=None, trees_only=None):
+    def predict(self, X, k=5, threads=1, progress=None, rerank=None, trees_only=None,
+                decision=None, threshold=None):
         """Scores: the tree scores of the `rerank` best labels per point,
         re-ranked by the tail classifiers (unless trees_only, by default the
         model's); the k best per row (k=None: all). Rows in, Rows out.
         rerank: None is the model's (PREDICT_PARAMS: 1000)."""
-        forest, kwargs = self._scoring(X, k, rerank, trees_only)
+        forest, kwargs = self._scoring(X, k, rerank, trees_only, decision, threshold)
         return like(X, forest.predict(X, threads=threads, progress=progress, **kwargs))
 
     def predict_pieces(self, X, k=5, threads=1, progress=None, finish=None, release=False,
-                       rerank=None, trees_only=None):
+                       rerank=None, trees_only=None, decision=None, threshold=None):
         """predict()'s rows in pieces (see FastXML.predict_pieces): each
         block of rows re-ranked on the thread that scored it."""
-        forest, kwargs = self._scoring(X, k, rerank, trees_only)
+        forest, kwargs = self._scoring(X, k, rerank, trees_only, decision, threshold)
         finish = finish or (lambda piece: piece)
         yield from forest.predict_pieces(X, threads=threads, progress=progress,
                                          finish=lambda p: finish(like(X, p)),
                                          release=release, **kwargs)
 
-    def _scoring(self, X, k, rerank, trees_only):
+    def _scoring(self, X, k, rerank, trees_only, decision=None, threshold=None):
         """The forest and its k and then (the re-ranking of each block of
         rows by the tail classifiers, unless trees only)."""
-        p = self._predict_params(rerank=rerank, trees_only=trees_only)
+        p = self._predict_params(rerank=rerank, trees_only=trees_only, decision=decision,
+                                 threshold=threshold)
         trees_only = bool(self.params.trees_only) if p["trees_only"] is None \
             else p["trees_only"]
         forest = self.forest()

@@ -5,6 +5,7 @@ import numpy as np
 
 from xmlkit import store
 from xmlkit.errors import XmlkitError
+from xmlkit.models.base import RANKED_DECISION, check_ranked_decision
 from xmlkit.models.family import ModelBase
 
 #: the array of a tree file holding the model's (n_features, n_labels)
@@ -36,6 +37,10 @@ class TreeEnsemble(ModelBase):
     PICKABLE = True
     PART = "tree"
     DASK_TASKS = True       # (a task per tree)
+    PREDICT_PARAMS = dict(RANKED_DECISION)
+
+    def _check_predict(self, given, used):
+        check_ranked_decision(type(self).__name__, used)
 
     # -- the folder protocol
     def part_keys(self):
