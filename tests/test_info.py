@@ -71,4 +71,5 @@ def test_predict_parameters_and_text_featurizer_are_shown(tmp_path, bibtex):
     assert r.returncode == 0, r.stderr
     info = json.loads(run_cli("xml-info", tx, "--json").stdout)
     assert info["text"]["ngram_max"] == 1 and info["text"]["terms"] == info["n_features"]
-    assert info["text"]["label_names"] == info["n_labels"] and "predict_params" not in info
+    assert info["text"]["label_names"] == info["n_labels"] \
+        and info["predict_params"] == xmlkit.FastXML.predict_defaults()

@@ -202,23 +202,41 @@ TRAIN_OPTIONS = {"fastxml": FASTXML, "pfastrexml": PFASTREXML, "ldsm": LDSM,
 #: xml-predict's family options: flag and help per family; their defaults
 #: and constraints are the estimators' PREDICT_PARAMS (a model's values
 #: recorded at training stand in for an option not given)
+_ONE_CUT = "one probability cut for --decision threshold, instead of the per-label thresholds."
+#: --decision and --threshold of the families whose scores are not probabilities
+_RANKED = (
+    Opt("decision", ("--decision",), "scores (probabilities where MODEL_DIR holds a "
+        "calibration), or label sets: threshold keeps the labels whose probability passes "
+        "the calibration's per-label thresholds (it needs one: xml-calibrate, or xml-train "
+        "--calibrate)."),
+    Opt("threshold", ("--threshold",), _ONE_CUT, type=float),
+)
+
 PREDICT_OPTIONS = {
+    "fastxml": _RANKED,
+    "ldsm": _RANKED,
     "pfastrexml": (
+        *_RANKED,
         Opt("rerank", ("-n", "--rerank"), "tree-scored labels per point re-ranked by the "
                                           "tail classifiers.", type=click.IntRange(1, C_INT_MAX)),
         Opt("trees_only", ("-S", "--trees-only"), "1 writes the tree scores without "
             "re-ranking, 0 re-ranks.", type=click.IntRange(0, 1)),
     ),
     "embed": (
-        Opt("decision", ("--decision",), "probabilities (scores), or label sets: threshold "
-            "keeps the labels with p >= --threshold, f1 runs per-label F1 inference over "
-            "the points of FEATURES."),
+        Opt("decision", ("--decision",), "probabilities (scores: the calibration's where "
+            "MODEL_DIR holds one), or label sets: threshold keeps the labels with p >= "
+            "--threshold (where MODEL_DIR holds a calibration and --threshold is not given: "
+            "those above its per-label thresholds), f1 runs per-label F1 inference over the "
+            "points of FEATURES on the model's own probabilities."),
         Opt("threshold", ("--threshold",), "the probability cut of --decision threshold.",
             type=float),
     ),
     "linear": (
-        Opt("decision", ("--decision",), "probabilities (scores), or label sets: threshold "
-            "keeps the labels above their fitted F1-optimal thresholds."),
+        Opt("decision", ("--decision",), "probabilities (scores: the calibration's where "
+            "MODEL_DIR holds one), or label sets: threshold keeps the labels above their "
+            "per-label thresholds (the calibration's where MODEL_DIR holds one, else the "
+            "F1-optimal ones fitted at training)."),
+        Opt("threshold", ("--threshold",), _ONE_CUT, type=float),
     ),
 }
 
@@ -241,13 +259,16 @@ def predict_click_options(classes, only=None):
             by_param.setdefault(o.param, []).append((family, o))
     out = []
     for param, uses in by_param.items():
-        values, parts = [], []
+        values, parts = [], {}
         for family, o in uses:
             default, constraint = classes[family].PREDICT_PARAMS[param]
             values += [v for v in constraint.values if v not in values]
             shown = "the model's" if default is None else default
-            said = f"{o.help[0].upper()}{o.help[1:]}" if only else f"{family}: {o.help}"
-            parts.append(f"{said} [default: {shown}]")
+            # (families of one help and default are named together)
+            parts.setdefault((o.help, shown), []).append(family)
+        parts = [f"{h[0].upper()}{h[1:]} [default: {shown}]" if only else
+                 f"{', '.join(names)}: {h} [default: {shown}]"
+                 for (h, shown), names in parts.items()]
         o = uses[0][1]
         # (a list of names: a choice; else the given type, or the default's)
         choice = not o.type and bool(values) and all(isinstance(v, str) for v in values)

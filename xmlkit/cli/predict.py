@@ -90,11 +90,11 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
     timeline.mark("opened")
     if algorithm is not None and model.algorithm != algorithm:
         fail(f"{model_dir} holds a {model.algorithm} model, not {algorithm} (--algorithm)")
+    calibrate, top_k, family = _calibration(log, model, model_dir, raw, top_k, family)
     extra = predict_options(model, **family)
     # rows are read, scored and written in pieces (memory does not grow with
     # the file), except for embed's F1 inference, which needs every row at once
     piece = None if model.needs_all_rows(**extra) else PIECE_ROWS
-    calibrate = _calibration(log, model, model_dir, raw, extra)
     if text:
         if dask_address is not None:
             fail("--text scores on this machine: not with --dask")
@@ -107,20 +107,30 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
                 index_base, dask_address, dict(k=top_k, threads=threads, **extra), calibrate)
 
 
-def _calibration(log, model, model_dir, raw, extra):
-    """The function applied to each scored piece: MODEL_DIR's calibration
-    map (xmlkit.calibration.map_rows), or None: --raw, a folder without
-    one, or scores that are label sets (a family's --decision)."""
-    from xmlkit.calibration import folder_calibration, map_rows
-    cmap = None if raw else folder_calibration(model_dir)
-    if cmap is None:
-        return None
-    # (a family's declared decision is its ranked scores; the others are sets)
-    if model.predict_params(**extra).get("decision") != model.predict_defaults().get("decision"):
-        return None
-    log(f"writing probabilities: the scores mapped by {model_dir}'s calibration (--raw for "
-        "the model's own)")
-    return functools.partial(map_rows, cmap=cmap)
+def _calibration(log, model, model_dir, raw, top_k, family):
+    """(calibrate, k, family): the function applied to each scored piece
+    (MODEL_DIR's calibration: probabilities, or label sets with --decision
+    threshold), the k to score and the family options left to the model;
+    calibrate is None for --raw, a folder without a calibration, or a
+    decision of the family's own (embed's f1)."""
+    from xmlkit.calibration import DECISIONS, folder_calibration, ranked
+    calibration = None if raw else folder_calibration(model_dir)
+    if calibration is None:
+        return None, top_k, family
+    decision = family.get("decision") or model.predict_params().get("decision") or DECISIONS[0]
+    if decision not in DECISIONS:
+        return None, top_k, family
+    threshold = family.get("threshold")
+    if threshold is not None and decision != DECISIONS[1]:
+        fail("--threshold goes with --decision threshold")
+    if decision == DECISIONS[1] and top_k is None:
+        top_k = calibration.candidates
+    log(f"writing {'label sets of ' if decision == DECISIONS[1] else ''}probabilities: the "
+        f"scores mapped by {model_dir}'s calibration (--raw for the model's own)")
+    # (the model gives its ranked scores; the calibration decides)
+    family = {**family, "decision": None, "threshold": None, **ranked(model)}
+    return functools.partial(calibration.decide, decision=decision, threshold=threshold), \
+        top_k, family
 
 
 def _predict_xc(log, timeline, features, scores, model_dir, model, piece, fewer_features,
