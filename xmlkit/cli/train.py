@@ -144,8 +144,29 @@ def _check_text_of(model_dir, arrays):
                  "options; choose a new folder")
 
 
+def _calibrate(log, cls, params, X, Y, model_dir):
+    """xml-train --calibrate: fit MODEL_DIR's calibration by cross-fitting
+    (xmlkit.calibration.cross_fitted) unless it holds one for this model
+    (a rerun that grew nothing); returns what the summary says of it."""
+    from xmlkit.calibration import cross_fitted, folder_calibration, save_to_folder
+    if folder_calibration(model_dir) is not None:
+        log(f"{model_dir}: holds a calibration of this model already")
+        return {"seconds": 0.0, "kept": True}
+    start = time.perf_counter()
+    estimator = cls(**params)
+    calibration = cross_fitted(estimator, X, Y, seed=estimator.get_params().get("seed", 0),
+                               threads=estimator.get_params().get("threads", 1), log=log)
+    save_to_folder(model_dir, calibration)
+    seconds = time.perf_counter() - start
+    log(f"calibrated in {seconds:.1f} s: {len(calibration.map.x)} knots, global threshold "
+        f"{calibration.threshold:.3f}")
+    return {"seconds": round(seconds, 3), "knots": int(len(calibration.map.x)),
+            "threshold": calibration.threshold}
+
+
 def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor=None):
     log = Log(quiet)
+    calibrate = params.pop("calibrate", False)
     map_large_blocks()
     text = params.pop("text_settings", None)
     text_arrays = None
@@ -192,6 +213,8 @@ def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor
                 store.save_arrays(model_dir, MODEL_TEXT, text_arrays,
                                   store.read_manifest(model_dir))
                 store.record_files(model_dir, [MODEL_TEXT])
+        seconds = time.perf_counter() - start
+        calibrated = _calibrate(log, cls, params, X, Y, model_dir) if calibrate else None
     except InvalidParameterError as exc:
         flag = flag_of(algorithm, exc.param)
         fail(str(exc).replace(f"{cls.__name__}: {exc.param}", flag, 1))
@@ -199,9 +222,10 @@ def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor
         fail(f"out of memory: {algorithm} on {X.shape[0]} points with D = {X.shape[1]} "
              f"features and L = {Y.shape[1]} labels needs more memory than is available "
              "(each worker holds O(D + L) of its own; fewer threads -T may help)")
-    seconds = time.perf_counter() - start
     summary = {"algorithm": algorithm, "model_dir": str(model_dir),
                "train_seconds": round(seconds, 3), **model.stats()}
+    if calibrated is not None:
+        summary["calibration"] = calibrated
     if getattr(model, "trees_", None):
         summary["trees"] = sorted(model.trees_)
     if as_json:
@@ -282,6 +306,14 @@ def make_command(algorithm):
                               "--text-format): a TF-IDF featurizer is fitted on it and kept "
                               "with the label names in MODEL_DIR, for xml-predict --text. "
                               "Needs pip install 'xmlkit[text]'."),
+            click.option("--calibrate", is_flag=True, default=False,
+                         help="Also fit a calibration, kept in MODEL_DIR: a map from scores "
+                              "to probabilities and per-label thresholds for xml-predict "
+                              "--decision threshold, fitted on the training points by "
+                              "cross-fitting (each half scored by a model trained on the "
+                              "other half, on this machine): about twice the training "
+                              "time. A folder can also be calibrated later on a validation "
+                              "file (xml-calibrate)."),
             *text_input_options(), *featurizer_options(),
             *click_options(algorithm, cls.param_defaults()),
             *(dask_options() if algorithm in DASK_FAMILIES else []),
