@@ -246,3 +246,117 @@ def test_model_fuzzer_on_a_calibrated_folder(resign, tiny, tmp_path):
     assert len(mine) > 10
     allowed = {"refused", "same"} | ({"different"} if resign else set())
     assert not [row for row in rows if row["outcome"] not in allowed][:5]
+
+
+# ------------------------------------------------------------- label sets
+
+def test_best_cut_and_thresholds_by_hand():
+    from xmlkit.calibration import _best_cut, fit_thresholds
+    # keep 1: 2/(4+1); 2: 4/6; 3: 4/7; 4: 6/8, the best (a cut at 0.2)
+    assert _best_cut(np.array([0.9, 0.8, 0.3, 0.2]), np.array([1, 1, 0, 1]), 4) == \
+        pytest.approx((0.2, 0.75))
+    # equal probabilities are kept together: 0.5 twice counts as one cut
+    assert _best_cut(np.array([0.5, 0.5, 0.1]), np.array([1, 0, 0]), 1)[0] == 0.5
+    # label 0 is relevant whenever scored, label 1 never: label 0's threshold
+    # falls below the global cut and label 1's rises above it; label 2,
+    # never a candidate, keeps the global cut
+    p = np.array([0.4, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4])
+    labels = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    th, c = fit_thresholds(p, labels == 0, labels, 4, 3, prior=1.0)
+    assert th[0] < c < th[1] and th[2] == pytest.approx(c)
+    # no shift possible (an infinite prior): every threshold is the cut
+    th, c = fit_thresholds(p, labels == 0, labels, 4, 3, prior=1e12)
+    assert th == pytest.approx([c] * 3)
+
+
+def test_label_sets_keep_what_passes_and_the_arrays_are_checked():
+    import scipy.sparse as sp
+    from xmlkit.calibration import Calibration
+    P = sp.csr_matrix(np.array([[0.9, 0.2, 0.4], [0.1, 0.6, 0.35]]))
+    cal = Calibration(IsotonicMap(np.array([0.0, 1.0]), np.array([0.0, 1.0])),
+                      [0.5, 0.5, 0.3], 0.5)
+    np.testing.assert_allclose(cal.label_sets(P).toarray(), [[0.9, 0, 0.4], [0, 0.6, 0.35]],
+                               rtol=1e-6)
+    np.testing.assert_allclose(cal.label_sets(P, threshold=0.6).toarray(),
+                               [[0.9, 0, 0], [0, 0.6, 0]], rtol=1e-6)
+    back = Calibration.from_arrays(cal.arrays(), 3)
+    assert back.thresholds.tolist() == [0.5, 0.5, 0.3] and back.threshold == 0.5
+    assert (back.k, back.candidates) == (cal.k, cal.candidates)
+    for bad in ({**cal.arrays(), "thresholds": np.array([0.5, 0.5])},
+                {**cal.arrays(), "thresholds": np.array([0.5, 1.5, 0.1])},
+                {**cal.arrays(), "ranks": np.array([0, 50])},
+                {k: v for k, v in cal.arrays().items() if k != "threshold"}):
+        with pytest.raises(XmlkitError, match="thresholds"):
+            Calibration.from_arrays(bad, 3, "m")
+
+
+@pytest.mark.parametrize("family", ["fastxml", "pfastrexml", "ldsm"])
+def test_tree_families_give_sets_only_through_a_calibration(family, tiny):
+    from xmlkit.errors import InvalidParameterError
+    from xmlkit.io import read_dataset
+    from xmlkit.models import load_model
+    X, _ = read_dataset(tiny / "test.txt")
+    model = load_model(tiny / family)
+    assert (model.predict(X, k=3, decision="scores") != model.predict(X, k=3)).nnz == 0
+    for kw in ({"decision": "threshold"}, {"threshold": 0.5}):
+        with pytest.raises(InvalidParameterError, match="calibration"):
+            model.predict(X, k=3, **kw)
+
+
+@pytest.mark.parametrize("family", ["fastxml", "pfastrexml", "ldsm", "embed", "linear"])
+def test_xml_train_calibrate_then_sets_as_the_api_gives_them(family, tiny, tmp_path):
+    """xml-train --calibrate (cross-fitted) keeps a calibration; xml-predict
+    --decision threshold writes the sets Calibrated.load(...).predict gives,
+    each entry at or above its label's threshold; --threshold P cuts at P."""
+    import json
+    from conftest import run_cli
+    from xmlkit.calibration import Calibrated
+    from xmlkit.io import read_dataset, read_matrix
+    m = tmp_path / "m"
+    r = run_cli("xml-train", tiny / "train.txt", m, "--algorithm", family, "--calibrate",
+                "--json", *(["-t", "3"] if family in ("fastxml", "pfastrexml", "ldsm") else []))
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)["calibration"]
+    assert summary["knots"] >= 1 and 0 <= summary["threshold"] <= 1
+    X, _ = read_dataset(tiny / "test.txt")
+    model = Calibrated.load(m)
+    sets = tmp_path / "sets.txt"
+    assert run_cli("xml-predict", tiny / "test.txt", sets, m, "--decision", "threshold",
+                   "-q").returncode == 0
+    got, want = read_matrix(sets), model.predict(X, decision="threshold")
+    assert (got != want.astype(np.float32)).nnz == 0 or \
+        np.abs(got - want).max() <= 5e-7
+    assert got.nnz and np.all(got.data >= model.calibration.thresholds[got.indices] - 5e-7)
+    cut = tmp_path / "cut.txt"
+    assert run_cli("xml-predict", tiny / "test.txt", cut, m, "--decision", "threshold",
+                   "--threshold", "0.3", "-q").returncode == 0
+    C = read_matrix(cut)
+    assert np.all(C.data >= 0.3 - 5e-7)
+    assert C.nnz == model.predict(X, decision="threshold", threshold=0.3).nnz
+
+
+def test_the_cross_fitted_calibration_is_the_same_bytes_at_any_threads(tiny, tmp_path):
+    from conftest import run_cli
+    for t in ("1", "2"):
+        assert run_cli("xml-train", tiny / "train.txt", tmp_path / t, "-t", "4", "-T", t,
+                       "--calibrate", "-q").returncode == 0
+    assert (tmp_path / "1" / "calibration.npz").read_bytes() == \
+        (tmp_path / "2" / "calibration.npz").read_bytes()
+
+
+def test_linear_one_cut_and_options_that_do_not_go_together(tiny, tmp_path):
+    from conftest import one_line_error, run_cli
+    from xmlkit.io import read_dataset
+    from xmlkit.models import load_model
+    X, _ = read_dataset(tiny / "test.txt")
+    model = load_model(tiny / "linear")
+    P = model.predict(X, k=None, decision="scores")
+    S = model.predict(X, k=None, decision="threshold", threshold=0.2)
+    assert S.nnz == int((P.data >= 0.2).sum()) and S.data.min() >= 0.2
+    r = run_cli("xml-predict", tiny / "test.txt", tmp_path / "s.txt", tiny / "fastxml",
+                "--decision", "threshold")
+    assert one_line_error(r) and "calibration" in r.stderr, r.stderr
+    r = run_cli("xml-predict", tiny / "test.txt", tmp_path / "s.txt", tiny / "linear",
+                "--threshold", "0.2")
+    assert one_line_error(r) and "--threshold" in r.stderr, r.stderr
+    assert not (tmp_path / "s.txt").exists()
