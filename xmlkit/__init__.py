@@ -13,7 +13,8 @@ from xmlkit.errors import InputFormatError, XmlkitError
 _LAZY = {"FastXML": "xmlkit.models.fastxml", "PfastreXML": "xmlkit.models.pfastrexml",
          "LdSM": "xmlkit.models.ldsm", "Embed": "xmlkit.models.embed",
          "Linear": "xmlkit.models.linear", "REGISTRY": "xmlkit.models",
-         "load_model": "xmlkit.models", "fit_folder": "xmlkit.driver"}
+         "load_model": "xmlkit.models", "fit_folder": "xmlkit.driver",
+         "Calibrated": "xmlkit.calibration"}
 
 __all__ = ["__version__", "XmlkitError", "InputFormatError", *_LAZY]
 
