@@ -131,8 +131,10 @@ CALIBRATION = "calibration"
 FIT_RANKS = 5
 #: the best-scored labels per row among which label sets are chosen
 CANDIDATES = 50
-#: the prior precision of a label's shift of the global threshold (logit
-#: scale): labels with few candidates keep about the global threshold
+#: the prior precisions of a label's shift of the global threshold (logit
+#: scale) that choose_prior tries: labels with few candidates keep about the
+#: global threshold; the first, no shift at all
+SHIFT_PRIORS = (1e12, 100.0, 20.0, 5.0)
 SHIFT_PRIOR = 20.0
 #: what a calibrated model gives: probabilities, or label sets
 DECISIONS = ("scores", "threshold")
@@ -189,6 +191,30 @@ def fit_thresholds(p, relevant, labels, n_relevant, n_labels, prior=SHIFT_PRIOR)
     return 1 / (1 + np.exp(-(_logit(c) - b))), c
 
 
+def choose_prior(p, relevant, labels, rows, row_relevant, n_labels, priors=SHIFT_PRIORS):
+    """The prior of fit_thresholds whose sets have the best micro-F1 under
+    2-fold cross-validation over the held-out rows (even and odd rows: the
+    thresholds fitted on one half, counted on the other); ties to the
+    earlier prior (the stronger: shifts only where they pay)."""
+    y = np.asarray(relevant, dtype=np.float64)
+    half = rows % 2
+    totals = [np.bincount(np.arange(len(row_relevant)) % 2, weights=row_relevant,
+                          minlength=2)[h] for h in (0, 1)]
+    best, chosen = -1.0, priors[0]
+    for prior in priors:
+        tp = kept = 0.0
+        for h in (0, 1):
+            fit, use = half != h, half == h
+            th, _ = fit_thresholds(p[fit], y[fit], labels[fit], totals[1 - h], n_labels, prior)
+            keep = p[use] >= th[labels[use]]
+            tp += y[use][keep].sum()
+            kept += keep.sum()
+        f1 = 2 * tp / (sum(totals) + kept) if sum(totals) + kept else 0.0
+        if f1 > best + 1e-12:
+            best, chosen = f1, prior
+    return chosen
+
+
 class Calibration:
     """A model's calibration: `map` (IsotonicMap: scores to probabilities),
     per-label `thresholds` and the global cut `threshold` they shift
@@ -209,12 +235,15 @@ class Calibration:
         row's top k, the thresholds on its top `candidates`."""
         from xmlkit.metrics import _binary_csr, _top_entries
         Y = _binary_csr(Y, "true labels")
-        labels, s, ranks, hit = _top_entries(Y, S, max(int(k), int(candidates)))
+        labels, s, ranks, hit, rows = _top_entries(Y, S, max(int(k), int(candidates)),
+                                                   with_rows=True)
         top = ranks < int(k)
         if not top.any():
             raise XmlkitError("calibration: the model scored no label of these rows")
         cmap = IsotonicMap.fit(s[top], hit[top])
-        thresholds, c = fit_thresholds(cmap.apply(s), hit, labels, Y.nnz, Y.shape[1])
+        p = cmap.apply(s)
+        prior = choose_prior(p, hit, labels, rows, np.diff(Y.indptr), Y.shape[1])
+        thresholds, c = fit_thresholds(p, hit, labels, Y.nnz, Y.shape[1], prior)
         return cls(cmap, thresholds, c, k, candidates)
 
     def probabilities(self, S):
@@ -336,7 +365,7 @@ class Calibrated:
 
 
 def cross_fitted(estimator, X, Y, k=FIT_RANKS, candidates=CANDIDATES, folds=FOLDS, seed=0,
-                 threads=1, log=None):
+                 threads=1, log=None, holdout=None):
     """The Calibration of `estimator` (its parameters; it is not fitted
     here) for training rows X, Y, fitted on scores that no model saw the
     rows of: the rows cut into `folds` parts at random (`seed`), each part
@@ -353,14 +382,19 @@ def cross_fitted(estimator, X, Y, k=FIT_RANKS, candidates=CANDIDATES, folds=FOLD
     if n < 2 * folds:
         raise XmlkitError(f"calibration: {n} training points are too few to hold "
                           f"{folds} parts out")
-    part = np.random.default_rng(seed).permutation(n) % folds
+    order = np.random.default_rng(seed).permutation(n)
+    part = order % folds
+    splits = [(np.flatnonzero(part == f), np.flatnonzero(part != f)) for f in range(folds)]
+    if holdout is not None:
+        m = min(n - 1, max(1, int(round(holdout * n))))
+        splits = [(np.sort(order[:m]), np.sort(order[m:]))]
+    params = {**estimator.get_params(), **estimator.fold_params(Y)}
     pieces, truth = [], []
-    for f in range(folds):
-        held, kept = np.flatnonzero(part == f), np.flatnonzero(part != f)
+    for f, (held, kept) in enumerate(splits):
         if log:
             log(f"calibration: training on {len(kept)} points, scoring the other "
-                f"{len(held)} ({f + 1} of {folds})")
-        other = type(estimator)(**estimator.get_params()).fit(X[kept], Y[kept])
+                f"{len(held)} ({f + 1} of {len(splits)})")
+        other = type(estimator)(**params).fit(X[kept], Y[kept])
         pieces.append(sp.csr_matrix(other.predict(X[held], k=max(int(k), int(candidates)),
                                                   threads=threads, **ranked(other))))
         truth.append(Y[held])

@@ -328,10 +328,10 @@ def binned_precision(Y_true, scores, bins, n_bins, k, inv_prop=None):
     return out
 
 
-def _top_entries(Y, scores, k):
+def _top_entries(Y, scores, k, with_rows=False):
     """The stored entries of each point's top k, in row then rank order:
-    (labels, scores, ranks from 0, relevant) arrays. Y: the truth as
-    _binary_csr gives it (rows sorted)."""
+    (labels, scores, ranks from 0, relevant) arrays, and their rows with
+    with_rows. Y: the truth as _binary_csr gives it (rows sorted)."""
     N, L = Y.shape
     kc = min(int(k), max(1, L))         # (no row ranks more: see ranking_metrics)
     indptr, indices, data, shape = _scores_csr(scores)
@@ -349,6 +349,8 @@ def _top_entries(Y, scores, k):
     keys = rows * L + labels
     at = np.minimum(np.searchsorted(truth, keys), max(len(truth) - 1, 0))
     hit = truth[at] == keys if len(truth) else np.zeros(len(keys), bool)
+    if with_rows:
+        return labels, val.ravel()[stored], ranks, hit, rows
     return labels, val.ravel()[stored], ranks, hit
 
 

@@ -200,6 +200,13 @@ class Estimator:
         """Rules between the predict parameters `used` (and those `given`
         explicitly): none by default."""
 
+    def fold_params(self, Y):
+        """Parameters of a copy trained on some of the rows of labels Y that
+        make it score as the model of all of them does, where the family
+        derives something from the data's size (the cross-fitted calibration,
+        xmlkit.calibration.cross_fitted): none by default."""
+        return {}
+
     def needs_all_rows(self, **params):
         """Whether predict() with these predict parameters must see every row
         at once (not a piece at a time): no family by default."""

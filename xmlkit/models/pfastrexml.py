@@ -172,6 +172,12 @@ class PfastreXML(FastXML):
         return inverse_propensity(Y, *propensity_ab(self.propensity_preset, self.propensity_a,
                                                     self.propensity_b))
 
+    def fold_params(self, Y):
+        """The inverse propensities of all of Y: the propensity model's depend
+        on the number of points, so a copy trained on half of them would
+        weigh every label otherwise."""
+        return {"inv_propensity": self.propensities(Y)}
+
     def _label_values(self, Y):
         R = as_rows(Y, "labels")
         q = self.inv_propensity_.astype(np.float32)
