@@ -360,3 +360,33 @@ def test_linear_one_cut_and_options_that_do_not_go_together(tiny, tmp_path):
                 "--threshold", "0.2")
     assert one_line_error(r) and "--threshold" in r.stderr, r.stderr
     assert not (tmp_path / "s.txt").exists()
+
+
+def test_the_shift_prior_is_chosen_on_held_out_rows():
+    """Cross-validated over even and odd rows: where one label's
+    probabilities run low (it is relevant whenever scored), shifting pays
+    and a finite prior is chosen; where the outcomes are as likely for
+    every label, no shift (the first prior, SHIFT_PRIORS[0]) is kept."""
+    from xmlkit.calibration import SHIFT_PRIORS, choose_prior
+    rng = np.random.default_rng(0)
+    n = 400
+    rows = np.repeat(np.arange(n), 2)
+    labels = np.tile([0, 1], n)
+    p = np.full(2 * n, 0.3)
+    skewed = (labels == 0).astype(float)              # label 0 always, label 1 never
+    per_row = np.ones(n)
+    assert choose_prior(p, skewed, labels, rows, per_row, 2) != SHIFT_PRIORS[0]
+    fair = (rng.random(2 * n) < 0.3).astype(float)     # as the probabilities say
+    per_row = np.bincount(rows, weights=fair, minlength=n)
+    assert choose_prior(p, fair, labels, rows, per_row, 2) == SHIFT_PRIORS[0]
+
+
+def test_pfastrexml_halves_keep_the_propensities_of_all_points(bibtex):
+    X, Y, _, _ = bibtex
+    import xmlkit
+    est = xmlkit.PfastreXML(n_trees=2)
+    q = est.fold_params(Y)["inv_propensity"]
+    assert np.array_equal(q, est.propensities(Y))
+    half = xmlkit.PfastreXML(n_trees=2, inv_propensity=q).fit(X[:300], Y[:300])
+    assert np.array_equal(half.inv_propensity_, q)
+    assert xmlkit.FastXML().fold_params(Y) == {}
