@@ -305,7 +305,7 @@ def test_tree_families_give_sets_only_through_a_calibration(family, tiny):
 
 @pytest.mark.parametrize("family", ["fastxml", "pfastrexml", "ldsm", "embed", "linear"])
 def test_xml_train_calibrate_then_sets_as_the_api_gives_them(family, tiny, tmp_path):
-    """xml-train --calibrate (cross-fitted) keeps a calibration; xml-predict
+    """xml-train --calibrate (a third held out) keeps a calibration; xml-predict
     --decision threshold writes the sets Calibrated.load(...).predict gives,
     each entry at or above its label's threshold; --threshold P cuts at P."""
     import json
@@ -335,7 +335,7 @@ def test_xml_train_calibrate_then_sets_as_the_api_gives_them(family, tiny, tmp_p
     assert C.nnz == model.predict(X, decision="threshold", threshold=0.3).nnz
 
 
-def test_the_cross_fitted_calibration_is_the_same_bytes_at_any_threads(tiny, tmp_path):
+def test_the_calibration_at_training_is_the_same_bytes_at_any_threads(tiny, tmp_path):
     from conftest import run_cli
     for t in ("1", "2"):
         assert run_cli("xml-train", tiny / "train.txt", tmp_path / t, "-t", "4", "-T", t,
@@ -390,3 +390,26 @@ def test_pfastrexml_halves_keep_the_propensities_of_all_points(bibtex):
     half = xmlkit.PfastreXML(n_trees=2, inv_propensity=q).fit(X[:300], Y[:300])
     assert np.array_equal(half.inv_propensity_, q)
     assert xmlkit.FastXML().fold_params(Y) == {}
+
+
+def test_held_out_rows_are_a_share_or_every_row_by_folds(bibtex):
+    """fit_held_out scores a third of the rows (one model of the others), or
+    every row with folds; too few rows to hold any out are refused."""
+    import xmlkit
+    from xmlkit.calibration import HOLDOUT, fit_held_out
+    X, Y, _, _ = bibtex
+    X, Y = X[:300], Y[:300]
+    seen = []
+
+    class Counting(xmlkit.FastXML):
+        def fit(self, X, Y):
+            seen.append(X.shape[0])
+            return super().fit(X, Y)
+    est = Counting(n_trees=2)
+    fit_held_out(est, X, Y)
+    assert seen == [300 - round(HOLDOUT * 300)]
+    seen.clear()
+    fit_held_out(est, X, Y, folds=3)
+    assert seen == [200, 200, 200]
+    with pytest.raises(XmlkitError, match="too few"):
+        fit_held_out(est, X[:1], Y[:1])

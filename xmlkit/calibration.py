@@ -24,7 +24,7 @@ Calibration: the map and the label sets it decides (per-label thresholds
 on the probabilities, fitted for micro-F1; see fit_thresholds), as a model
 folder keeps them (calibration.npz). Calibrated(model, calibration): a
 model whose predict() writes probabilities or label sets, fitted on
-validation rows (fit) or by cross-fitting at training (cross_fit).
+validation rows (fit) or on rows held out at training (train).
 """
 import numpy as np
 
@@ -138,9 +138,10 @@ SHIFT_PRIORS = (1e12, 100.0, 20.0, 5.0)
 SHIFT_PRIOR = 20.0
 #: what a calibrated model gives: probabilities, or label sets
 DECISIONS = ("scores", "threshold")
-#: folds of cross-fitting at training (each fold's rows scored by a model
-#: of the others: about one more training of the model in all)
-FOLDS = 2
+#: the share of the training rows held out at training (xml-train
+#: --calibrate), scored by a model of the others: two thirds of one more
+#: training (docs/algorithms.md: the choice)
+HOLDOUT = 1 / 3
 
 
 def _logit(p):
@@ -306,7 +307,7 @@ def ranked(model):
 class Calibrated:
     """A model with its calibration: ``Calibrated(model).fit(X_valid,
     Y_valid)`` (rows the model was not trained on), or
-    ``Calibrated.cross_fit(estimator, X, Y)`` (trains it as well), or
+    ``Calibrated.train(estimator, X, Y)`` (trains it as well), or
     ``Calibrated.load(folder)``; then ``predict(X, k, decision=...)``:
     "scores" gives probabilities (each row's ranking the model's),
     "threshold" label sets (the labels whose probability passes their
@@ -325,10 +326,11 @@ class Calibrated:
         return self
 
     @classmethod
-    def cross_fit(cls, estimator, X, Y, k=FIT_RANKS, candidates=CANDIDATES, folds=FOLDS,
-                  seed=0, threads=1):
-        """Train `estimator` on X, Y and fit its calibration by cross_fitted."""
-        calibration = cross_fitted(estimator, X, Y, k, candidates, folds, seed, threads)
+    def train(cls, estimator, X, Y, k=FIT_RANKS, candidates=CANDIDATES, holdout=HOLDOUT,
+              folds=None, seed=0, threads=1):
+        """Train `estimator` on X, Y and fit its calibration (fit_held_out)."""
+        calibration = fit_held_out(estimator, X, Y, k, candidates, holdout, folds, seed,
+                                   threads)
         return cls(estimator.fit(X, Y), calibration)
 
     def predict(self, X, k=None, threads=1, progress=None, decision="scores", threshold=None,
@@ -338,7 +340,7 @@ class Calibrated:
         calibration's candidates, or the k best when k is given); params go
         to the model's predict."""
         if self.calibration is None:
-            raise XmlkitError("Calibrated: not fitted (fit, cross_fit or load)")
+            raise XmlkitError("Calibrated: not fitted (fit, train or load)")
         if decision not in DECISIONS:
             raise XmlkitError(f"Calibrated: decision must be 'scores' or 'threshold', "
                               f"got {decision!r}")
@@ -364,14 +366,16 @@ class Calibrated:
         return cls(load_model(folder, trees, threads=threads), calibration)
 
 
-def cross_fitted(estimator, X, Y, k=FIT_RANKS, candidates=CANDIDATES, folds=FOLDS, seed=0,
-                 threads=1, log=None, holdout=None):
+def fit_held_out(estimator, X, Y, k=FIT_RANKS, candidates=CANDIDATES, holdout=HOLDOUT,
+                 folds=None, seed=0, threads=1, log=None):
     """The Calibration of `estimator` (its parameters; it is not fitted
-    here) for training rows X, Y, fitted on scores that no model saw the
-    rows of: the rows cut into `folds` parts at random (`seed`), each part
-    scored by a copy of the estimator trained on the others. The model
-    trained on every row is then calibrated by models of fewer: a little
-    less sure of themselves, measured in docs/algorithms.md."""
+    here) for training rows X, Y, fitted on scores of rows the scoring
+    model did not see: a share `holdout` of the rows drawn at random
+    (`seed`), scored by a copy of the estimator trained on the others; or,
+    with `folds` = K, every row, the rows cut into K parts, each scored by a
+    copy trained on the others (K trainings). The model trained on every
+    row is then calibrated by a model of fewer: a little less sure of
+    itself (measured in docs/algorithms.md)."""
     import scipy.sparse as sp
     from xmlkit.csr import as_rows
     from xmlkit.metrics import _binary_csr
@@ -379,21 +383,21 @@ def cross_fitted(estimator, X, Y, k=FIT_RANKS, candidates=CANDIDATES, folds=FOLD
     Y = _binary_csr(as_rows(Y, "the training labels").to_scipy(), "training labels",
                     strict=False)
     n = X.shape[0]
-    if n < 2 * folds:
-        raise XmlkitError(f"calibration: {n} training points are too few to hold "
-                          f"{folds} parts out")
     order = np.random.default_rng(seed).permutation(n)
-    part = order % folds
-    splits = [(np.flatnonzero(part == f), np.flatnonzero(part != f)) for f in range(folds)]
-    if holdout is not None:
-        m = min(n - 1, max(1, int(round(holdout * n))))
+    if folds is not None:
+        splits = [(np.flatnonzero(order % folds == f), np.flatnonzero(order % folds != f))
+                  for f in range(int(folds))]
+    else:
+        m = int(round(float(holdout) * n))
         splits = [(np.sort(order[:m]), np.sort(order[m:]))]
+    if n < 2 or any(len(held) == 0 or len(kept) == 0 for held, kept in splits):
+        raise XmlkitError(f"calibration: {n} training points are too few to hold some out")
     params = {**estimator.get_params(), **estimator.fold_params(Y)}
     pieces, truth = [], []
     for f, (held, kept) in enumerate(splits):
         if log:
             log(f"calibration: training on {len(kept)} points, scoring the other "
-                f"{len(held)} ({f + 1} of {len(splits)})")
+                f"{len(held)}" + (f" ({f + 1} of {len(splits)})" if len(splits) > 1 else ""))
         other = type(estimator)(**params).fit(X[kept], Y[kept])
         pieces.append(sp.csr_matrix(other.predict(X[held], k=max(int(k), int(candidates)),
                                                   threads=threads, **ranked(other))))
