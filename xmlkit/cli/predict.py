@@ -47,7 +47,8 @@ PIECE_ROWS = 20000      # rows read, scored and written at a time
                    "trained with xml-train --text). Needs pip install 'xmlkit[text]'.")
 @click.option("--raw", "raw", is_flag=True, default=False,
               help="Write the model's own scores where MODEL_DIR holds a calibration "
-                   "(xml-calibrate), instead of the probabilities it maps them to.")
+                   "(xml-calibrate, xml-train --calibrate), instead of the probabilities it "
+                   "maps them to.")
 @click.option("--names", is_flag=True, default=False,
               help="With --text: write SCORES as JSON Lines in input order, "
                    "{\"id\", \"labels\": [names, best first], \"scores\": [...]}, "
