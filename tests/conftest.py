@@ -45,11 +45,14 @@ def made_once(tmp_path_factory, name, make):
     others use it; `make` must leave the same files whoever runs it."""
     import time
     from xmlkit import _lock
-    if "PYTEST_XDIST_WORKER" not in os.environ:
+    base = tmp_path_factory.getbasetemp()
+    # (an xdist worker's base is <run>/popen-gwN; a pytest that a test starts
+    # inherits PYTEST_XDIST_WORKER but not that base, and shares nothing)
+    if "PYTEST_XDIST_WORKER" not in os.environ or not base.name.startswith("popen-"):
         folder = tmp_path_factory.mktemp(name)
         make(folder)
         return folder
-    folder = tmp_path_factory.getbasetemp().parent / name
+    folder = base.parent / name
     fd = os.open(f"{folder}.lock", os.O_RDWR | os.O_CREAT)
     try:
         while not _lock.try_lock(fd):
