@@ -577,4 +577,7 @@ def test_text_fuzzer_finds_no_crash(tmp_path):
     lines = r.stdout.strip().splitlines()
     summary = json.loads(lines[-1])
     assert len(lines) == 1 and "crash" not in summary, lines[:3]
-    assert summary["refused"] > 1000 and summary["ok"] > 1000
+    # (as many cases as 8 s allow, fewer on a loaded machine: both outcomes
+    # must be common, whatever the count)
+    n = summary["cases"]
+    assert n >= 300 and summary["refused"] > n // 5 and summary["ok"] > n // 5, summary
