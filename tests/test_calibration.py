@@ -413,23 +413,3 @@ def test_held_out_rows_are_a_share_or_every_row_by_folds(bibtex):
     assert seen == [200, 200, 200]
     with pytest.raises(XmlkitError, match="too few"):
         fit_held_out(est, X[:1], Y[:1])
-
-
-def test_the_map_form_is_chosen_on_held_out_rows():
-    """choose_map: Platt where relevance is logistic in the score's
-    log-odds and the rows are few; isotonic for a step it cannot follow,
-    and for scores outside [0, 1] (no log-odds)."""
-    from xmlkit.calibration import _logit, choose_map, platt_map
-    rng = np.random.default_rng(3)
-    s = rng.uniform(0.01, 0.99, 600)
-    truth = 1 / (1 + np.exp(-(2 * _logit(s) - 0.5)))
-    y = (rng.random(600) < truth).astype(float)
-    rows = np.arange(600)
-    chosen = choose_map(s, y, rows)
-    assert np.abs(chosen.apply(s) - truth).max() < 0.1
-    assert np.all(np.diff(chosen.apply(np.sort(s))) >= 0)
-    assert len(chosen.x) > 100          # (Platt's knots at quantiles)
-    step = (s > 0.5).astype(float)
-    assert choose_map(s, step, rows).apply(0.45) < 0.05   # isotonic: the step itself
-    assert platt_map(s * 3, y) is None
-    assert len(choose_map(s * 3, y, rows).x) < 100

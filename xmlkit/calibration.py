@@ -192,64 +192,6 @@ def fit_thresholds(p, relevant, labels, n_relevant, n_labels, prior=SHIFT_PRIOR)
     return 1 / (1 + np.exp(-(_logit(c) - b))), c
 
 
-#: knots of a Platt map (at quantiles of the scores it was fitted on)
-PLATT_KNOTS = 257
-
-
-def platt_map(scores, relevant):
-    """Platt scaling on the log-odds of scores in [0, 1]: p = sigmoid(a ·
-    logit(s) + b), fitted by Newton's method (a little ridge keeps it
-    finite), as an IsotonicMap of knots at quantiles of the scores; None
-    where it is not increasing (a <= 0) or the scores leave [0, 1]."""
-    s = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(relevant, dtype=np.float64)
-    if not len(s) or s.min() < 0 or s.max() > 1:
-        return None
-    z = _logit(s)
-    w = np.zeros(2)
-    for _ in range(50):
-        q = 1 / (1 + np.exp(-np.clip(w[0] * z + w[1], -500, 500)))
-        h = q * (1 - q)
-        grad = np.array([((y - q) * z).sum(), (y - q).sum()]) - 1e-6 * w
-        hess = np.array([[(h * z * z).sum(), (h * z).sum()], [(h * z).sum(), h.sum()]]) + \
-            1e-6 * np.eye(2)
-        step = np.linalg.solve(hess, grad)
-        w += step
-        if np.max(np.abs(step)) < 1e-10:
-            break
-    if not np.all(np.isfinite(w)) or w[0] <= 0:
-        return None
-    x = np.unique(np.quantile(s, np.linspace(0, 1, PLATT_KNOTS)))
-    v = 1 / (1 + np.exp(-np.clip(w[0] * _logit(x) + w[1], -500, 500)))
-    keep = np.r_[True, np.diff(v) > 0]          # (strictly increasing knots)
-    return IsotonicMap(x[keep], v[keep])
-
-
-def choose_map(scores, relevant, rows):
-    """The map of held-out scores: isotonic regression, or Platt scaling
-    where its Brier score is lower under 2-fold cross-validation over the
-    rows (even against odd): Platt's two parameters vary less on few rows
-    but assume scores whose log-odds are linear in relevance (isotonic
-    assumes only monotonicity). Fitted on every entry once chosen."""
-    s = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(relevant, dtype=np.float64)
-    half = np.asarray(rows) % 2
-    brier = {"isotonic": 0.0, "platt": 0.0}
-    for h in (0, 1):
-        fit, use = half != h, half == h
-        if not fit.any() or not use.any():
-            return IsotonicMap.fit(s, y)
-        platt = platt_map(s[fit], y[fit])
-        if platt is None:
-            return IsotonicMap.fit(s, y)
-        brier["platt"] += float(((platt.apply(s[use]) - y[use]) ** 2).sum())
-        brier["isotonic"] += float(((IsotonicMap.fit(s[fit], y[fit]).apply(s[use])
-                                     - y[use]) ** 2).sum())
-    if brier["platt"] < brier["isotonic"]:
-        return platt_map(s, y) or IsotonicMap.fit(s, y)
-    return IsotonicMap.fit(s, y)
-
-
 def choose_prior(p, relevant, labels, rows, row_relevant, n_labels, priors=SHIFT_PRIORS):
     """The prior of fit_thresholds whose sets have the best micro-F1 under
     2-fold cross-validation over the held-out rows (even and odd rows: the
@@ -299,7 +241,7 @@ class Calibration:
         top = ranks < int(k)
         if not top.any():
             raise XmlkitError("calibration: the model scored no label of these rows")
-        cmap = choose_map(s[top], hit[top], rows[top])
+        cmap = IsotonicMap.fit(s[top], hit[top])
         p = cmap.apply(s)
         prior = choose_prior(p, hit, labels, rows, np.diff(Y.indptr), Y.shape[1])
         thresholds, c = fit_thresholds(p, hit, labels, Y.nnz, Y.shape[1], prior)
