@@ -413,3 +413,19 @@ def test_held_out_rows_are_a_share_or_every_row_by_folds(bibtex):
     assert seen == [200, 200, 200]
     with pytest.raises(XmlkitError, match="too few"):
         fit_held_out(est, X[:1], Y[:1])
+
+
+def test_the_held_out_copy_is_trained_with_the_family_fold_params(bibtex):
+    import xmlkit
+    from xmlkit.calibration import fit_held_out
+    X, Y, _, _ = bibtex
+    X, Y = X[:300], Y[:300]
+    given = []
+
+    class Spy(xmlkit.PfastreXML):
+        def fit(self, X, Y):
+            given.append(self.inv_propensity)
+            return super().fit(X, Y)
+    est = Spy(n_trees=2)
+    fit_held_out(est, X, Y)
+    assert len(given) == 1 and np.array_equal(given[0], est.propensities(Y))
