@@ -96,8 +96,9 @@ def auto_or(c):
 
 
 #: the label-set parameters of a family whose scores rank labels but are not
-#: probabilities: its label sets come from a calibration (xmlkit.calibration:
-#: Calibrated, or a model folder calibrated by xml-calibrate or xml-train), which maps the scores
+#: probabilities: its label sets come from a calibration, which maps the
+#: scores (xmlkit.calibration.Calibrated, or a model folder calibrated by
+#: xml-calibrate or xml-train)
 RANKED_DECISION = {"decision": ("scores", one_of("scores", "threshold")),
                    "threshold": (None, optional(real(0, 1)))}
 
@@ -203,8 +204,8 @@ class Estimator:
     def fold_params(self, Y):
         """Parameters of a copy trained on some of the rows of labels Y that
         make it score as the model of all of them does, where the family
-        derives something from the data's size (the cross-fitted calibration,
-        xmlkit.calibration.cross_fitted): none by default."""
+        derives something from the data's size (the calibration at training,
+        xmlkit.calibration.fit_held_out): none by default."""
         return {}
 
     def needs_all_rows(self, **params):
