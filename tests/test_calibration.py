@@ -332,6 +332,11 @@ def test_xml_train_calibrate_then_sets_as_the_api_gives_them(family, tiny, tmp_p
                    "--threshold", "0.3", "-q").returncode == 0
     C = read_matrix(cut)
     assert np.all(C.data >= 0.3 - 5e-7)
+    for bad in ("1.5", "-1", "nan"):
+        r = run_cli("xml-predict", tiny / "test.txt", tmp_path / "bad.txt", m, "--decision",
+                    "threshold", "--threshold", bad)
+        assert r.returncode == 2 and "--threshold" in r.stderr, r.stderr
+        assert not (tmp_path / "bad.txt").exists()
     assert C.nnz == model.predict(X, decision="threshold", threshold=0.3).nnz
 
 

@@ -124,6 +124,8 @@ def _calibration(log, model, model_dir, raw, top_k, family):
     threshold = family.get("threshold")
     if threshold is not None and decision != DECISIONS[1]:
         fail("--threshold goes with --decision threshold")
+    if threshold is not None and not 0 <= threshold <= 1:
+        fail(f"--threshold must be a probability in [0, 1], got {threshold}")
     if decision == DECISIONS[1] and top_k is None:
         top_k = calibration.candidates
     log(f"writing {'label sets of ' if decision == DECISIONS[1] else ''}probabilities: the "
