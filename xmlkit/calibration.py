@@ -28,7 +28,7 @@ validation rows (fit) or on rows held out at training (train).
 """
 import numpy as np
 
-from xmlkit.errors import XmlkitError
+from xmlkit.errors import InvalidParameterError, XmlkitError
 
 
 class IsotonicMap:
@@ -251,6 +251,22 @@ class Calibration:
         """The scores S (CSR, Rows or scipy) as probabilities (map_rows)."""
         return map_rows(S, self.map)
 
+    def scoring_k(self, decision, threshold=None, k=None):
+        """The k to score for `decision` (label sets without a k: the
+        candidates), once decision and threshold are checked
+        (InvalidParameterError naming the one at fault)."""
+        if decision not in DECISIONS:
+            raise InvalidParameterError(
+                "decision", f"Calibrated: decision must be one of {DECISIONS}, got {decision!r}")
+        if threshold is not None and decision != DECISIONS[1]:
+            raise InvalidParameterError(("threshold", "decision"),
+                                        "Calibrated: threshold goes with decision=threshold")
+        if threshold is not None and not 0 <= threshold <= 1:
+            raise InvalidParameterError(
+                "threshold", f"Calibrated: threshold must be a probability in [0, 1], "
+                             f"got {threshold}")
+        return self.candidates if decision == DECISIONS[1] and k is None else k
+
     def decide(self, S, decision, threshold=None):
         """Scores S as `decision` asks: "scores", their probabilities;
         "threshold", the label sets of those (label_sets)."""
@@ -317,7 +333,6 @@ class Calibrated:
         self.model = model
         self.calibration = calibration
 
-
     def fit(self, X, Y, k=FIT_RANKS, candidates=CANDIDATES, threads=1):
         """Fit the calibration on held-out rows X, Y; returns self."""
         S = self.model.predict(X, k=max(int(k), int(candidates)), threads=threads,
@@ -341,15 +356,7 @@ class Calibrated:
         to the model's predict."""
         if self.calibration is None:
             raise XmlkitError("Calibrated: not fitted (fit, train or load)")
-        if decision not in DECISIONS:
-            raise XmlkitError(f"Calibrated: decision must be 'scores' or 'threshold', "
-                              f"got {decision!r}")
-        if threshold is not None and decision != DECISIONS[1]:
-            raise XmlkitError("Calibrated: threshold goes with decision='threshold'")
-        if threshold is not None and not 0 <= threshold <= 1:
-            raise XmlkitError(f"Calibrated: threshold must be a probability, got {threshold}")
-        if decision == DECISIONS[1] and k is None:
-            k = self.calibration.candidates
+        k = self.calibration.scoring_k(decision, threshold, k)
         S = self.model.predict(X, k=k, threads=threads, progress=progress,
                                **{**ranked(self.model), **params})
         return self.calibration.decide(S, decision, threshold)

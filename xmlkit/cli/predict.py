@@ -122,12 +122,7 @@ def _calibration(log, model, model_dir, raw, top_k, family):
     if decision not in DECISIONS:
         return None, top_k, family
     threshold = family.get("threshold")
-    if threshold is not None and decision != DECISIONS[1]:
-        fail("--threshold goes with --decision threshold")
-    if threshold is not None and not 0 <= threshold <= 1:
-        fail(f"--threshold must be a probability in [0, 1], got {threshold}")
-    if decision == DECISIONS[1] and top_k is None:
-        top_k = calibration.candidates
+    top_k = calibration.scoring_k(decision, threshold, top_k)
     log(f"writing {'label sets of ' if decision == DECISIONS[1] else ''}probabilities: the "
         f"scores mapped by {model_dir}'s calibration (--raw for the model's own)")
     # (the model gives its ranked scores; the calibration decides)

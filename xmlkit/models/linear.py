@@ -433,8 +433,10 @@ class Linear(ArrayModel):
             import scipy.sparse as sp
             Xs = sp.csr_matrix((Xs.data, Xs.indices, Xs.indptr),
                                shape=(Xs.shape[0], self.n_features_in_))
-        theta = None if decision != "threshold" else self.arrays_["thresholds"] \
-            if p["threshold"] is None else np.full(self.n_labels_, p["threshold"])
+        theta = None
+        if decision == "threshold":
+            theta = self.arrays_["thresholds"] if p["threshold"] is None else \
+                np.full(self.n_labels_, p["threshold"])
         return like(X, scored_blocks(R.shape[0], self.n_labels_,
                                      lambda r0, r1: self._probabilities(Xs[r0:r1]),
                                      selector(k, theta), progress))
