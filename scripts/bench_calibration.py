@@ -134,7 +134,7 @@ def forms(name, seed, threads, ranks=5):
     """FastXML: ECE@5 and the sets' micro-F1 on the test split of the forms
     a calibration could take, fitted on the same scores of held-out rows."""
     import xmlkit
-    from xmlkit.calibration import Calibration, IsotonicMap, fit_held_out, fit_thresholds
+    from xmlkit.calibration import Calibration, IsotonicMap, fit_thresholds, held_out_scores
     from xmlkit.io import read_dataset
     from xmlkit.metrics import _binary_csr, _top_entries, calibration, set_metrics
     X, Y = read_dataset(ensure_data(data_file(name, "train")))
@@ -155,14 +155,14 @@ def forms(name, seed, threads, ranks=5):
                     ("isotonic, a fifth held out", {"holdout": 0.2}),
                     ("isotonic, half held out", {"holdout": 0.5}),
                     ("isotonic, 2 folds (every row scored)", {"folds": 2})):
-        cal = fit_held_out(est, X, Y, seed=seed, threads=threads, **kw)
+        Y_held, S_held = held_out_scores(est, X, Y, 50, seed=seed, threads=threads, **kw)
+        cal = Calibration.fit(Y_held, S_held)
         P = cal.probabilities(S)
         out[tag] = (ece_of(cal.map.apply(st)),
                     100 * set_metrics(Yt, cal.label_sets(P))["micro_f1"])
         if not kw:
             # the other forms, fitted on the default's held-out scores
-            held = _held_scores(est, X, Y, seed, threads)
-            lh, sh, rh, hh, _ = held
+            lh, sh, rh, hh, n_relevant = _entries(Y_held, S_held)
             top = rh < 5
             iso = IsotonicMap.fit(sh[top], hh[top])
             platt = _platt(sh[top], hh[top].astype(np.float64))
@@ -176,27 +176,19 @@ def forms(name, seed, threads, ranks=5):
             out["isotonic per rank (ranks 1-4, 5+)"] = (ece_of(v), None)
             out["Platt on the log-odds"] = (ece_of(platt(st)), None)
             # sets: one global cut (no per-label shifts)
-            th, c = fit_thresholds(iso.apply(sh), hh, lh, held[4], Y.shape[1], prior=1e12)
+            th, c = fit_thresholds(iso.apply(sh), hh, lh, n_relevant, Y.shape[1], prior=1e12)
             glob = Calibration(iso, np.full(Y.shape[1], c), c)
             out["one global cut (no label shifts)"] = (
                 None, 100 * set_metrics(Yt, glob.label_sets(glob.probabilities(S)))["micro_f1"])
     return out
 
 
-def _held_scores(est, X, Y, seed, threads):
-    """The entries (labels, scores, ranks, relevant) of the default's
-    held-out scores (fit_held_out's split: a third of the rows scored by a
-    model of the others), and the held-out rows' number of relevant labels."""
-    from xmlkit.calibration import HOLDOUT
+def _entries(Y_held, S_held):
+    """(labels, scores, ranks, relevant) of held-out scores' top 50, and the
+    held-out rows' number of relevant labels."""
     from xmlkit.metrics import _binary_csr, _top_entries
-    n = X.shape[0]
-    order = np.random.default_rng(seed).permutation(n)
-    m = int(round(HOLDOUT * n))
-    held, kept = np.sort(order[:m]), np.sort(order[m:])
-    model = type(est)(**est.get_params()).fit(X[kept], Y[kept])
-    Yh = _binary_csr(sp.csr_matrix(Y[held]), "y")
-    S = sp.csr_matrix(model.predict(X[held], k=50, threads=threads))
-    lab, s, r, h = _top_entries(Yh, S, 50)
+    Yh = _binary_csr(Y_held, "y")
+    lab, s, r, h = _top_entries(Yh, S_held, 50)
     return lab, s.astype(np.float64), r, h, Yh.nnz
 
 

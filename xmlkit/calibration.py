@@ -376,13 +376,22 @@ class Calibrated:
 def fit_held_out(estimator, X, Y, k=FIT_RANKS, candidates=CANDIDATES, holdout=HOLDOUT,
                  folds=None, seed=0, threads=1, log=None):
     """The Calibration of `estimator` (its parameters; it is not fitted
-    here) for training rows X, Y, fitted on scores of rows the scoring
-    model did not see: a share `holdout` of the rows drawn at random
-    (`seed`), scored by a copy of the estimator trained on the others; or,
-    with `folds` = K, every row, the rows cut into K parts, each scored by a
-    copy trained on the others (K trainings). The model trained on every
-    row is then calibrated by a model of fewer: a little less sure of
-    itself (measured in docs/algorithms.md)."""
+    here) for training rows X, Y, fitted on the scores of held_out_scores.
+    The model trained on every row is then calibrated by a model of fewer:
+    a little less sure of itself (measured in docs/algorithms.md)."""
+    Y_held, S_held = held_out_scores(estimator, X, Y, max(int(k), int(candidates)), holdout,
+                                     folds, seed, threads, log)
+    return Calibration.fit(Y_held, S_held, k, candidates)
+
+
+def held_out_scores(estimator, X, Y, k, holdout=HOLDOUT, folds=None, seed=0, threads=1,
+                    log=None):
+    """(labels, scores): the k best ranked scores (CSR) of rows that the
+    scoring model did not see, and their labels: a share `holdout` of the
+    rows drawn at random (`seed`), scored by a copy of `estimator` trained
+    on the others; or, with `folds` = K, every row, the rows cut into K
+    parts, each scored by a copy trained on the others (K trainings). The
+    copies take the family's fold_params."""
     import scipy.sparse as sp
     from xmlkit.csr import as_rows
     from xmlkit.metrics import _binary_csr
@@ -406,11 +415,10 @@ def fit_held_out(estimator, X, Y, k=FIT_RANKS, candidates=CANDIDATES, holdout=HO
             log(f"calibration: training on {len(kept)} points, scoring the other "
                 f"{len(held)}" + (f" ({f + 1} of {len(splits)})" if len(splits) > 1 else ""))
         other = type(estimator)(**params).fit(X[kept], Y[kept])
-        pieces.append(sp.csr_matrix(other.predict(X[held], k=max(int(k), int(candidates)),
-                                                  threads=threads, **ranked(other))))
+        pieces.append(sp.csr_matrix(other.predict(X[held], k=int(k), threads=threads,
+                                                  **ranked(other))))
         truth.append(Y[held])
-    return Calibration.fit(sp.vstack(truth, format="csr"), sp.vstack(pieces, format="csr"),
-                           k, candidates)
+    return sp.vstack(truth, format="csr"), sp.vstack(pieces, format="csr")
 
 
 def folder_calibration(folder):
