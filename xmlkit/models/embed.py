@@ -496,6 +496,39 @@ class Embed(ArrayModel):
         return like(X, scored_blocks(
             n, L, lambda r0, r1: self._link(self.features(R, r0, r1) @ V), select, progress))
 
+    def _effects(self, R, S, threads):
+        """Exact leave-one-feature-out effects on the probabilities: the
+        embedding is linear in the row, so removing feature j moves h(x) by
+        -x_j W_x[j] and only the random features and the label's dot
+        product are computed again (per feature of a row: rank × random
+        features, then one dot product per label)."""
+        from xmlkit.explanation import pair_blocks, row_pairs
+        a_ = self.arrays_
+        Wx, V = a_["Wx"], a_["V"]
+        width = V.shape[0]
+        out = []
+        for r0, r1 in pair_blocks(R, S, limit=max(64, (1 << 22) // width)):
+            lo, hi = int(R.indptr[r0]), int(R.indptr[r1])
+            block = Rows(R.indptr[r0:r1 + 1] - lo, R.indices[lo:hi], R.data[lo:hi],
+                         (r1 - r0, R.shape[1])).to_scipy()
+            H1 = self._embedded(block, a_)
+            # each entry's row without it
+            row = np.repeat(np.arange(r1 - r0), np.diff(block.indptr))
+            H1e = H1[row]
+            H1e[:, :-1] -= block.data[:, None].astype(np.float64) * Wx[block.indices]
+            Phi = fourier(H1, a_["Omega"], a_["b"]).astype(np.float32)
+            Phie = fourier(H1e, a_["Omega"], a_["b"]).astype(np.float32)
+            pa, pe = row_pairs(R, S, r0, r1)
+            lab = S.indices[pa]
+            rows = np.searchsorted(S.indptr, pa, side="right") - 1 - r0
+            Vt = V.T.astype(np.float64)
+            before = self._link(np.einsum("ij,ij->i", Phi[rows].astype(np.float64), Vt[lab]))
+            after = self._link(np.einsum("ij,ij->i", Phie[pe - lo].astype(np.float64), Vt[lab]))
+            out.append((pa, R.indices[pe], before - after))
+        if not out:
+            return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0)
+        return tuple(np.concatenate([o[i] for o in out]) for i in range(3))
+
     # -- storage
     @classmethod
     def from_manifest(cls, manifest, folder="the model"):

@@ -63,6 +63,41 @@ class ModelBase(Estimator, FolderProtocol):
         S = self.predict(X, **kwargs)
         yield S if finish is None else finish(S)
 
+    #: what explain's contributions are (xmlkit.explanation.KINDS)
+    EXPLAIN_KIND = "removal"
+
+    def explain(self, X, k=5, n_features=5, threads=1, labels=None):
+        """For each of the k best labels of each row of X (or the labels
+        of `labels`' entries: a sparse matrix or Rows N × L), the
+        n_features features that moved the label's score most, with their
+        signed contributions (EXPLAIN_KIND; see xmlkit.explanation): an
+        :class:`~xmlkit.explanation.Explanation` whose scores are predict's
+        (for `labels`: the model's scores of those labels). Scores are
+        those of the model's default predict parameters."""
+        from xmlkit.explanation import (check_n_features, explained_rows, label_rows,
+                                        score_at, strongest)
+        from xmlkit.csr import as_rows, like
+        from xmlkit.models.base import usable_threads
+        n = check_n_features(n_features)
+        threads = usable_threads(threads)
+        R = explained_rows(X, self.n_features_in_)
+        if labels is None:
+            S = as_rows(self.predict(R, k=k, threads=threads), "scores")
+        else:
+            S = label_rows(labels, R.shape[0], self.n_labels_)
+            rows = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
+            S = type(S)(S.indptr, S.indices, score_at(
+                self.predict(R, k=None, threads=threads), rows,
+                S.indices.astype(np.int64)).astype(np.float32), S.shape)
+        entry, feature, effect = self._effects(R, S, threads)
+        E = strongest(S, entry, feature, effect, n, self.EXPLAIN_KIND)
+        return E.with_scores(like(X, S))
+
+    def _effects(self, R, S, threads):
+        """(entry of S, feature, contribution) triples for the labels of S
+        (Rows: the rows of R's labels to explain); zeros may be left out."""
+        raise NotImplementedError(f"{type(self).__name__} gives no explanations")
+
     def start_fit(self, X, Y):
         """Check the parameters and the data (as Rows, at least MIN_POINTS
         points, finite features); set the shapes. Returns X, Y."""

@@ -26,7 +26,7 @@ from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import InvalidParameterError, XmlkitError
 from xmlkit.models.base import C_INT_MAX, MAX_TREES, SEED, integer, one_of, real
 from xmlkit.models.tree_family import TreeEnsemble
-from xmlkit.models.forest import Forest, decode_tree, encode_tree, tree_stats
+from xmlkit.models.forest import Forest, decode_tree, encode_tree, tree_effects, tree_stats
 
 
 #: the solvers of the nodes' L1 logistic regressions
@@ -401,6 +401,11 @@ class FastXML(TreeEnsemble):
         for piece in self.forest().predict_pieces(X, k, threads, progress,
                                                   lambda p: finish(like(X, p)), release):
             yield piece
+
+    def _effects(self, R, S, threads):
+        """Exact leave-one-feature-out effects (ForestKernel.explain_rows:
+        re-routing only from the nodes where a removal flips the route)."""
+        return tree_effects(self.forest(), R, S, threads)
 
     # -- the tree files (written by xmlkit.driver and models.folders, read by the latter)
     @staticmethod

@@ -416,6 +416,29 @@ class Forest:
                 yield from pool.map(score, bounds[i:i + 2 * threads])
 
 
+def tree_effects(forest, R, S, threads=1):
+    """(entry of S, feature, effect) of every feature of each row of R
+    (Rows, explained_rows) whose removal changes a tree's route, on the
+    labels of S (Rows: the row's labels, ascending): the exact
+    leave-one-feature-out effects of ForestKernel.explain_rows, in blocks
+    of rows on `threads` threads. Every tree is checked whole first."""
+    forest.check(threads)
+    S_ptr = np.ascontiguousarray(S.indptr, np.int64)
+
+    def one(b):
+        r0, r1 = b
+        ptr, pos, feat, eff = forest.kernel.explain_rows(
+            R, r0, r1, S_ptr[r0:r1 + 1] - S_ptr[r0], S.indices[S_ptr[r0]:S_ptr[r1]])
+        row = np.repeat(np.arange(r0, r1), np.diff(ptr))
+        return S_ptr[row] + pos, feat, eff
+    bounds = row_blocks(R.shape[0], CHUNK_ROWS)
+    with ThreadPoolExecutor(threads) if threads > 1 and len(bounds) > 1 else _Inline() as pool:
+        parts = list(pool.map(one, bounds))
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0)
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+
+
 class _Inline:
     """A pool of no thread: map runs on the calling thread."""
 

@@ -441,6 +441,28 @@ class Linear(ArrayModel):
                                      lambda r0, r1: self._probabilities(Xs[r0:r1]),
                                      selector(k, theta), progress))
 
+    EXPLAIN_KIND = "margin"
+
+    def _effects(self, R, S, threads):
+        """Each feature's term w_lj x_j of the label's margin (x the unit
+        row when the model scales rows): exact, the terms and the label's
+        bias add up to the margin its probability is the link of."""
+        from xmlkit.explanation import pair_blocks, row_pairs, score_at
+        X = unit_rows(R) if self.params.unit_rows else R
+        W = self._weights()
+        W.has_sorted_indices = False
+        W.sort_indices()
+        W = as_rows(W, "weights")
+        out = []
+        for r0, r1 in pair_blocks(X, S):
+            a, e = row_pairs(X, S, r0, r1)
+            f = X.indices[e]
+            out.append((a, f, score_at(W, f.astype(np.int64), S.indices[a].astype(np.int64))
+                        * X.data[e].astype(np.float64)))
+        if not out:
+            return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0)
+        return tuple(np.concatenate([o[i] for o in out]) for i in range(3))
+
     # -- storage
     def _check_arrays(self, a, name):
         D, L = self.n_features_in_, self.n_labels_

@@ -67,6 +67,21 @@ def centroids_by_feature(X, Y, bias):
     return centroids_by_label(ptr, idx, val, label_ptr, label_points, d + 1)
 
 
+def _with_bias(R, d, bias):
+    """CSR arrays of Rows R with a column d of value `bias` appended to
+    every row (as re-ranking reads the points)."""
+    lengths = np.diff(R.indptr).astype(np.int64)
+    ptr = np.zeros(R.shape[0] + 1, np.int64)
+    np.cumsum(lengths + 1, out=ptr[1:])
+    idx = np.full(ptr[-1], d, np.int32)
+    val = np.full(ptr[-1], np.float32(bias), np.float32)
+    inner = np.ones(ptr[-1], bool)
+    inner[ptr[1:] - 1] = False
+    idx[inner] = R.indices[R.indptr[0]:R.indptr[-1]]
+    val[inner] = R.data[R.indptr[0]:R.indptr[-1]]
+    return ptr, idx, val
+
+
 def transpose_rows(R, n_cols):
     """CSR arrays of the transpose of Rows R (numpy only, stable)."""
     order = np.argsort(R.indices, kind="stable")
@@ -245,6 +260,73 @@ class PfastreXML(FastXML):
             ptr, idx, val = kernel.rerank_rows(block, S, 0, r1 - r0, topk)
             return Rows(ptr, idx, val, (r1 - r0, self.n_labels_))
         return forest, {"k": p["rerank"], "then": then}
+
+    def _effects(self, R, S, threads):
+        """Exact leave-one-feature-out effects: the trees' (re-routing, as
+        FastXML's) combined with the tail classifiers', which every feature
+        of a row moves (through its length). A label is taken to stay among
+        the `rerank` best tree scores without the feature (always so when
+        L <= rerank)."""
+        from xmlkit.explanation import pair_blocks, row_pairs, score_at
+        from xmlkit.models.forest import tree_effects
+        p = self._predict_params()
+        trees_only = bool(self.params.trees_only) if p["trees_only"] is None \
+            else p["trees_only"]
+        entry, feature, delta = tree_effects(self.forest(), R, S, threads)
+        if trees_only:
+            return entry, feature, delta
+        if getattr(self, "tail_", None) is None:
+            raise XmlkitError("the model has no tail classifiers (trained with "
+                              "trees_only); predict with trees only")
+        d, L = self.n_features_in_, self.n_labels_
+        bias = float(self.bias)
+        T = as_rows(self.forest().predict(R, k=p["rerank"], threads=threads), "scores")
+        mu_ptr, mu_lab, mu_val = self.tail_
+        # (by feature, labels ascending: score_at searches them)
+        M = Rows(np.asarray(mu_ptr, np.int64), np.asarray(mu_lab, np.int32),
+                 np.asarray(mu_val, np.float32), (d + 1, L)).to_scipy()
+        M.has_sorted_indices = False
+        M.sort_indices()
+        M = as_rows(M, "tail")
+        Xb = Rows(*_with_bias(R, d, bias), (R.shape[0], d + 1)).to_scipy()
+        dots = as_rows((Xb.astype(np.float64) @ M.to_scipy().astype(np.float64)).tocsr(),
+                       "dots", np.float64)
+        sq_mu = np.bincount(M.indices, weights=M.data.astype(np.float64) ** 2, minlength=L)
+        norm2 = np.bincount(np.repeat(np.arange(R.shape[0]), np.diff(R.indptr)),
+                            weights=R.data.astype(np.float64) ** 2,
+                            minlength=R.shape[0]) + bias * bias
+        key = entry.astype(np.int64) * (d + 1) + feature
+        order = np.argsort(key, kind="stable")
+        key, delta = key[order], delta[order]
+        alpha, gamma = float(self.alpha), float(self.gamma)
+
+        def score(s, dot, n2):
+            norm = np.sqrt(np.maximum(n2, 0))
+            cos = np.divide(dot, norm, out=np.zeros_like(dot), where=norm > 0)
+            tail = 1.0 / (1.0 + np.exp(gamma * (sq_mu_l + 1.0 - 2.0 * cos)))
+            return np.power(np.maximum(s, 0), alpha) * np.power(tail, 1.0 - alpha)
+        out = []
+        for r0, r1 in pair_blocks(R, S):
+            a, e = row_pairs(R, S, r0, r1)
+            row = np.searchsorted(S.indptr, a, side="right") - 1
+            lab = S.indices[a].astype(np.int64)
+            f = R.indices[e]
+            x = R.data[e].astype(np.float64)
+            s0 = score_at(T, row, lab).astype(np.float32).astype(np.float64)
+            at = np.searchsorted(key, a * (d + 1) + f)
+            hit = at < len(key)
+            hit[hit] = key[at[hit]] == (a * (d + 1) + f)[hit]
+            moved = np.zeros(len(a))
+            moved[hit] = delta[at[hit]]
+            dot0 = score_at(dots, row, lab)
+            mu = score_at(M, f.astype(np.int64), lab)
+            sq_mu_l = sq_mu[lab]
+            before = score(s0, dot0, norm2[row])
+            after = score(s0 - moved, dot0 - x * mu, norm2[row] - x * x)
+            out.append((a, f, before - after))
+        if not out:
+            return entry, feature, delta
+        return tuple(np.concatenate([o[i] for o in out]) for i in range(3))
 
     def _tail_kernel(self):
         """The kernel of the tail classifiers, kept while they are the same."""

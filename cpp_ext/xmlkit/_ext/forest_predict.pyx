@@ -41,8 +41,8 @@ class DamagedTree(ValueError):
     """A block of tree `args[0]`'s file failed its check while it was read."""
 
 import numpy as np
-from sparse_rows cimport (RowsOut, check_row_range, emit_top, indptr_t, padded, rows_in,
-                          rows_open, rows_pieces)
+from sparse_rows cimport (RowsOut, array_copy, check_row_range, emit_top, indptr_t, padded,
+                          rows_in, rows_open, rows_pieces)
 from xmlkit._ext.file_check cimport BlockFile, blocks_need
 
 cdef extern from "xk_portable.h":
@@ -195,6 +195,43 @@ cdef class ForestKernel:
             r = _accumulate(self, at.data(), r1 - r0, k, out)
         self._raise(r, -1)
         return rows_pieces(out)
+
+
+    def explain_rows(self, X, int64_t r0, int64_t r1, labels_ptr, labels_idx):
+        """Leave-one-feature-out effects on given labels of rows r0..r1-1 of
+        X (CSR; indices < n_features, strictly ascending per row): row
+        r0 + i's labels are labels_idx[labels_ptr[i]:labels_ptr[i + 1]]
+        (labels_ptr[0] = 0).
+        The effect of row entry e (feature j) on label l is the row's score
+        of l minus its score with j removed (as predict_rows computes
+        both, before the float32 rounding), non-zero only where removing j
+        changes the leaf the row reaches in some tree. Returns (ptr, pos,
+        feature, effect): row i's effects are entries ptr[i]..ptr[i+1]-1,
+        each the position of the label among the row's labels, the feature
+        and the effect (float64); only non-zero effects, entries in the
+        row's feature order. Every tree must be ready, and a mapped one
+        checked whole (its file's blocks are not looked up here)."""
+        lp = np.ascontiguousarray(labels_ptr, dtype=np.int64)
+        li = np.ascontiguousarray(labels_idx, dtype=np.int32)
+        if lp.shape != (r1 - r0 + 1,) or lp[0] != 0 or lp[len(lp) - 1] != len(li) \
+                or np.any(np.diff(lp) < 0):
+            raise ValueError("label pointers: one row per row of X, covering the labels")
+        if len(li) and not (0 <= li.min() and li.max() < self.n_labels):
+            raise ValueError("labels outside the model's")
+        self._need_ready()
+        cdef const int64_t[::1] lptr = lp
+        cdef const int32_t[::1] lidx = padded(li, np.int32)
+        return self._explain(*rows_in(X, r0, r1), r0, r1, lptr, lidx)
+
+    def _explain(self, const indptr_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
+                 int64_t r0, int64_t r1, const int64_t[::1] lptr, const int32_t[::1] lidx):
+        cdef ExplainOut out
+        with nogil:
+            _explain_rows(self, &xp[0], &xi[0], &xv[0], r0, r1, &lptr[0], &lidx[0], out)
+        return (array_copy(out.ptr.data(), out.ptr.size(), cnp.NPY_INT64),
+                array_copy(out.pos.data(), out.pos.size(), cnp.NPY_INT32),
+                array_copy(out.feature.data(), out.feature.size(), cnp.NPY_INT32),
+                array_copy(out.effect.data(), out.effect.size(), cnp.NPY_FLOAT64))
 
 
 cdef inline pair[double, int32_t] _ranked(double total, double inv_t, int32_t l) noexcept nogil:
@@ -608,3 +645,213 @@ def add_row_deltas(const int64_t[::1] ptr, int32_t[::1] idx):
                 break
     if bad:
         raise ValueError("an index outside 0..2^31-1")
+
+
+# Leave-one-feature-out effects (ForestKernel.explain_rows). Removing
+# feature j from a point changes its margin at a node by -w_j x_j and
+# nothing else, so its route changes only at a node on its path where that
+# flips the margin's sign; the first such node (from the root) is where the
+# route without j leaves the path, and from its other child the point
+# without j is walked down to its new leaf. A tree whose path no removal
+# flips contributes nothing; the effect on a label is the mean over trees
+# of (old leaf's value - new leaf's value) for the trees where j flips.
+
+cdef struct ExplainOut:
+    vector[int64_t] ptr                  # row i: entries ptr[i] .. ptr[i + 1] - 1
+    vector[int32_t] pos                  # the label's position among the row's labels
+    vector[int32_t] feature              # the removed feature
+    vector[double] effect                # score with it - score without it
+
+
+cdef struct Explainer:
+    # what explaining one point works in (n_features + 1 entries each, or
+    # one per node of the largest tree)
+    vector[float] x                      # the point's value of each feature (0: absent)
+    vector[int64_t] entry                # the point's entry of each feature
+    vector[double] margin                # a node's margin, when stamp[node] == now
+    vector[int64_t] stamp
+    int64_t now
+
+
+cdef inline bint _scanned(const TreeView* tv, int32_t node, int64_t nnz) noexcept nogil:
+    """Whether a node's row is read whole (cheaper than looking the point's
+    features up in it, or the row is not ascending) rather than searched."""
+    cdef int64_t n = tv.wp[node + 1] - tv.wp[node]
+    return not tv.ascending or n <= DOT_COST * (nnz + 1) * log2(<double> n / (nnz + 1) + 2)
+
+
+cdef inline double _weight_of(ForestKernel f, const TreeView* tv, int32_t node,
+                              int32_t feature) noexcept nogil:
+    """A node's weight of one feature (0 if none)."""
+    cdef int64_t lo = tv.wp[node], end = tv.wp[node + 1], j
+    if tv.dense_id[node] >= 0:
+        return tv.dense[tv.dense_id[node] * (f.n_features + 1) + feature]
+    if tv.ascending:
+        return _weight_from(tv.wi, tv.wv, &lo, max(lo, end), feature)
+    for j in range(lo, end):
+        if tv.wi[j] == feature:
+            return tv.wv[j]
+    return 0.0
+
+
+cdef double _full_margin(ForestKernel f, const TreeView* tv, int32_t node, const int32_t* xi,
+                         const float* xv, int64_t e0, int64_t e1, int64_t skip,
+                         Explainer& s) noexcept nogil:
+    """The point's margin at `node` without its entry `skip` (-1: none),
+    summed as routing sums it: non-zero products in ascending feature
+    order, the bias last."""
+    cdef int64_t e, j, at, lo = tv.wp[node], end = max(tv.wp[node], tv.wp[node + 1])
+    cdef int64_t nf = f.n_features
+    cdef double m = 0.0, wb = 0.0
+    cdef const float* d
+    cdef float v
+    if tv.dense_id[node] >= 0:
+        d = tv.dense + tv.dense_id[node] * (nf + 1)
+        for e in range(e0, e1):
+            if e != skip:
+                m += <double> d[xi[e]] * xv[e]
+        return m + <double> d[nf] * f.bias
+    if _scanned(tv, node, e1 - e0):
+        for j in range(lo, end):
+            if tv.wi[j] == nf:
+                wb += tv.wv[j]
+                continue
+            v = s.x[tv.wi[j]]
+            if v != 0 and s.entry[tv.wi[j]] != skip:
+                m += <double> tv.wv[j] * v
+        return m + wb * f.bias
+    at = lo
+    for e in range(e0, e1):
+        wb = _weight_from(tv.wi, tv.wv, &at, end, xi[e])
+        if e != skip:
+            m += wb * xv[e]
+    return m + _weight_from(tv.wi, tv.wv, &at, end, <int32_t> nf) * f.bias
+
+
+cdef inline double _margin_at(ForestKernel f, const TreeView* tv, int32_t node,
+                              const int32_t* xi, const float* xv, int64_t e0, int64_t e1,
+                              Explainer& s) noexcept nogil:
+    """The whole point's margin at `node`, computed once per tree."""
+    if s.stamp[node] != s.now:
+        s.stamp[node] = s.now
+        s.margin[node] = _full_margin(f, tv, node, xi, xv, e0, e1, -1, s)
+    return s.margin[node]
+
+
+cdef inline bint _flips(ForestKernel f, const TreeView* tv, int32_t node, double m, double w,
+                        const int32_t* xi, const float* xv, int64_t e0, int64_t e1, int64_t e,
+                        Explainer& s) noexcept nogil:
+    """Whether removing entry e (weight w at the node) turns the node's
+    margin m to the other side (near zero: summed again without it, as
+    routing would)."""
+    cdef double m2 = m - w * xv[e]
+    if abs(m2) > 1e-9 * (abs(m) + abs(w * xv[e])):
+        return (m2 >= 0) != (m >= 0)
+    m2 = _full_margin(f, tv, node, xi, xv, e0, e1, e, s)
+    return (m2 >= 0) != (m >= 0)
+
+
+cdef int _explain_rows(ForestKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
+                       int64_t r0, int64_t r1, const int64_t* lptr, const int32_t* lidx,
+                       ExplainOut& out) except -1 nogil:
+    """ForestKernel.explain_rows without the GIL."""
+    cdef Py_ssize_t t, n_trees = f.trees.size()
+    cdef int64_t r, e, e0, e1, nnz, q, k, j, a, most = 1
+    cdef int32_t node, leaf, n2, feat
+    cdef double m, w, inv_t = 1.0 / n_trees
+    cdef TreeView* tv
+    cdef Explainer s
+    cdef vector[int32_t] pos, path
+    cdef vector[double] acc
+    cdef vector[char] moved, any_moved
+    cdef int64_t nf = f.n_features
+    pos.assign(f.n_labels, -1)
+    s.x.assign(nf + 1, 0.0)
+    s.entry.assign(nf + 1, -1)
+    for t in range(n_trees):
+        most = max(most, f.trees[t].n_nodes)
+    s.margin.assign(most, 0.0)
+    s.stamp.assign(most, 0)
+    s.now = 0
+    out.ptr.clear()
+    out.ptr.push_back(0)
+    for r in range(r0, r1):
+        e0, e1 = xp[r], xp[r + 1]
+        nnz = e1 - e0
+        k = lptr[r - r0 + 1] - lptr[r - r0]
+        for q in range(k):
+            pos[lidx[lptr[r - r0] + q]] = <int32_t> q
+        for e in range(e0, e1):
+            s.x[xi[e]] = xv[e]
+            s.entry[xi[e]] = e
+        acc.assign(nnz * k + 1, 0.0)
+        any_moved.assign(nnz + 1, 0)
+        for t in range(n_trees):
+            tv = &f.trees[t]
+            s.now += 1
+            path.clear()
+            node = 0
+            while tv.child[2 * node] >= 0:
+                path.push_back(node)
+                node = tv.child[2 * node] if _margin_at(f, tv, node, xi, xv, e0, e1, s) >= 0 \
+                    else tv.child[2 * node + 1]
+            leaf = node
+            moved.assign(nnz + 1, 0)
+            for a in range(<int64_t> path.size()):
+                node = path[a]
+                m = s.margin[node]
+                # the point's entries with a weight at the node
+                if tv.dense_id[node] < 0 and _scanned(tv, node, nnz):
+                    for j in range(tv.wp[node], max(tv.wp[node], tv.wp[node + 1])):
+                        feat = tv.wi[j]
+                        if feat == nf or s.x[feat] == 0 or tv.wv[j] == 0:
+                            continue
+                        e = s.entry[feat]
+                        if not moved[e - e0] and _flips(f, tv, node, m, tv.wv[j], xi, xv,
+                                                        e0, e1, e, s):
+                            moved[e - e0] = 1
+                else:
+                    for e in range(e0, e1):
+                        if moved[e - e0]:
+                            continue
+                        w = _weight_of(f, tv, node, xi[e])
+                        if w != 0 and _flips(f, tv, node, m, w, xi, xv, e0, e1, e, s):
+                            moved[e - e0] = 1
+                # each entry that turns here: the point without it, from the
+                # other child down, margins by the whole point's
+                for e in range(e0, e1):
+                    if moved[e - e0] != 1:
+                        continue
+                    moved[e - e0] = 2
+                    any_moved[e - e0] = 1
+                    n2 = tv.child[2 * node + 1] if m >= 0 else tv.child[2 * node]
+                    while tv.child[2 * n2] >= 0:
+                        w = _weight_of(f, tv, n2, xi[e])
+                        m = _margin_at(f, tv, n2, xi, xv, e0, e1, s)
+                        if w != 0 and _flips(f, tv, n2, m, w, xi, xv, e0, e1, e, s):
+                            n2 = tv.child[2 * n2 + 1] if m >= 0 else tv.child[2 * n2]
+                        else:
+                            n2 = tv.child[2 * n2] if m >= 0 else tv.child[2 * n2 + 1]
+                    m = s.margin[node]
+                    for j in range(tv.lp[leaf], tv.lp[leaf + 1]):
+                        q = pos[tv.li[j]]
+                        if q >= 0:
+                            acc[(e - e0) * k + q] += tv.lv[j]
+                    for j in range(tv.lp[n2], tv.lp[n2 + 1]):
+                        q = pos[tv.li[j]]
+                        if q >= 0:
+                            acc[(e - e0) * k + q] -= tv.lv[j]
+        for e in range(e0, e1):
+            s.x[xi[e]] = 0.0
+            s.entry[xi[e]] = -1
+            if not any_moved[e - e0]:
+                continue
+            for q in range(k):
+                if acc[(e - e0) * k + q] != 0:
+                    out.pos.push_back(<int32_t> q)
+                    out.feature.push_back(xi[e])
+                    out.effect.push_back(acc[(e - e0) * k + q] * inv_t)
+        out.ptr.push_back(<int64_t> out.pos.size())
+        for q in range(k):
+            pos[lidx[lptr[r - r0] + q]] = -1
+    return 0

@@ -1,0 +1,201 @@
+"""Explanations of predictions: for each predicted label of a row, the
+features that moved its score most, with their signed contributions
+(`model.explain(X, k, n_features)`, `xml-predict --explain N`).
+
+A contribution is what the feature adds to the label's score:
+
+* leave-one-out ("removal"): the label's score with the row as it is minus
+  its score with the feature removed from the row (the tree families,
+  exactly; embed, exactly); a feature whose removal changes nothing
+  contributes 0 and is not listed;
+* additive ("margin"): the feature's term w·x of the label's margin (the
+  linear family, whose scores are a link of the margin: the terms and the
+  label's bias add up to it).
+
+An :class:`Explanation` holds the explained labels (a row's labels and
+scores: the rows of `scores`, as predict writes them) and, per label (an
+entry of `scores`, in its CSR order), its features, largest |contribution|
+first. Everything here is numpy on whole arrays; the per-row work is the
+families' kernels.
+"""
+import numpy as np
+
+from xmlkit.csr import Rows, as_rows, model_rows, summed_duplicates
+from xmlkit.errors import XmlkitError
+
+#: what a contribution is, by the Explanation's `kind`
+KINDS = {"removal": "score with the feature minus score without it (exact)",
+         "margin": "the feature's term w·x of the label's margin (exact)"}
+#: pairs (label of a row, feature of the row) handled at a time
+PAIR_BLOCK = 1 << 18
+
+
+class Explanation:
+    """The explained labels of rows and the features behind each.
+
+    scores: Rows (N × L) of the labels explained per row and their scores;
+    ptr (int64, scores.nnz + 1): the features of entry a of scores (row i's
+    entries are scores.indptr[i] .. scores.indptr[i + 1] - 1, labels
+    ascending) are features[ptr[a]:ptr[a + 1]], with their contributions
+    (float64), largest |contribution| first (ties: lower feature first);
+    kind: "removal" or "margin" (see KINDS)."""
+
+    def __init__(self, scores, ptr, features, contributions, kind):
+        if kind not in KINDS:
+            raise ValueError(f"kind is one of {sorted(KINDS)}")
+        self.scores, self.ptr, self.features = scores, ptr, features
+        self.contributions, self.kind = contributions, kind
+
+    @property
+    def shape(self):
+        return self.scores.shape
+
+    def row(self, i):
+        """Row i's labels, best score first (ties: lower label first), as
+        [(label, score, [(feature, contribution), ...]), ...]."""
+        a0, a1 = int(self.scores.indptr[i]), int(self.scores.indptr[i + 1])
+        order = np.lexsort((self.scores.indices[a0:a1], -self.scores.data[a0:a1])) + a0
+        return [(int(self.scores.indices[a]), float(self.scores.data[a]),
+                 list(zip(self.features[self.ptr[a]:self.ptr[a + 1]].tolist(),
+                          self.contributions[self.ptr[a]:self.ptr[a + 1]].tolist())))
+                for a in order]
+
+    def with_scores(self, scores, contributions=None):
+        """The same explanation with other scores of the same entries (and
+        contributions, given in this one's order: re-ranked within each
+        label as they now compare)."""
+        if contributions is None:
+            return Explanation(scores, self.ptr, self.features, self.contributions, self.kind)
+        entry = np.repeat(np.arange(len(self.ptr) - 1), np.diff(self.ptr))
+        return strongest(scores, entry, self.features, contributions,
+                         int(np.diff(self.ptr).max(initial=0)), self.kind)
+
+
+def strongest(scores, entry, features, effects, n, kind):
+    """The Explanation keeping, per entry of `scores`, the n features of
+    largest |effect| among (entry, feature, effect) triples (zeros dropped;
+    ties: lower feature first)."""
+    entry = np.asarray(entry, np.int64)
+    features = np.asarray(features, np.int32)
+    effects = np.asarray(effects, np.float64)
+    keep = effects != 0
+    entry, features, effects = entry[keep], features[keep], effects[keep]
+    order = np.lexsort((features, -np.abs(effects), entry))
+    entry, features, effects = entry[order], features[order], effects[order]
+    counts = np.bincount(entry, minlength=scores.nnz)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    rank = np.arange(len(entry)) - starts[entry]
+    keep = rank < n
+    ptr = np.zeros(scores.nnz + 1, np.int64)
+    np.cumsum(np.minimum(counts, n), out=ptr[1:])
+    return Explanation(scores, ptr, features[keep], effects[keep], kind)
+
+
+def check_n_features(n_features):
+    """n_features as an int >= 1 (XmlkitError otherwise)."""
+    if isinstance(n_features, (bool, np.bool_)) or not isinstance(n_features,
+                                                                  (int, np.integer)) \
+            or n_features < 1:
+        raise XmlkitError(f"n_features must be an integer >= 1, got {n_features!r}")
+    return int(n_features)
+
+
+def explained_rows(X, n_features):
+    """X as Rows for explanation: checked against the model's features,
+    duplicate entries added up, explicit zeros dropped (removing a feature
+    removes all of it; a zero has nothing to remove)."""
+    R = summed_duplicates(model_rows(X, n_features))
+    if R.nnz and not R.data.all():
+        keep = R.data != 0
+        counts = np.bincount(np.repeat(np.arange(R.shape[0]), np.diff(R.indptr))[keep],
+                             minlength=R.shape[0])
+        ptr = np.zeros(R.shape[0] + 1, np.int64)
+        np.cumsum(counts, out=ptr[1:])
+        R = Rows(ptr, R.indices[keep], R.data[keep], R.shape)
+    return R
+
+
+def label_rows(labels, n_rows, n_labels):
+    """The labels to explain (any sparse matrix or Rows, N × L: the
+    pattern of its entries) as Rows, checked."""
+    S = as_rows(labels, "labels")
+    if S.shape != (n_rows, n_labels):
+        raise XmlkitError(f"labels has shape {S.shape}, expected ({n_rows}, {n_labels})")
+    return S
+
+
+def row_pairs(R, S, r0, r1):
+    """Every (entry of S, entry of R) pair of the same row, for rows
+    r0..r1-1: (a, e) arrays, grouped by a, e ascending within."""
+    n_lab = np.diff(S.indptr[r0:r1 + 1]).astype(np.int64)
+    n_feat = np.diff(R.indptr[r0:r1 + 1]).astype(np.int64)
+    per_entry = np.repeat(n_feat, n_lab)
+    a = np.repeat(np.arange(S.indptr[r0], S.indptr[r1], dtype=np.int64), per_entry)
+    first = np.repeat(np.repeat(R.indptr[r0:r1].astype(np.int64), n_lab), per_entry)
+    starts = np.concatenate([[0], np.cumsum(per_entry)[:-1]]).astype(np.int64)
+    e = first + np.arange(len(a), dtype=np.int64) - np.repeat(starts, per_entry)
+    return a, e
+
+
+def pair_blocks(R, S, limit=PAIR_BLOCK):
+    """(r0, r1) blocks of rows of about `limit` pairs (row_pairs) each
+    (a row of more is a block of its own)."""
+    weight = np.diff(S.indptr).astype(np.int64) * np.diff(R.indptr).astype(np.int64)
+    group = (np.cumsum(weight) - weight) // max(1, int(limit))
+    cuts = np.flatnonzero(np.diff(group)) + 1
+    bounds = np.concatenate([[0], cuts, [R.shape[0]]]).astype(np.int64)
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def score_at(S, rows, labels):
+    """S[rows, labels] for arrays of positions (0 where S has no entry): a
+    search of each row's ascending labels."""
+    S = as_rows(S, "scores")
+    lo = S.indptr[rows].astype(np.int64)
+    hi = S.indptr[rows + 1].astype(np.int64)
+    key = rows.astype(np.int64) * (S.shape[1] + 1) + labels
+    row_of = np.repeat(np.arange(S.shape[0], dtype=np.int64), np.diff(S.indptr))
+    keys = row_of * (S.shape[1] + 1) + S.indices
+    at = np.searchsorted(keys, key)
+    found = (at < hi) & (at >= lo)
+    found[found] = S.indices[at[found]] == labels[found]
+    out = np.zeros(len(rows), np.float64)
+    out[found] = S.data[at[found]]
+    return out
+
+
+def removal_effects(score, R, S, threads=1):
+    """(entry, feature, effect) of every label of S (an entry) and feature
+    of its row by brute force: the row scored by score(Rows) (N' × L, every
+    label: what the family computes) as it is and once per feature without
+    it, the label's score difference. Costs one scoring per (row, feature):
+    for families with no cheaper exact way."""
+    entries, feats, effects = [], [], []
+    most = max(1, int(np.diff(S.indptr).max(initial=1)))
+    for r0, r1 in pair_blocks(R, S, limit=PAIR_BLOCK // most):
+        # row r0 + i is copy i; then each row once per feature, without it
+        lens = np.diff(R.indptr[r0:r1 + 1]).astype(np.int64)
+        src = np.concatenate([np.arange(r0, r1), np.repeat(np.arange(r0, r1), lens)])
+        drop = np.concatenate([np.full(r1 - r0, -1, np.int64),
+                               np.arange(R.indptr[r0], R.indptr[r1], dtype=np.int64)])
+        copy_len = np.diff(R.indptr)[src].astype(np.int64) - (drop >= 0)
+        ptr = np.zeros(len(src) + 1, np.int64)
+        np.cumsum(copy_len, out=ptr[1:])
+        take = np.repeat(R.indptr[src].astype(np.int64), copy_len) + \
+            np.arange(ptr[-1], dtype=np.int64) - np.repeat(ptr[:-1], copy_len)
+        d = np.repeat(drop, copy_len)
+        take += (d >= 0) & (take >= d)                      # (skipping the dropped one)
+        scored = as_rows(score(Rows(ptr, R.indices[take], R.data[take],
+                                    (len(src), R.shape[1]))), "scores")
+        # every (label of the row, feature of the row) pair
+        a, e = row_pairs(R, S, r0, r1)
+        labels = S.indices[a].astype(np.int64)
+        row = np.searchsorted(S.indptr, a, side="right") - 1
+        before = score_at(scored, row - r0, labels)
+        after = score_at(scored, (r1 - r0) + e - R.indptr[r0], labels)
+        entries.append(a)
+        feats.append(R.indices[e])
+        effects.append(before - after)
+    if not entries:
+        return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0)
+    return np.concatenate(entries), np.concatenate(feats), np.concatenate(effects)
