@@ -361,6 +361,20 @@ class Calibrated:
                                **{**ranked(self.model), **params})
         return self.calibration.decide(S, decision, threshold)
 
+    def explain(self, X, k=None, n_features=5, threads=1, decision="scores", threshold=None,
+                **params):
+        """The explanation (xmlkit.explanation) of predict's labels, its
+        scores the probabilities; contributions that are removal effects
+        become effects on the probability (p(s) - p(s - c)), a linear
+        model's margin terms stay as they are."""
+        if self.calibration is None:
+            raise XmlkitError("Calibrated: not fitted (fit, train or load)")
+        k = self.calibration.scoring_k(decision, threshold, k)
+        S = self.model.predict(X, k=k, threads=threads, **{**ranked(self.model), **params})
+        return explain_decided(self.model, self.calibration.map, X, S,
+                               self.calibration.decide(S, decision, threshold), n_features,
+                               threads, **{**ranked(self.model), **params})
+
     @classmethod
     def load(cls, folder, trees=None, threads=1):
         """The model of folder `folder` with its calibration (XmlkitError when
@@ -371,6 +385,27 @@ class Calibrated:
             raise XmlkitError(f"{folder}: holds no calibration (xml-calibrate, or xml-train's "
                               "calibration)")
         return cls(load_model(folder, trees, threads=threads), calibration)
+
+
+def explain_decided(model, cmap, X, S, P, n_features, threads=1, **params):
+    """The explanation of the entries of P (what a calibration decided from
+    the model's scores S: probabilities, a label set) by `model`, with P's
+    values as scores; removal effects mapped by cmap (an IsotonicMap) onto
+    the probability."""
+    from xmlkit.csr import as_rows
+    from xmlkit.explanation import score_at
+    P_rows = as_rows(P, "probabilities")
+    rows = np.repeat(np.arange(P_rows.shape[0]), np.diff(P_rows.indptr))
+    raw = score_at(S, rows, P_rows.indices.astype(np.int64))
+    from xmlkit.csr import Rows
+    E = model.explain(X, n_features=n_features, threads=threads,
+                      labels=Rows(P_rows.indptr, P_rows.indices, raw.astype(np.float32),
+                                  P_rows.shape), **params)
+    c = E.contributions
+    if E.kind == "removal":
+        s = np.repeat(raw, np.diff(E.ptr))
+        c = cmap.apply(s) - cmap.apply(s - c)
+    return E.with_scores(P, c)
 
 
 def fit_held_out(estimator, X, Y, k=FIT_RANKS, candidates=CANDIDATES, holdout=HOLDOUT,

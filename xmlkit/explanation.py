@@ -60,12 +60,10 @@ class Explanation:
                           self.contributions[self.ptr[a]:self.ptr[a + 1]].tolist())))
                 for a in order]
 
-    def with_scores(self, scores, contributions=None):
-        """The same explanation with other scores of the same entries (and
-        contributions, given in this one's order: re-ranked within each
-        label as they now compare)."""
-        if contributions is None:
-            return Explanation(scores, self.ptr, self.features, self.contributions, self.kind)
+    def with_scores(self, scores, contributions):
+        """The same features with other scores of the same entries and
+        other contributions (in this one's order), each label's features
+        ordered again as these compare."""
         entry = np.repeat(np.arange(len(self.ptr) - 1), np.diff(self.ptr))
         return strongest(scores, entry, self.features, contributions,
                          int(np.diff(self.ptr).max(initial=0)), self.kind)

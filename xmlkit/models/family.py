@@ -66,36 +66,30 @@ class ModelBase(Estimator, FolderProtocol):
     #: what explain's contributions are (xmlkit.explanation.KINDS)
     EXPLAIN_KIND = "removal"
 
-    def explain(self, X, k=5, n_features=5, threads=1, labels=None):
-        """For each of the k best labels of each row of X (or the labels
-        of `labels`' entries: a sparse matrix or Rows N × L), the
-        n_features features that moved the label's score most, with their
-        signed contributions (EXPLAIN_KIND; see xmlkit.explanation): an
+    def explain(self, X, k=5, n_features=5, threads=1, labels=None, **params):
+        """For each of the k best labels of each row of X, the n_features
+        features that moved the label's score most, with their signed
+        contributions (EXPLAIN_KIND; see xmlkit.explanation): an
         :class:`~xmlkit.explanation.Explanation` whose scores are predict's
-        (for `labels`: the model's scores of those labels). Scores are
-        those of the model's default predict parameters."""
-        from xmlkit.explanation import (check_n_features, explained_rows, label_rows,
-                                        score_at, strongest)
+        (params go to predict). `labels` (a sparse matrix or Rows N × L,
+        instead of k): the labels to explain, its values the scores to
+        report (as predict gave them: a label set, a calibrated row)."""
+        from xmlkit.explanation import check_n_features, explained_rows, label_rows, strongest
         from xmlkit.csr import as_rows, like
         from xmlkit.models.base import usable_threads
         n = check_n_features(n_features)
         threads = usable_threads(threads)
+        self._predict_params(**params)
         R = explained_rows(X, self.n_features_in_)
-        if labels is None:
-            S = as_rows(self.predict(R, k=k, threads=threads), "scores")
-        else:
-            S = label_rows(labels, R.shape[0], self.n_labels_)
-            rows = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
-            S = type(S)(S.indptr, S.indices, score_at(
-                self.predict(R, k=None, threads=threads), rows,
-                S.indices.astype(np.int64)).astype(np.float32), S.shape)
-        entry, feature, effect = self._effects(R, S, threads)
-        E = strongest(S, entry, feature, effect, n, self.EXPLAIN_KIND)
-        return E.with_scores(like(X, S))
+        S = as_rows(self.predict(R, k=k, threads=threads, **params), "scores") \
+            if labels is None else label_rows(labels, R.shape[0], self.n_labels_)
+        entry, feature, effect = self._effects(R, S, threads, **params)
+        return strongest(like(X, S), entry, feature, effect, n, self.EXPLAIN_KIND)
 
-    def _effects(self, R, S, threads):
+    def _effects(self, R, S, threads, **params):
         """(entry of S, feature, contribution) triples for the labels of S
-        (Rows: the rows of R's labels to explain); zeros may be left out."""
+        (Rows: the rows of R's labels to explain), as predict(**params)
+        scores them; zeros may be left out."""
         raise NotImplementedError(f"{type(self).__name__} gives no explanations")
 
     def start_fit(self, X, Y):

@@ -402,7 +402,7 @@ class FastXML(TreeEnsemble):
                                                   lambda p: finish(like(X, p)), release):
             yield piece
 
-    def _effects(self, R, S, threads):
+    def _effects(self, R, S, threads, **params):
         """Exact leave-one-feature-out effects (ForestKernel.explain_rows:
         re-routing only from the nodes where a removal flips the route)."""
         return tree_effects(self.forest(), R, S, threads)

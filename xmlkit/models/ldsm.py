@@ -347,7 +347,7 @@ class LdSM(TreeEnsemble):
             return kernel.predict_rows(F, r0, r1, topk)
         return like(X, score_rows(run, n, self.n_labels_, threads, progress))
 
-    def _effects(self, R, S, threads):
+    def _effects(self, R, S, threads, **params):
         """Exact leave-one-feature-out effects, by scoring each row once per
         feature without it (every label's score, no fill from the label
         marginal: a filled label owes nothing to a feature). A route here
@@ -355,7 +355,8 @@ class LdSM(TreeEnsemble):
         any feature of a regressor: the rows are scored again whole (about
         the row's non-zeros times a prediction)."""
         from xmlkit.explanation import removal_effects
-        return removal_effects(lambda rows: self.predict(rows, k=None, threads=threads), R, S)
+        return removal_effects(
+            lambda rows: self.predict(rows, k=None, threads=threads, **params), R, S)
 
     # -- the tree files (written by xmlkit.driver and models.folders, read by the latter)
     @staticmethod
