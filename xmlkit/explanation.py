@@ -26,6 +26,8 @@ from xmlkit.errors import XmlkitError
 #: what a contribution is, by the Explanation's `kind`
 KINDS = {"removal": "score with the feature minus score without it (exact)",
          "margin": "the feature's term w·x of the label's margin (exact)"}
+#: labels explained per row when no k is given (xml-predict --explain)
+EXPLAIN_K = 5
 #: pairs (label of a row, feature of the row) handled at a time
 PAIR_BLOCK = 1 << 18
 

@@ -12,6 +12,7 @@ from xmlkit.atomic import output_target, refuse_overwrite
 from xmlkit.cli.common import (CONTEXT, Log, Timeline, fail, index_base_option, named_algorithm,
                                quiet_option, run, text_input, version_option)
 from xmlkit.cluster import CONNECT_TIMEOUT
+from xmlkit.explanation import EXPLAIN_K
 from xmlkit.io import is_stream, iter_xc, matrix_writer
 from xmlkit.cli.options import predict_click_options
 from xmlkit.models import REGISTRY, load_model
@@ -53,12 +54,23 @@ PIECE_ROWS = 20000      # rows read, scored and written at a time
               help="With --text: write SCORES as JSON Lines in input order, "
                    "{\"id\", \"labels\": [names, best first], \"scores\": [...]}, "
                    "instead of a score matrix.")
+@click.option("--explain", "explain", type=click.IntRange(1, C_INT_MAX), default=None,
+              metavar="N",
+              help="Write SCORES as JSON Lines explaining each row's labels (-k of them, "
+                   f"{EXPLAIN_K} when not given, or its label set): one object per row, "
+                   "{\"labels\": [best first], \"scores\": [...], \"features\": [per label "
+                   "[[feature, contribution], ...]]} (with --text also \"id\"), the N features "
+                   "of largest |contribution| per label. A contribution is the label's score "
+                   "minus its score with the feature removed from the row (exact; on a "
+                   "calibrated folder, of the probability), or for linear the feature's term "
+                   "w·x of the margin. With --text --names the features are terms and the "
+                   "labels names, and SCORES '-' on a terminal prints a table.")
 @text_input
 @index_base_option
 @quiet_option
 @version_option
 def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, algorithm,
-             dask_address, fewer_features, text, raw, names, text_format, label_sep,
+             dask_address, fewer_features, text, raw, names, explain, text_format, label_sep,
              index_base, quiet, **family):
     """Write the scores of MODEL_DIR's model for the points of FEATURES (a feature
     file 'N D', or a single-file data set 'N D L' whose labels are ignored) to
@@ -91,11 +103,29 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
     timeline.mark("opened")
     if algorithm is not None and model.algorithm != algorithm:
         fail(f"{model_dir} holds a {model.algorithm} model, not {algorithm} (--algorithm)")
-    calibrate, top_k, family = _calibration(log, model, model_dir, raw, top_k, family)
+    calibration, calibrate, top_k, family = _calibration(log, model, model_dir, raw, top_k,
+                                                         family)
     extra = predict_options(model, **family)
     # rows are read, scored and written in pieces (memory does not grow with
     # the file), except for embed's F1 inference, which needs every row at once
     piece = None if model.needs_all_rows(**extra) else PIECE_ROWS
+    if explain is not None:
+        if dask_address is not None:
+            fail("--explain explains on this machine: not with --dask")
+        if not text and (names or text_format is not None):
+            fail(f"--{'names' if names else 'text-format'} goes with --text")
+        from xmlkit.cli import explain as explaining
+        how = explaining.explainer(
+            model, explain, dict(k=EXPLAIN_K if top_k is None else top_k, threads=threads,
+                                 **extra), calibration, calibrate)
+        if text:
+            explaining.explain_text(log, features, scores, model_dir, model, piece, names,
+                                    text_format, label_sep, index_base, how)
+        else:
+            explaining.explain_xc(log, features, scores, model, piece, index_base, how,
+                                  functools.partial(_check_width, features, model, model_dir,
+                                                    fewer_features))
+        return
     if text:
         if dask_address is not None:
             fail("--text scores on this machine: not with --dask")
@@ -109,7 +139,8 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
 
 
 def _calibration(log, model, model_dir, raw, top_k, family):
-    """(calibrate, k, family): the function applied to each scored piece
+    """(calibration, calibrate, k, family): the folder's calibration (or None),
+    the function applied to each scored piece
     (MODEL_DIR's calibration: probabilities, or label sets with --decision
     threshold), the k to score and the family options left to the model;
     calibrate is None for --raw, a folder without a calibration, or a
@@ -117,18 +148,18 @@ def _calibration(log, model, model_dir, raw, top_k, family):
     from xmlkit.calibration import DECISIONS, folder_calibration, ranked
     calibration = None if raw else folder_calibration(model_dir)
     if calibration is None:
-        return None, top_k, family
+        return None, None, top_k, family
     decision = family.get("decision") or model.predict_params().get("decision") or DECISIONS[0]
     if decision not in DECISIONS:
-        return None, top_k, family
+        return None, None, top_k, family
     threshold = family.get("threshold")
     top_k = calibration.scoring_k(decision, threshold, top_k)
     log(f"writing {'label sets of ' if decision == DECISIONS[1] else ''}probabilities: the "
         f"scores mapped by {model_dir}'s calibration (--raw for the model's own)")
     # (the model gives its ranked scores; the calibration decides)
     family = {**family, "decision": None, "threshold": None, **ranked(model)}
-    return functools.partial(calibration.decide, decision=decision, threshold=threshold), \
-        top_k, family
+    return calibration, functools.partial(calibration.decide, decision=decision,
+                                          threshold=threshold), top_k, family
 
 
 def _predict_xc(log, timeline, features, scores, model_dir, model, piece, fewer_features,
@@ -138,12 +169,7 @@ def _predict_xc(log, timeline, features, scores, model_dir, model, piece, fewer_
     stream = is_stream(features)
     header, pieces = iter_xc(features, piece, index_base, stream=stream)
     n_rows, n_cols = header[0], header[1]
-    if n_cols > model.n_features_in_ or (n_cols < model.n_features_in_ and not fewer_features):
-        hint = "" if n_cols > model.n_features_in_ else \
-            " (--fewer-features scores it, the missing columns read as zeros)"
-        fail(f"{features} has D = {n_cols} features but the model in {model_dir} was trained "
-             f"on D = {model.n_features_in_}: features of another featurizer or data set?"
-             + hint)
+    _check_width(features, model, model_dir, fewer_features, n_cols)
     start = time.perf_counter()
     with log.progress(n_rows, "predicting", "points") as bar, \
             matrix_writer(scores, n_rows, model.n_labels_, index_base=index_base) as write:
@@ -166,6 +192,17 @@ def _predict_xc(log, timeline, features, scores, model_dir, model, piece, fewer_
     what = f"{n_trees} trees" if n_trees else model.algorithm
     log(f"read and scored {n_rows} points with {what} in {seconds:.2f} s "
         f"({1000 * seconds / max(1, n_rows):.3f} ms/point) -> {scores}")
+
+
+def _check_width(features, model, model_dir, fewer_features, n_cols):
+    """Refuse a feature file of another width than the model's (fewer
+    columns only with --fewer-features)."""
+    if n_cols > model.n_features_in_ or (n_cols < model.n_features_in_ and not fewer_features):
+        hint = "" if n_cols > model.n_features_in_ else \
+            " (--fewer-features scores it, the missing columns read as zeros)"
+        fail(f"{features} has D = {n_cols} features but the model in {model_dir} was trained "
+             f"on D = {model.n_features_in_}: features of another featurizer or data set?"
+             + hint)
 
 
 def score_pieces(model, pieces, write, kwargs, progress, stdout=False, flush=False,
