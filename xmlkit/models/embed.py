@@ -496,7 +496,7 @@ class Embed(ArrayModel):
         return like(X, scored_blocks(
             n, L, lambda r0, r1: self._link(self.features(R, r0, r1) @ V), select, progress))
 
-    def _effects(self, R, S, threads, **params):
+    def _effects(self, R, S, threads, n_top=0, **params):
         """Exact leave-one-feature-out effects on the probabilities: the
         embedding is linear in the row, so removing feature j moves h(x) by
         -x_j W_x[j] and only the random features and the label's dot

@@ -83,13 +83,14 @@ class ModelBase(Estimator, FolderProtocol):
         R = explained_rows(X, self.n_features_in_)
         S = as_rows(self.predict(R, k=k, threads=threads, **params), "scores") \
             if labels is None else label_rows(labels, R.shape[0], self.n_labels_)
-        entry, feature, effect = self._effects(R, S, threads, **params)
+        entry, feature, effect = self._effects(R, S, threads, n_top=n, **params)
         return strongest(like(X, S), entry, feature, effect, n, self.EXPLAIN_KIND)
 
-    def _effects(self, R, S, threads, **params):
+    def _effects(self, R, S, threads, n_top=0, **params):
         """(entry of S, feature, contribution) triples for the labels of S
         (Rows: the rows of R's labels to explain), as predict(**params)
-        scores them; zeros may be left out."""
+        scores them; zeros may be left out, and so may all but a label's
+        n_top of largest |contribution| (n_top > 0)."""
         raise NotImplementedError(f"{type(self).__name__} gives no explanations")
 
     def start_fit(self, X, Y):

@@ -402,10 +402,10 @@ class FastXML(TreeEnsemble):
                                                   lambda p: finish(like(X, p)), release):
             yield piece
 
-    def _effects(self, R, S, threads, **params):
+    def _effects(self, R, S, threads, n_top=0, **params):
         """Exact leave-one-feature-out effects (ForestKernel.explain_rows:
         re-routing only from the nodes where a removal flips the route)."""
-        return tree_effects(self.forest(), R, S, threads)
+        return tree_effects(self.forest(), R, S, threads, n_top)
 
     # -- the tree files (written by xmlkit.driver and models.folders, read by the latter)
     @staticmethod

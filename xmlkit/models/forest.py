@@ -33,6 +33,8 @@ TREE_KEYS = ("child", "depth", "w_ptr", "w_idx", "w_val", "l_ptr", "l_idx", "l_v
 #: the forest routes blocks of points a tree at a time: blocks of at most this
 #: many rows (about four per thread, at least CHUNK_ROWS)
 FOREST_BLOCK = 4096
+#: (row, label, feature) effects a block of rows explained at a time holds
+EXPLAIN_BLOCK = 1 << 21
 #: bytes of a byte plane read at a time when a tree is loaded
 PLANE_PIECE = 1 << 16
 
@@ -416,22 +418,27 @@ class Forest:
                 yield from pool.map(score, bounds[i:i + 2 * threads])
 
 
-def tree_effects(forest, R, S, threads=1):
+def tree_effects(forest, R, S, threads=1, n_top=0):
     """(entry of S, feature, effect) of every feature of each row of R
     (Rows, explained_rows) whose removal changes a tree's route, on the
     labels of S (Rows: the row's labels, ascending): the exact
     leave-one-feature-out effects of ForestKernel.explain_rows, in blocks
-    of rows on `threads` threads. Every tree is checked whole first."""
+    of rows on `threads` threads (n_top > 0: a label's n_top largest only).
+    Every tree is checked whole first."""
     forest.check(threads)
     S_ptr = np.ascontiguousarray(S.indptr, np.int64)
 
     def one(b):
         r0, r1 = b
         ptr, pos, feat, eff = forest.kernel.explain_rows(
-            R, r0, r1, S_ptr[r0:r1 + 1] - S_ptr[r0], S.indices[S_ptr[r0]:S_ptr[r1]])
+            R, r0, r1, S_ptr[r0:r1 + 1] - S_ptr[r0], S.indices[S_ptr[r0]:S_ptr[r1]], n_top)
         row = np.repeat(np.arange(r0, r1), np.diff(ptr))
         return S_ptr[row] + pos, feat, eff
-    bounds = row_blocks(R.shape[0], CHUNK_ROWS)
+    # blocks of rows that go down a tree together: about four per thread,
+    # each of at most EXPLAIN_BLOCK (row, label, feature) effects
+    from xmlkit.explanation import pair_blocks
+    pairs = int(np.dot(np.diff(S.indptr).astype(np.int64), np.diff(R.indptr)))
+    bounds = pair_blocks(R, S, limit=min(EXPLAIN_BLOCK, pairs // (4 * threads) + 1))
     with ThreadPoolExecutor(threads) if threads > 1 and len(bounds) > 1 else _Inline() as pool:
         parts = list(pool.map(one, bounds))
     if not parts:

@@ -347,7 +347,7 @@ class LdSM(TreeEnsemble):
             return kernel.predict_rows(F, r0, r1, topk)
         return like(X, score_rows(run, n, self.n_labels_, threads, progress))
 
-    def _effects(self, R, S, threads, **params):
+    def _effects(self, R, S, threads, n_top=0, **params):
         """Exact leave-one-feature-out effects, by scoring each row once per
         feature without it (every label's score, no fill from the label
         marginal: a filled label owes nothing to a feature). A route here

@@ -443,7 +443,7 @@ class Linear(ArrayModel):
 
     EXPLAIN_KIND = "margin"
 
-    def _effects(self, R, S, threads, **params):
+    def _effects(self, R, S, threads, n_top=0, **params):
         """Each feature's term w_lj x_j of the label's margin (x the unit
         row when the model scales rows): exact, the terms and the label's
         bias add up to the margin its probability is the link of."""

@@ -261,7 +261,7 @@ class PfastreXML(FastXML):
             return Rows(ptr, idx, val, (r1 - r0, self.n_labels_))
         return forest, {"k": p["rerank"], "then": then}
 
-    def _effects(self, R, S, threads, rerank=None, trees_only=None, **params):
+    def _effects(self, R, S, threads, n_top=0, rerank=None, trees_only=None, **params):
         """Exact leave-one-feature-out effects: the trees' (re-routing, as
         FastXML's) combined with the tail classifiers', which every feature
         of a row moves (through its length). A label is taken to stay among
@@ -272,9 +272,9 @@ class PfastreXML(FastXML):
         p = self._predict_params(rerank=rerank, trees_only=trees_only)
         trees_only = bool(self.params.trees_only) if p["trees_only"] is None \
             else p["trees_only"]
-        entry, feature, delta = tree_effects(self.forest(), R, S, threads)
         if trees_only:
-            return entry, feature, delta
+            return tree_effects(self.forest(), R, S, threads, n_top)
+        entry, feature, delta = tree_effects(self.forest(), R, S, threads)
         if getattr(self, "tail_", None) is None:
             raise XmlkitError("the model has no tail classifiers (trained with "
                               "trees_only); predict with trees only")

@@ -17,6 +17,7 @@ from libc.math cimport log2
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
+from libcpp.algorithm cimport partial_sort, sort
 
 cimport numpy as cnp
 
@@ -197,7 +198,7 @@ cdef class ForestKernel:
         return rows_pieces(out)
 
 
-    def explain_rows(self, X, int64_t r0, int64_t r1, labels_ptr, labels_idx):
+    def explain_rows(self, X, int64_t r0, int64_t r1, labels_ptr, labels_idx, int n_top=0):
         """Leave-one-feature-out effects on given labels of rows r0..r1-1 of
         X (CSR; indices < n_features, strictly ascending per row): row
         r0 + i's labels are labels_idx[labels_ptr[i]:labels_ptr[i + 1]]
@@ -208,9 +209,11 @@ cdef class ForestKernel:
         changes the leaf the row reaches in some tree. Returns (ptr, pos,
         feature, effect): row i's effects are entries ptr[i]..ptr[i+1]-1,
         each the position of the label among the row's labels, the feature
-        and the effect (float64); only non-zero effects, entries in the
-        row's feature order. Every tree must be ready, and a mapped one
-        checked whole (its file's blocks are not looked up here)."""
+        and the effect (float64); only non-zero effects (n_top > 0: a
+        label's n_top of largest |effect|, ties to the lower feature), a
+        label's entries in feature order. A row's labels are ascending; every tree must
+        be ready, and a mapped one checked whole (its file's blocks are not
+        looked up here)."""
         lp = np.ascontiguousarray(labels_ptr, dtype=np.int64)
         li = np.ascontiguousarray(labels_idx, dtype=np.int32)
         if lp.shape != (r1 - r0 + 1,) or lp[0] != 0 or lp[len(lp) - 1] != len(li) \
@@ -218,16 +221,21 @@ cdef class ForestKernel:
             raise ValueError("label pointers: one row per row of X, covering the labels")
         if len(li) and not (0 <= li.min() and li.max() < self.n_labels):
             raise ValueError("labels outside the model's")
+        up = np.diff(li) > 0
+        up[lp[1:len(lp) - 1][(lp[1:len(lp) - 1] > 0) & (lp[1:len(lp) - 1] < len(li))] - 1] = True
+        if not up.all():
+            raise ValueError("a row's labels are not ascending")
         self._need_ready()
         cdef const int64_t[::1] lptr = lp
         cdef const int32_t[::1] lidx = padded(li, np.int32)
-        return self._explain(*rows_in(X, r0, r1), r0, r1, lptr, lidx)
+        return self._explain(*rows_in(X, r0, r1), r0, r1, lptr, lidx, n_top)
 
     def _explain(self, const indptr_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
-                 int64_t r0, int64_t r1, const int64_t[::1] lptr, const int32_t[::1] lidx):
+                 int64_t r0, int64_t r1, const int64_t[::1] lptr, const int32_t[::1] lidx,
+                 int n_top):
         cdef ExplainOut out
         with nogil:
-            _explain_rows(self, &xp[0], &xi[0], &xv[0], r0, r1, &lptr[0], &lidx[0], out)
+            _explain_rows(self, &xp[0], &xi[0], &xv[0], r0, r1, &lptr[0], &lidx[0], n_top, out)
         return (array_copy(out.ptr.data(), out.ptr.size(), cnp.NPY_INT64),
                 array_copy(out.pos.data(), out.pos.size(), cnp.NPY_INT32),
                 array_copy(out.feature.data(), out.feature.size(), cnp.NPY_INT32),
@@ -655,6 +663,14 @@ def add_row_deltas(const int64_t[::1] ptr, int32_t[::1] idx):
 # without j is walked down to its new leaf. A tree whose path no removal
 # flips contributes nothing; the effect on a label is the mean over trees
 # of (old leaf's value - new leaf's value) for the trees where j flips.
+#
+# A block of points goes down a tree together, as in routing: each node
+# holds items, a point (its real route) or a point without one of its
+# entries (a route that left the point's path above), reads its weight row
+# once for them all (a dense copy, scattered, or searched per item when few
+# items reach a long row), and computes each point's whole margin there
+# once; an item without entry e then costs one weight (w_e) and a
+# subtraction, and the real item finds which of its entries flip here.
 
 cdef struct ExplainOut:
     vector[int64_t] ptr                  # row i: entries ptr[i] .. ptr[i + 1] - 1
@@ -663,195 +679,287 @@ cdef struct ExplainOut:
     vector[double] effect                # score with it - score without it
 
 
+cdef struct Item:
+    int32_t p                            # the point (of the block)
+    int64_t skip                         # its entry removed, or -1 (the point itself)
+
+
+cdef struct ItemSpan:
+    int32_t node
+    int64_t lo, hi                       # its items: items[lo:hi]
+
+
+cdef struct Landing:
+    int32_t p                            # a point without entry `skip` reached `leaf`
+    int64_t skip
+    int32_t leaf
+
+
 cdef struct Explainer:
-    # what explaining one point works in (n_features + 1 entries each, or
-    # one per node of the largest tree)
-    vector[float] x                      # the point's value of each feature (0: absent)
-    vector[int64_t] entry                # the point's entry of each feature
-    vector[double] margin                # a node's margin, when stamp[node] == now
-    vector[int64_t] stamp
-    int64_t now
+    # what explaining a block of points through a tree works in
+    vector[Item] items                   # the items of every node visited (spans)
+    vector[ItemSpan] todo                # nodes still to visit
+    vector[Item] first, second           # a node's items for its children
+    vector[Landing] landed               # where each point without an entry ended
+    vector[int32_t] leaf                 # each point's own leaf
+    vector[double] margin                # each point's margin at the node `seen` says
+    vector[int64_t] seen
+    vector[char] moved                   # per entry of the block: its route left already
+    vector[double] w                     # per entry of the block: its weight at the node
+    vector[float] dense                  # n_features + 1 zeros (a scattered weight row)
+    int64_t visit
 
 
-cdef inline bint _scanned(const TreeView* tv, int32_t node, int64_t nnz) noexcept nogil:
-    """Whether a node's row is read whole (cheaper than looking the point's
-    features up in it, or the row is not ascending) rather than searched."""
-    cdef int64_t n = tv.wp[node + 1] - tv.wp[node]
-    return not tv.ascending or n <= DOT_COST * (nnz + 1) * log2(<double> n / (nnz + 1) + 2)
-
-
-cdef inline double _weight_of(ForestKernel f, const TreeView* tv, int32_t node,
-                              int32_t feature) noexcept nogil:
-    """A node's weight of one feature (0 if none)."""
-    cdef int64_t lo = tv.wp[node], end = tv.wp[node + 1], j
-    if tv.dense_id[node] >= 0:
-        return tv.dense[tv.dense_id[node] * (f.n_features + 1) + feature]
+cdef inline double _weight_at(ForestKernel f, const TreeView* tv, int32_t node,
+                              const float* wrow, int32_t feature) noexcept nogil:
+    """A node's weight of one feature (0 if none): from its row read whole
+    (wrow), else looked up."""
+    cdef int64_t lo = tv.wp[node], end = max(tv.wp[node], tv.wp[node + 1]), j
+    if wrow != NULL:
+        return wrow[feature]
     if tv.ascending:
-        return _weight_from(tv.wi, tv.wv, &lo, max(lo, end), feature)
+        return _weight_from(tv.wi, tv.wv, &lo, end, feature)
     for j in range(lo, end):
         if tv.wi[j] == feature:
             return tv.wv[j]
     return 0.0
 
 
-cdef double _full_margin(ForestKernel f, const TreeView* tv, int32_t node, const int32_t* xi,
-                         const float* xv, int64_t e0, int64_t e1, int64_t skip,
-                         Explainer& s) noexcept nogil:
-    """The point's margin at `node` without its entry `skip` (-1: none),
-    summed as routing sums it: non-zero products in ascending feature
-    order, the bias last."""
-    cdef int64_t e, j, at, lo = tv.wp[node], end = max(tv.wp[node], tv.wp[node + 1])
+cdef inline double _margin_of(ForestKernel f, const TreeView* tv, int32_t node,
+                              const float* wrow, const indptr_t* xp, const int32_t* xi,
+                              const float* xv, int64_t r, int64_t skip) noexcept nogil:
+    """Point r's margin at `node` without its entry `skip` (-1: none), summed
+    as routing sums it (entries in order, the bias last): from its row read
+    whole (wrow), else by searching the (ascending) row."""
+    cdef int64_t e, at, end
     cdef int64_t nf = f.n_features
-    cdef double m = 0.0, wb = 0.0
-    cdef const float* d
-    cdef float v
-    if tv.dense_id[node] >= 0:
-        d = tv.dense + tv.dense_id[node] * (nf + 1)
-        for e in range(e0, e1):
+    cdef double m = 0.0, w
+    if wrow != NULL:
+        for e in range(xp[r], xp[r + 1]):
             if e != skip:
-                m += <double> d[xi[e]] * xv[e]
-        return m + <double> d[nf] * f.bias
-    if _scanned(tv, node, e1 - e0):
-        for j in range(lo, end):
-            if tv.wi[j] == nf:
-                wb += tv.wv[j]
-                continue
-            v = s.x[tv.wi[j]]
-            if v != 0 and s.entry[tv.wi[j]] != skip:
-                m += <double> tv.wv[j] * v
-        return m + wb * f.bias
-    at = lo
-    for e in range(e0, e1):
-        wb = _weight_from(tv.wi, tv.wv, &at, end, xi[e])
+                m += <double> wrow[xi[e]] * xv[e]
+        return m + <double> wrow[nf] * f.bias
+    at, end = tv.wp[node], max(tv.wp[node], tv.wp[node + 1])
+    for e in range(xp[r], xp[r + 1]):
+        w = _weight_from(tv.wi, tv.wv, &at, end, xi[e])
         if e != skip:
-            m += wb * xv[e]
+            m += w * xv[e]
     return m + _weight_from(tv.wi, tv.wv, &at, end, <int32_t> nf) * f.bias
 
 
-cdef inline double _margin_at(ForestKernel f, const TreeView* tv, int32_t node,
-                              const int32_t* xi, const float* xv, int64_t e0, int64_t e1,
-                              Explainer& s) noexcept nogil:
-    """The whole point's margin at `node`, computed once per tree."""
-    if s.stamp[node] != s.now:
-        s.stamp[node] = s.now
-        s.margin[node] = _full_margin(f, tv, node, xi, xv, e0, e1, -1, s)
-    return s.margin[node]
-
-
-cdef inline bint _flips(ForestKernel f, const TreeView* tv, int32_t node, double m, double w,
-                        const int32_t* xi, const float* xv, int64_t e0, int64_t e1, int64_t e,
-                        Explainer& s) noexcept nogil:
-    """Whether removing entry e (weight w at the node) turns the node's
-    margin m to the other side (near zero: summed again without it, as
-    routing would)."""
+cdef inline bint _side(ForestKernel f, const TreeView* tv, int32_t node, const float* wrow,
+                       double m, double w, const indptr_t* xp, const int32_t* xi,
+                       const float* xv, int64_t r, int64_t e) noexcept nogil:
+    """Whether point r without entry e (weight w at the node, the whole
+    point's margin m) goes to the first child: m - w x_e >= 0, summed again
+    without it, as routing would, when that is near zero."""
     cdef double m2 = m - w * xv[e]
     if abs(m2) > 1e-9 * (abs(m) + abs(w * xv[e])):
-        return (m2 >= 0) != (m >= 0)
-    m2 = _full_margin(f, tv, node, xi, xv, e0, e1, e, s)
-    return (m2 >= 0) != (m >= 0)
+        return m2 >= 0
+    return _margin_of(f, tv, node, wrow, xp, xi, xv, r, e) >= 0
+
+
+cdef void _tree_items(ForestKernel f, TreeView* tv, const indptr_t* xp, const int32_t* xi,
+                      const float* xv, int64_t r0, int64_t n, Explainer& s) noexcept nogil:
+    """Route the block's points r0..r0+n-1 through tree tv, and each point
+    without each entry whose removal turns its route: s.leaf[p] is point p's
+    leaf, s.landed where each point without an entry ends."""
+    cdef int64_t i, lo, hi, e, r, base, row_len, entries, at, E0 = xp[r0]
+    cdef int32_t node, p
+    cdef int64_t nf = f.n_features
+    cdef double m, w, w2
+    cdef const float* wrow
+    cdef bint scattered, here
+    cdef Item it
+    s.items.clear()
+    s.landed.clear()
+    s.moved.assign(xp[r0 + n] - E0 + 1, 0)
+    s.w.resize(xp[r0 + n] - E0 + 1)
+    for i in range(n):
+        s.items.push_back(Item(<int32_t> i, -1))
+    s.todo.clear()
+    s.todo.push_back(ItemSpan(0, 0, n))
+    while s.todo.size():
+        node, lo, hi = s.todo.back().node, s.todo.back().lo, s.todo.back().hi
+        s.todo.pop_back()
+        if lo == hi:
+            continue
+        if tv.child[2 * node] < 0:
+            for i in range(lo, hi):
+                it = s.items[i]
+                if it.skip < 0:
+                    s.leaf[it.p] = node
+                else:
+                    s.landed.push_back(Landing(it.p, it.skip, node))
+            continue
+        # the node's weights: its dense copy, scattered once for the items,
+        # or searched per item (few items, a long row), as routing chooses
+        row_len = max(0, tv.wp[node + 1] - tv.wp[node])
+        entries = 0
+        for i in range(lo, hi):
+            r = r0 + s.items[i].p
+            entries += xp[r + 1] - xp[r] + 1
+        scattered = False
+        wrow = NULL
+        if tv.dense_id[node] >= 0:
+            wrow = tv.dense + tv.dense_id[node] * (nf + 1)
+        elif not tv.ascending or 2 * row_len <= entries * log2(<double> row_len + 2):
+            for i in range(tv.wp[node], tv.wp[node] + row_len):
+                s.dense[tv.wi[i]] = tv.wv[i]
+            wrow = s.dense.data()
+            scattered = True
+        s.visit += 1
+        s.first.clear()
+        s.second.clear()
+        for i in range(lo, hi):
+            it = s.items[i]
+            p = it.p
+            r = r0 + p
+            if it.skip >= 0:
+                # (a point's items without an entry share its margin here)
+                if s.seen[p] != s.visit:
+                    s.seen[p] = s.visit
+                    s.margin[p] = _margin_of(f, tv, node, wrow, xp, xi, xv, r, -1)
+                m = s.margin[p]
+                w = _weight_at(f, tv, node, wrow, xi[it.skip])
+                here = m >= 0 if w == 0 else _side(f, tv, node, wrow, m, w, xp, xi, xv, r,
+                                                    it.skip)
+                if here:
+                    s.first.push_back(it)
+                else:
+                    s.second.push_back(it)
+                continue
+            # the point itself (alone of its items on its path): its margin,
+            # summed as routing sums it, and its entries' weights
+            m = 0.0
+            if wrow != NULL:
+                for e in range(xp[r], xp[r + 1]):
+                    w = wrow[xi[e]]
+                    s.w[e - E0] = w
+                    m += w * xv[e]
+                m += <double> wrow[nf] * f.bias
+            else:
+                at = tv.wp[node]
+                for e in range(xp[r], xp[r + 1]):
+                    w = _weight_from(tv.wi, tv.wv, &at, tv.wp[node] + row_len, xi[e])
+                    s.w[e - E0] = w
+                    m += w * xv[e]
+                m += _weight_from(tv.wi, tv.wv, &at, tv.wp[node] + row_len, <int32_t> nf) \
+                    * f.bias
+            if m >= 0:
+                s.first.push_back(it)
+            else:
+                s.second.push_back(it)
+            # its entries whose removal turns its route here
+            for e in range(xp[r], xp[r + 1]):
+                w = s.w[e - E0]
+                if w == 0 or s.moved[e - E0]:
+                    continue
+                w2 = m - w * xv[e]
+                if abs(w2) > 1e-9 * (abs(m) + abs(w * xv[e])):
+                    if (w2 >= 0) == (m >= 0):
+                        continue
+                elif (_margin_of(f, tv, node, wrow, xp, xi, xv, r, e) >= 0) == (m >= 0):
+                    continue
+                s.moved[e - E0] = 1
+                if m >= 0:
+                    s.second.push_back(Item(p, e))
+                else:
+                    s.first.push_back(Item(p, e))
+        if scattered:
+            for i in range(tv.wp[node], tv.wp[node] + row_len):
+                s.dense[tv.wi[i]] = 0.0
+        base = s.items.size()
+        for i in range(<int64_t> s.first.size()):
+            s.items.push_back(s.first[i])
+        for i in range(<int64_t> s.second.size()):
+            s.items.push_back(s.second[i])
+        s.todo.push_back(ItemSpan(tv.child[2 * node + 1], base + <int64_t> s.first.size(),
+                                  <int64_t> s.items.size()))
+        s.todo.push_back(ItemSpan(tv.child[2 * node], base, base + <int64_t> s.first.size()))
+
+
+cdef inline int64_t _label_pos(const int32_t* labels, int64_t k, int32_t l) noexcept nogil:
+    """The position of label l among a point's k ascending labels, or -1."""
+    cdef int64_t lo = 0, hi = k, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if labels[mid] < l:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < k and labels[lo] == l else -1
+
+
+cdef inline bint _later_entry(const pair[double, int64_t]& a,
+                              const pair[double, int64_t]& b) noexcept nogil:
+    return a.second < b.second
 
 
 cdef int _explain_rows(ForestKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
                        int64_t r0, int64_t r1, const int64_t* lptr, const int32_t* lidx,
-                       ExplainOut& out) except -1 nogil:
-    """ForestKernel.explain_rows without the GIL."""
+                       int n_top, ExplainOut& out) except -1 nogil:
+    """ForestKernel.explain_rows without the GIL (the rows' labels ascending)."""
     cdef Py_ssize_t t, n_trees = f.trees.size()
-    cdef int64_t r, e, e0, e1, nnz, q, k, j, a, most = 1
-    cdef int32_t node, leaf, n2, feat
-    cdef double m, w, inv_t = 1.0 / n_trees
+    cdef int64_t n = r1 - r0, p, e, q, j, a, k, E0 = xp[r0]
+    cdef int32_t old, new
+    cdef double inv_t = 1.0 / n_trees
     cdef TreeView* tv
     cdef Explainer s
-    cdef vector[int32_t] pos, path
+    cdef vector[int64_t] off              # point p's effects: acc[off[p] + (e - xp[r]) * k + q]
     cdef vector[double] acc
-    cdef vector[char] moved, any_moved
-    cdef int64_t nf = f.n_features
-    pos.assign(f.n_labels, -1)
-    s.x.assign(nf + 1, 0.0)
-    s.entry.assign(nf + 1, -1)
+    cdef vector[char] any_moved
+    cdef vector[pair[double, int64_t]] best
+    cdef const int32_t* labels
+    s.dense.assign(f.n_features + 1, 0.0)
+    s.leaf.assign(n + 1, 0)
+    s.margin.assign(n + 1, 0.0)
+    s.seen.assign(n + 1, 0)
+    s.visit = 0
+    off.assign(n + 1, 0)
+    for p in range(n):
+        off[p + 1] = off[p] + (xp[r0 + p + 1] - xp[r0 + p]) * (lptr[p + 1] - lptr[p])
+    acc.assign(off[n] + 1, 0.0)
+    any_moved.assign(xp[r1] - E0 + 1, 0)
     for t in range(n_trees):
-        most = max(most, f.trees[t].n_nodes)
-    s.margin.assign(most, 0.0)
-    s.stamp.assign(most, 0)
-    s.now = 0
+        tv = &f.trees[t]
+        _tree_items(f, tv, xp, xi, xv, r0, n, s)
+        for a in range(<int64_t> s.landed.size()):
+            p, e, new = s.landed[a].p, s.landed[a].skip, s.landed[a].leaf
+            old = s.leaf[p]
+            any_moved[e - E0] = 1
+            if new == old:
+                continue
+            labels = lidx + lptr[p]
+            k = lptr[p + 1] - lptr[p]
+            for j in range(tv.lp[old], tv.lp[old + 1]):
+                q = _label_pos(labels, k, tv.li[j])
+                if q >= 0:
+                    acc[off[p] + (e - xp[r0 + p]) * k + q] += tv.lv[j]
+            for j in range(tv.lp[new], tv.lp[new + 1]):
+                q = _label_pos(labels, k, tv.li[j])
+                if q >= 0:
+                    acc[off[p] + (e - xp[r0 + p]) * k + q] -= tv.lv[j]
+    # each label's effects, or its n_top largest |effect| (ties: lower
+    # feature first), in the row's feature order
     out.ptr.clear()
     out.ptr.push_back(0)
-    for r in range(r0, r1):
-        e0, e1 = xp[r], xp[r + 1]
-        nnz = e1 - e0
-        k = lptr[r - r0 + 1] - lptr[r - r0]
+    for p in range(n):
+        k = lptr[p + 1] - lptr[p]
         for q in range(k):
-            pos[lidx[lptr[r - r0] + q]] = <int32_t> q
-        for e in range(e0, e1):
-            s.x[xi[e]] = xv[e]
-            s.entry[xi[e]] = e
-        acc.assign(nnz * k + 1, 0.0)
-        any_moved.assign(nnz + 1, 0)
-        for t in range(n_trees):
-            tv = &f.trees[t]
-            s.now += 1
-            path.clear()
-            node = 0
-            while tv.child[2 * node] >= 0:
-                path.push_back(node)
-                node = tv.child[2 * node] if _margin_at(f, tv, node, xi, xv, e0, e1, s) >= 0 \
-                    else tv.child[2 * node + 1]
-            leaf = node
-            moved.assign(nnz + 1, 0)
-            for a in range(<int64_t> path.size()):
-                node = path[a]
-                m = s.margin[node]
-                # the point's entries with a weight at the node
-                if tv.dense_id[node] < 0 and _scanned(tv, node, nnz):
-                    for j in range(tv.wp[node], max(tv.wp[node], tv.wp[node + 1])):
-                        feat = tv.wi[j]
-                        if feat == nf or s.x[feat] == 0 or tv.wv[j] == 0:
-                            continue
-                        e = s.entry[feat]
-                        if not moved[e - e0] and _flips(f, tv, node, m, tv.wv[j], xi, xv,
-                                                        e0, e1, e, s):
-                            moved[e - e0] = 1
-                else:
-                    for e in range(e0, e1):
-                        if moved[e - e0]:
-                            continue
-                        w = _weight_of(f, tv, node, xi[e])
-                        if w != 0 and _flips(f, tv, node, m, w, xi, xv, e0, e1, e, s):
-                            moved[e - e0] = 1
-                # each entry that turns here: the point without it, from the
-                # other child down, margins by the whole point's
-                for e in range(e0, e1):
-                    if moved[e - e0] != 1:
-                        continue
-                    moved[e - e0] = 2
-                    any_moved[e - e0] = 1
-                    n2 = tv.child[2 * node + 1] if m >= 0 else tv.child[2 * node]
-                    while tv.child[2 * n2] >= 0:
-                        w = _weight_of(f, tv, n2, xi[e])
-                        m = _margin_at(f, tv, n2, xi, xv, e0, e1, s)
-                        if w != 0 and _flips(f, tv, n2, m, w, xi, xv, e0, e1, e, s):
-                            n2 = tv.child[2 * n2 + 1] if m >= 0 else tv.child[2 * n2]
-                        else:
-                            n2 = tv.child[2 * n2] if m >= 0 else tv.child[2 * n2 + 1]
-                    m = s.margin[node]
-                    for j in range(tv.lp[leaf], tv.lp[leaf + 1]):
-                        q = pos[tv.li[j]]
-                        if q >= 0:
-                            acc[(e - e0) * k + q] += tv.lv[j]
-                    for j in range(tv.lp[n2], tv.lp[n2 + 1]):
-                        q = pos[tv.li[j]]
-                        if q >= 0:
-                            acc[(e - e0) * k + q] -= tv.lv[j]
-        for e in range(e0, e1):
-            s.x[xi[e]] = 0.0
-            s.entry[xi[e]] = -1
-            if not any_moved[e - e0]:
-                continue
-            for q in range(k):
-                if acc[(e - e0) * k + q] != 0:
-                    out.pos.push_back(<int32_t> q)
-                    out.feature.push_back(xi[e])
-                    out.effect.push_back(acc[(e - e0) * k + q] * inv_t)
+            best.clear()
+            for e in range(xp[r0 + p], xp[r0 + p + 1]):
+                if any_moved[e - E0] and acc[off[p] + (e - xp[r0 + p]) * k + q] != 0:
+                    best.push_back(pair[double, int64_t](
+                        -abs(acc[off[p] + (e - xp[r0 + p]) * k + q]), e))
+            if n_top > 0 and best.size() > <size_t> n_top:
+                partial_sort(best.begin(), best.begin() + n_top, best.end())
+                best.resize(n_top)
+                sort(best.begin(), best.end(), _later_entry)
+            for a in range(<int64_t> best.size()):
+                e = best[a].second
+                out.pos.push_back(<int32_t> q)
+                out.feature.push_back(xi[e])
+                out.effect.push_back(acc[off[p] + (e - xp[r0 + p]) * k + q] * inv_t)
         out.ptr.push_back(<int64_t> out.pos.size())
-        for q in range(k):
-            pos[lidx[lptr[r - r0] + q]] = -1
     return 0
