@@ -4,6 +4,8 @@ import json
 import sys
 import time
 
+import numpy as np
+
 from xmlkit.io import iter_xc, output_stream
 
 #: the significant digits a contribution is written with
@@ -27,32 +29,50 @@ def explainer(model, n_features, kwargs, calibration=None, calibrate=None):
     return explain
 
 
-def _number(c):
-    return float(f"{c:.{DIGITS}g}")
+def json_lines(E, ids=None, label_names=None, terms=None, index_base=0):
+    """One JSON object per row of Explanation E, as text lines: {"id" (when
+    ids are given), "labels" (best first), "scores" (6 decimals),
+    "features": per label [[feature, contribution], ...]} (contributions
+    with DIGITS significant digits); labels and features as names
+    (label_names, terms: arrays of strings) or as indices + index_base.
+    Formatted on whole arrays, joined per row."""
+    S = E.scores
+    n = S.shape[0]
+    row = np.repeat(np.arange(n), np.diff(S.indptr))
+    order = np.lexsort((S.indices, -S.data, row))           # per row: best first
+    labels = _texts(S.indices[order], label_names, index_base)
+    scores = np.char.mod("%.6f", S.data[order].astype(np.float64))
+    counts = np.diff(E.ptr)[order]
+    ends = np.cumsum(counts)
+    take = np.repeat(E.ptr[order] - (ends - counts), counts) + np.arange(ends[-1] if len(ends)
+                                                                           else 0)
+    feats = _texts(E.features[take], terms, index_base)
+    contrib = np.char.mod(f"%.{DIGITS}g", E.contributions[take])
+    pairs = np.char.add(np.char.add(np.char.add("[", feats), ", "), np.char.add(contrib, "]"))
+    per_label = [f"[{', '.join(pairs[a:b])}]"
+                 for a, b in zip((ends - counts).tolist(), ends.tolist())]
+    starts = S.indptr
+    out = []
+    for i in range(n):                     # (formatting: one line per row)
+        a, b = starts[i], starts[i + 1]
+        head = f'{{"id": {json.dumps(ids[i], ensure_ascii=False)}, ' if ids is not None else "{"
+        out.append(f'{head}"labels": [{", ".join(labels[a:b])}], '
+                   f'"scores": [{", ".join(scores[a:b])}], '
+                   f'"features": [{", ".join(per_label[a:b])}]}}')
+    return out
 
 
-def records(E, ids=None, label_names=None, terms=None, index_base=0):
-    """One JSON object per row of Explanation E: {"id" (when ids are given),
-    "labels" (best first), "scores", "features": per label [[feature,
-    contribution], ...]}; labels and features as names (label_names,
-    terms) or as indices + index_base."""
-    def label(j):
-        return label_names[j] if label_names is not None else int(j) + index_base
-
-    def feature(j):
-        return terms[j] if terms is not None else int(j) + index_base
-    for i in range(E.shape[0]):
-        row = E.row(i)
-        out = {} if ids is None else {"id": ids[i]}
-        out.update(labels=[label(j) for j, _, _ in row],
-                   scores=[round(s, 6) for _, s, _ in row],
-                   features=[[[feature(f), _number(c)] for f, c in feats]
-                             for _, _, feats in row])
-        yield out
+def _texts(indices, names, index_base):
+    """JSON texts of label or feature indices: their names, or the indices
+    + index_base."""
+    if names is None:
+        return np.char.mod("%d", np.asarray(indices, np.int64) + index_base)
+    picked = np.asarray(names)[indices]
+    return np.array([json.dumps(str(t), ensure_ascii=False) for t in picked.tolist()],
+                    dtype=object)
 
 
-def write_jsonl(out, objects):
-    lines = [json.dumps(o, ensure_ascii=False) for o in objects]
+def write_jsonl(out, lines):
     if lines:
         out.write(("\n".join(lines) + "\n").encode("utf-8"))
 
@@ -81,7 +101,7 @@ def explain_xc(log, features, output, model, piece, index_base, explain, check_w
     with log.progress(n_rows, "explaining", "points") as bar, output_stream(output) as out:
         for part in pieces:
             X = part.feature_rows
-            write_jsonl(out, records(explain(X), index_base=index_base))
+            write_jsonl(out, json_lines(explain(X), index_base=index_base))
             bar.update(X.shape[0])
     log(f"explained {n_rows} points in {time.perf_counter() - start:.2f} s -> {output}")
 
@@ -100,14 +120,15 @@ def explain_text(log, documents, output, model_dir, model, piece, names, text_fo
     with log.progress(None, "explaining", "documents") as bar, output_stream(output) as out:
         for docs in iter_documents(documents, text_format, label_sep, chunk=piece or 2**62):
             X = featurizer.transform(docs.texts)
-            objs = records(explain(X), ids=docs.ids, label_names=label_names, terms=terms,
-                           index_base=index_base)
+            lines = json_lines(explain(X), ids=docs.ids, label_names=label_names, terms=terms,
+                               index_base=index_base)
             if human:
                 width = _terminal_width()
-                out.write(("\n".join(line for o in objs for line in table(o, width))
+                out.write(("\n".join(text for line in lines
+                                      for text in table(json.loads(line), width))
                            + "\n").encode("utf-8"))
             else:
-                write_jsonl(out, objs)
+                write_jsonl(out, lines)
             bar.update(len(docs.ids))
             n_rows += len(docs.ids)
     log(f"explained {n_rows} documents in {time.perf_counter() - start:.2f} s -> {output}")

@@ -705,7 +705,7 @@ cdef struct Explainer:
     vector[double] margin                # each point's margin at the node `seen` says
     vector[int64_t] seen
     vector[char] moved                   # per entry of the block: its route left already
-    vector[double] w                     # per entry of the block: its weight at the node
+    vector[double] w                     # per entry of the block: its term w x at the node
     vector[float] dense                  # n_features + 1 zeros (a scattered weight row)
     int64_t visit
 
@@ -767,7 +767,7 @@ cdef void _tree_items(ForestKernel f, TreeView* tv, const indptr_t* xp, const in
     cdef int64_t i, lo, hi, e, r, base, row_len, entries, at, E0 = xp[r0]
     cdef int32_t node, p
     cdef int64_t nf = f.n_features
-    cdef double m, w, w2
+    cdef double m, w, w2, top, lim
     cdef const float* wrow
     cdef bint scattered, here
     cdef Item it
@@ -830,33 +830,40 @@ cdef void _tree_items(ForestKernel f, TreeView* tv, const indptr_t* xp, const in
                     s.second.push_back(it)
                 continue
             # the point itself (alone of its items on its path): its margin,
-            # summed as routing sums it, and its entries' weights
+            # summed as routing sums it, and its entries' terms w x
             m = 0.0
+            top = 0.0
             if wrow != NULL:
                 for e in range(xp[r], xp[r + 1]):
-                    w = wrow[xi[e]]
+                    w = <double> wrow[xi[e]] * xv[e]
                     s.w[e - E0] = w
-                    m += w * xv[e]
+                    m += w
+                    top = max(top, abs(w))
                 m += <double> wrow[nf] * f.bias
             else:
                 at = tv.wp[node]
                 for e in range(xp[r], xp[r + 1]):
-                    w = _weight_from(tv.wi, tv.wv, &at, tv.wp[node] + row_len, xi[e])
+                    w = _weight_from(tv.wi, tv.wv, &at, tv.wp[node] + row_len, xi[e]) * xv[e]
                     s.w[e - E0] = w
-                    m += w * xv[e]
+                    m += w
+                    top = max(top, abs(w))
                 m += _weight_from(tv.wi, tv.wv, &at, tv.wp[node] + row_len, <int32_t> nf) \
                     * f.bias
             if m >= 0:
                 s.first.push_back(it)
             else:
                 s.second.push_back(it)
-            # its entries whose removal turns its route here
+            # its entries whose removal turns its route here: a term at least
+            # about as large as the margin (none when the largest is not)
+            lim = abs(m) * (1 - 1e-8)
+            if top < lim:
+                continue
             for e in range(xp[r], xp[r + 1]):
                 w = s.w[e - E0]
-                if w == 0 or s.moved[e - E0]:
+                if abs(w) < lim or w == 0 or s.moved[e - E0]:
                     continue
-                w2 = m - w * xv[e]
-                if abs(w2) > 1e-9 * (abs(m) + abs(w * xv[e])):
+                w2 = m - w
+                if abs(w2) > 1e-9 * (abs(m) + abs(w)):
                     if (w2 >= 0) == (m >= 0):
                         continue
                 elif (_margin_of(f, tv, node, wrow, xp, xi, xv, r, e) >= 0) == (m >= 0):
