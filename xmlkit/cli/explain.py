@@ -80,15 +80,16 @@ def write_jsonl(out, lines):
 def table(obj, width=100):
     """A document's explanation (a record with names) as lines of text:
     per label its score, then the words for it (positive contributions)
-    and against it (negative)."""
+    and against it (negative), wrapped to `width` columns."""
+    import textwrap
     lines = [str(obj.get("id", ""))]
-    name_w = max([len(str(n)) for n in obj["labels"]] + [5])
     for name, score, feats in zip(obj["labels"], obj["scores"], obj["features"]):
-        pro = ", ".join(f"{f} {c:+.3g}" for f, c in feats if c > 0) or "-"
-        con = ", ".join(f"{f} {c:+.3g}" for f, c in feats if c < 0) or "-"
-        lines.append(f"  {str(name):<{name_w}}  {score:8.4f}  for: {pro}")
-        lines.append(f"  {'':<{name_w}}  {'':8}  against: {con}")
-    return [line[:width] if len(line) > width else line for line in lines]
+        lines.append(f"  {name}  {score:.4f}")
+        for side, keep in (("for", lambda c: c > 0), ("against", lambda c: c < 0)):
+            words = ", ".join(f"{f} {c:+.3g}" for f, c in feats if keep(c)) or "-"
+            lines.extend(textwrap.wrap(f"{side}: {words}", width, initial_indent=" " * 6,
+                                       subsequent_indent=" " * (8 + len(side))))
+    return lines
 
 
 def explain_xc(log, features, output, model, piece, index_base, explain, check_width):
