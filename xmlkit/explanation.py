@@ -147,6 +147,23 @@ def pair_blocks(R, S, limit=PAIR_BLOCK):
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
+def ascending_rows(ptr, idx, val, shape):
+    """Rows of CSR arrays (a model's, possibly read-only), each row's
+    indices sorted: the arrays themselves when they are (score_at searches
+    them), else sorted copies."""
+    from xmlkit.models.forest import rows_ascending
+    ptr = np.asarray(ptr, np.int64)
+    idx = np.asarray(idx, np.int32)
+    val = np.asarray(val, np.float32)
+    if not rows_ascending(ptr, idx):
+        import scipy.sparse as sp
+        M = sp.csr_matrix((val.copy(), idx.copy(), ptr.copy()), shape=shape)
+        M.has_sorted_indices = False
+        M.sum_duplicates()
+        return as_rows(M, "model rows")
+    return Rows(ptr, idx, val, shape)
+
+
 def score_at(S, rows, labels):
     """S[rows, labels] for arrays of positions (0 where S has no entry): a
     search of each row's ascending labels."""

@@ -447,12 +447,11 @@ class Linear(ArrayModel):
         """Each feature's term w_lj x_j of the label's margin (x the unit
         row when the model scales rows): exact, the terms and the label's
         bias add up to the margin its probability is the link of."""
-        from xmlkit.explanation import pair_blocks, row_pairs, score_at
+        from xmlkit.explanation import ascending_rows, pair_blocks, row_pairs, score_at
         X = unit_rows(R) if self.params.unit_rows else R
-        W = self._weights()
-        W.has_sorted_indices = False
-        W.sort_indices()
-        W = as_rows(W, "weights")
+        a = self.arrays_
+        W = ascending_rows(a["w_ptr"], a["w_idx"], a["w_val"],
+                           (self.n_features_in_, self.n_labels_))
         out = []
         for r0, r1 in pair_blocks(X, S):
             a, e = row_pairs(X, S, r0, r1)

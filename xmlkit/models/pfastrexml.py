@@ -267,7 +267,7 @@ class PfastreXML(FastXML):
         of a row moves (through its length). A label is taken to stay among
         the `rerank` best tree scores without the feature (always so when
         L <= rerank)."""
-        from xmlkit.explanation import pair_blocks, row_pairs, score_at
+        from xmlkit.explanation import ascending_rows, pair_blocks, row_pairs, score_at
         from xmlkit.models.forest import tree_effects
         p = self._predict_params(rerank=rerank, trees_only=trees_only)
         trees_only = bool(self.params.trees_only) if p["trees_only"] is None \
@@ -282,12 +282,7 @@ class PfastreXML(FastXML):
         bias = float(self.bias)
         T = as_rows(self.forest().predict(R, k=p["rerank"], threads=threads), "scores")
         mu_ptr, mu_lab, mu_val = self.tail_
-        # (by feature, labels ascending: score_at searches them)
-        M = Rows(np.asarray(mu_ptr, np.int64), np.asarray(mu_lab, np.int32),
-                 np.asarray(mu_val, np.float32), (d + 1, L)).to_scipy()
-        M.has_sorted_indices = False
-        M.sort_indices()
-        M = as_rows(M, "tail")
+        M = ascending_rows(mu_ptr, mu_lab, mu_val, (d + 1, L))
         Xb = Rows(*_with_bias(R, d, bias), (R.shape[0], d + 1)).to_scipy()
         dots = as_rows((Xb.astype(np.float64) @ M.to_scipy().astype(np.float64)).tocsr(),
                        "dots", np.float64)
