@@ -425,13 +425,15 @@ def tree_effects(forest, R, S, threads=1, n_top=0):
     leave-one-feature-out effects of ForestKernel.explain_rows, in blocks
     of rows on `threads` threads (n_top > 0: a label's n_top largest only).
     Every tree is checked whole first."""
+    from xmlkit._ext.forest_explain import explain_rows
     forest.check(threads)
     S_ptr = np.ascontiguousarray(S.indptr, np.int64)
 
     def one(b):
         r0, r1 = b
-        ptr, pos, feat, eff = forest.kernel.explain_rows(
-            R, r0, r1, S_ptr[r0:r1 + 1] - S_ptr[r0], S.indices[S_ptr[r0]:S_ptr[r1]], n_top)
+        ptr, pos, feat, eff = explain_rows(forest.kernel, R, r0, r1,
+                                           S_ptr[r0:r1 + 1] - S_ptr[r0],
+                                           S.indices[S_ptr[r0]:S_ptr[r1]], n_top)
         row = np.repeat(np.arange(r0, r1), np.diff(ptr))
         return S_ptr[row] + pos, feat, eff
     # blocks of rows that go down a tree together: about four per thread,

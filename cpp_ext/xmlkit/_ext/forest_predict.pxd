@@ -53,3 +53,24 @@ cdef class ForestKernel:
     cdef Py_ssize_t failed               # the tree whose check failed last, or -1
     cdef int _need_ready(self) except -1
     cdef int _raise(self, int code, Py_ssize_t t) except -1
+
+
+cdef inline double _weight_from(const int32_t* wi, const float* wv, int64_t* at, int64_t end,
+                                int32_t feature) noexcept nogil:
+    """The weight of `feature` in the ascending entries wi[*at:end], or 0;
+    *at moves to the first entry >= feature, where the search for a larger
+    feature starts (a point's features come in ascending order): a gallop
+    (steps 1, 2, 4, ...), then a binary search of the last step."""
+    cdef int64_t lo = at[0], hi, step = 1, mid
+    while lo + step < end and wi[lo + step] < feature:
+        lo += step
+        step <<= 1
+    hi = min(end, lo + step + 1)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if wi[mid] < feature:
+            lo = mid + 1
+        else:
+            hi = mid
+    at[0] = lo
+    return wv[lo] if lo < end and wi[lo] == feature else 0.0
