@@ -35,23 +35,23 @@ def json_lines(E, ids=None, label_names=None, terms=None, index_base=0):
     "features": per label [[feature, contribution], ...]} (contributions
     with DIGITS significant digits); labels and features as names
     (label_names, terms: arrays of strings) or as indices + index_base.
-    Formatted on whole arrays, joined per row."""
+    Ordered on whole arrays; each number formatted once, joined per row."""
     S = E.scores
     n = S.shape[0]
     row = np.repeat(np.arange(n), np.diff(S.indptr))
     order = np.lexsort((S.indices, -S.data, row))           # per row: best first
     labels = _texts(S.indices[order], label_names, index_base)
-    scores = np.char.mod("%.6f", S.data[order].astype(np.float64))
+    scores = ["%.6f" % v for v in S.data[order].tolist()]
     counts = np.diff(E.ptr)[order]
     ends = np.cumsum(counts)
     take = np.repeat(E.ptr[order] - (ends - counts), counts) + np.arange(ends[-1] if len(ends)
                                                                            else 0)
-    feats = _texts(E.features[take], terms, index_base)
-    contrib = np.char.mod(f"%.{DIGITS}g", E.contributions[take])
-    pairs = np.char.add(np.char.add(np.char.add("[", feats), ", "), np.char.add(contrib, "]"))
-    per_label = [f"[{', '.join(pairs[a:b])}]"
+    digits = f"[%s, %.{DIGITS}g]"
+    pairs = [digits % fc for fc in zip(_texts(E.features[take], terms, index_base),
+                                       E.contributions[take].tolist())]
+    per_label = ["[" + ", ".join(pairs[a:b]) + "]"
                  for a, b in zip((ends - counts).tolist(), ends.tolist())]
-    starts = S.indptr
+    starts = S.indptr.tolist()
     out = []
     for i in range(n):                     # (formatting: one line per row)
         a, b = starts[i], starts[i + 1]
@@ -66,10 +66,9 @@ def _texts(indices, names, index_base):
     """JSON texts of label or feature indices: their names, or the indices
     + index_base."""
     if names is None:
-        return np.char.mod("%d", np.asarray(indices, np.int64) + index_base)
+        return list(map(str, (np.asarray(indices, np.int64) + index_base).tolist()))
     picked = np.asarray(names)[indices]
-    return np.array([json.dumps(str(t), ensure_ascii=False) for t in picked.tolist()],
-                    dtype=object)
+    return [json.dumps(str(t), ensure_ascii=False) for t in picked.tolist()]
 
 
 def write_jsonl(out, lines):

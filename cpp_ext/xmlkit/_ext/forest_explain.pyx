@@ -114,6 +114,7 @@ cdef struct Explainer:
     vector[Landing] landed               # where each point without an entry ended
     vector[int32_t] leaf                 # each point's own leaf
     vector[double] margin                # each point's margin at the node `seen` says
+    vector[double] err                   # ... within this of routing's sum
     vector[int64_t] seen
     vector[char] moved                   # per entry of the block: its route left already
     vector[double] w                     # per entry of the block: its term w x at the node
@@ -158,14 +159,47 @@ cdef inline double _margin_of(ForestKernel f, const TreeView* tv, int32_t node,
     return m + _weight_from(tv.wi, tv.wv, &at, end, <int32_t> nf) * f.bias
 
 
+cdef inline double _fast_margin(const float* wrow, int64_t nf, double bias,
+                                const indptr_t* xp, const int32_t* xi, const float* xv,
+                                int64_t r, double* err) noexcept nogil:
+    """Point r's margin from a node's whole weight row (wrow), summed in
+    four independent chains (not routing's order: about four times
+    faster), and in *err a bound of its difference to routing's sum: a sign
+    decided from it is routing's when |margin| > *err."""
+    cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0, b0 = 0.0, b1 = 0.0
+    cdef double t0, t1, t2, t3
+    cdef int64_t e = xp[r], end = xp[r + 1]
+    while e + 3 < end:
+        t0 = <double> wrow[xi[e]] * xv[e]
+        t1 = <double> wrow[xi[e + 1]] * xv[e + 1]
+        t2 = <double> wrow[xi[e + 2]] * xv[e + 2]
+        t3 = <double> wrow[xi[e + 3]] * xv[e + 3]
+        a0 += t0
+        a1 += t1
+        a2 += t2
+        a3 += t3
+        b0 += abs(t0) + abs(t1)
+        b1 += abs(t2) + abs(t3)
+        e += 4
+    while e < end:
+        t0 = <double> wrow[xi[e]] * xv[e]
+        a0 += t0
+        b0 += abs(t0)
+        e += 1
+    t0 = <double> wrow[nf] * bias
+    err[0] = (end - xp[r] + 2) * 4.5e-16 * (b0 + b1 + abs(t0))
+    return ((a0 + a1) + (a2 + a3)) + t0
+
+
 cdef inline bint _side(ForestKernel f, const TreeView* tv, int32_t node, const float* wrow,
-                       double m, double w, const indptr_t* xp, const int32_t* xi,
+                       double m, double err, double w, const indptr_t* xp, const int32_t* xi,
                        const float* xv, int64_t r, int64_t e) noexcept nogil:
-    """Whether point r without entry e (weight w at the node, the whole
-    point's margin m) goes to the first child: m - w x_e >= 0, summed again
-    without it, as routing would, when that is near zero."""
+    """Whether point r without entry e (weight w at the node; the whole
+    point's margin m, within err of routing's sum) goes to the first child:
+    m - w x_e >= 0, or, near zero, its margin without it summed as routing
+    sums it."""
     cdef double m2 = m - w * xv[e]
-    if abs(m2) > 1e-9 * (abs(m) + abs(w * xv[e])):
+    if abs(m2) > 1e-9 * (abs(m) + abs(w * xv[e])) + err:
         return m2 >= 0
     return _margin_of(f, tv, node, wrow, xp, xi, xv, r, e) >= 0
 
@@ -177,20 +211,22 @@ cdef void _real_item(ForestKernel f, const TreeView* tv, int32_t node, const flo
     routing sums it, sends it to a child, and each of its entries whose
     removal turns the margin's sign (a term w x at least about as large as
     the margin) becomes an item without that entry, sent to the other."""
-    cdef int64_t e, at
+    cdef int64_t e, at, end = xp[r + 1]
     cdef int32_t p = it.p
     cdef int64_t nf = f.n_features
-    cdef double m = 0.0, top = 0.0, w, w2, lim
+    cdef double m = 0.0, top = 0.0, err = 0.0, w, w2, lim
     if wrow != NULL:
-        for e in range(xp[r], xp[r + 1]):
+        for e in range(xp[r], end):
             w = <double> wrow[xi[e]] * xv[e]
             s.w[e - E0] = w
-            m += w
             top = max(top, abs(w))
-        m += <double> wrow[nf] * f.bias
+        m = _fast_margin(wrow, nf, f.bias, xp, xi, xv, r, &err)
+        if abs(m) <= err:           # (near zero: the sign as routing sums it)
+            m = _margin_of(f, tv, node, wrow, xp, xi, xv, r, -1)
+            err = 0.0
     else:
         at = tv.wp[node]
-        for e in range(xp[r], xp[r + 1]):
+        for e in range(xp[r], end):
             w = _weight_from(tv.wi, tv.wv, &at, tv.wp[node] + row_len, xi[e]) * xv[e]
             s.w[e - E0] = w
             m += w
@@ -200,15 +236,15 @@ cdef void _real_item(ForestKernel f, const TreeView* tv, int32_t node, const flo
         s.first.push_back(it)
     else:
         s.second.push_back(it)
-    lim = abs(m) * (1 - 1e-8)
+    lim = abs(m) * (1 - 1e-8) - err
     if top < lim:
         return
-    for e in range(xp[r], xp[r + 1]):
+    for e in range(xp[r], end):
         w = s.w[e - E0]
         if abs(w) < lim or w == 0 or s.moved[e - E0]:
             continue
         w2 = m - w
-        if abs(w2) > 1e-9 * (abs(m) + abs(w)):
+        if abs(w2) > 1e-9 * (abs(m) + abs(w)) + err:
             if (w2 >= 0) == (m >= 0):
                 continue
         elif (_margin_of(f, tv, node, wrow, xp, xi, xv, r, e) >= 0) == (m >= 0):
@@ -228,7 +264,7 @@ cdef void _tree_items(ForestKernel f, TreeView* tv, const indptr_t* xp, const in
     cdef int64_t i, lo, hi, r, base, row_len, entries, E0 = xp[r0]
     cdef int32_t node, p
     cdef int64_t nf = f.n_features
-    cdef double m, w
+    cdef double m, w, err
     cdef const float* wrow
     cdef bint scattered, here
     cdef Item it
@@ -280,11 +316,15 @@ cdef void _tree_items(ForestKernel f, TreeView* tv, const indptr_t* xp, const in
                 # (a point's items without an entry share its margin here)
                 if s.seen[p] != s.visit:
                     s.seen[p] = s.visit
-                    s.margin[p] = _margin_of(f, tv, node, wrow, xp, xi, xv, r, -1)
+                    if wrow != NULL:
+                        s.margin[p] = _fast_margin(wrow, nf, f.bias, xp, xi, xv, r, &err)
+                        s.err[p] = err
+                    else:
+                        s.margin[p] = _margin_of(f, tv, node, wrow, xp, xi, xv, r, -1)
+                        s.err[p] = 0.0
                 m = s.margin[p]
                 w = _weight_at(f, tv, node, wrow, xi[it.skip])
-                here = m >= 0 if w == 0 else _side(f, tv, node, wrow, m, w, xp, xi, xv, r,
-                                                    it.skip)
+                here = _side(f, tv, node, wrow, m, s.err[p], w, xp, xi, xv, r, it.skip)
                 if here:
                     s.first.push_back(it)
                 else:
@@ -333,35 +373,41 @@ cdef int _explain_rows(ForestKernel f, const indptr_t* xp, const int32_t* xi, co
     cdef TreeView* tv
     cdef Explainer s
     cdef vector[int64_t] off              # point p's effects: acc[off[p] + (e - xp[r]) * k + q]
-    cdef vector[double] acc
+    cdef vector[double] acc, own         # (own[lptr[p] + q]: p's leaf's value of label q)
     cdef vector[char] any_moved
     cdef vector[pair[double, int64_t]] best
     cdef const int32_t* labels
     s.dense.assign(f.n_features + 1, 0.0)
     s.leaf.assign(n + 1, 0)
     s.margin.assign(n + 1, 0.0)
+    s.err.assign(n + 1, 0.0)
     s.seen.assign(n + 1, 0)
     s.visit = 0
     off.assign(n + 1, 0)
     for p in range(n):
         off[p + 1] = off[p] + (xp[r0 + p + 1] - xp[r0 + p]) * (lptr[p + 1] - lptr[p])
     acc.assign(off[n] + 1, 0.0)
+    own.assign(lptr[n] + 1, 0.0)
     any_moved.assign(xp[r1] - E0 + 1, 0)
     for t in range(n_trees):
         tv = &f.trees[t]
         _tree_items(f, tv, xp, xi, xv, r0, n, s)
+        # each point's own leaf's values of its labels
+        for p in range(n):
+            old = s.leaf[p]
+            for q in range(lptr[p], lptr[p + 1]):
+                own[q] = 0.0
+            for j in range(tv.lp[old], tv.lp[old + 1]):
+                q = _label_pos(lidx + lptr[p], lptr[p + 1] - lptr[p], tv.li[j])
+                if q >= 0:
+                    own[lptr[p] + q] = tv.lv[j]
         for a in range(<int64_t> s.landed.size()):
             p, e, new = s.landed[a].p, s.landed[a].skip, s.landed[a].leaf
-            old = s.leaf[p]
             any_moved[e - E0] = 1
-            if new == old:
-                continue
             labels = lidx + lptr[p]
             k = lptr[p + 1] - lptr[p]
-            for j in range(tv.lp[old], tv.lp[old + 1]):
-                q = _label_pos(labels, k, tv.li[j])
-                if q >= 0:
-                    acc[off[p] + (e - xp[r0 + p]) * k + q] += tv.lv[j]
+            for q in range(k):
+                acc[off[p] + (e - xp[r0 + p]) * k + q] += own[lptr[p] + q]
             for j in range(tv.lp[new], tv.lp[new + 1]):
                 q = _label_pos(labels, k, tv.li[j])
                 if q >= 0:
