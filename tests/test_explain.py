@@ -128,14 +128,14 @@ def test_tree_effects_by_hand():
     forest = Forest([_one_tree()], 3, 2, 1.0)
     X = as_rows(sp.csr_matrix(np.array([[1.0, 1.0, 1.0]], np.float32)))
     S = as_rows(sp.csr_matrix(np.array([[1.0, 1e-9]], np.float32)))    # labels 0 and 1
-    entry, feature, effect = tree_effects(forest, X, S)
+    _, entry, feature, effect = tree_effects(forest, X, S)
     got = sorted(zip(entry.tolist(), feature.tolist(), effect.tolist()))
     assert got == [(0, 0, pytest.approx(0.8)), (1, 0, pytest.approx(-0.8))]
     # a margin that removal makes exactly 0 goes to the first child, as routing does
     X = as_rows(sp.csr_matrix(np.array([[1.0, 1.6, 0.0]], np.float32)))  # margin 1-0.8-0.2 = 0
     S = as_rows(sp.csr_matrix(np.array([[1.0, 0.0]], np.float32)))
     before = forest.predict(X).to_scipy().toarray()[0, 0]
-    entry, feature, effect = tree_effects(forest, X, S)
+    _, entry, feature, effect = tree_effects(forest, X, S)
     for e, j in enumerate(X.indices):
         keep = np.arange(X.nnz) != e
         without = sp.csr_matrix((X.data[keep], X.indices[keep], [0, keep.sum()]), shape=(1, 3))

@@ -18,9 +18,15 @@ def explainer(model, n_features, kwargs, calibration=None, calibrate=None):
     mapped by `calibrate` when the folder's calibration decides them."""
     from xmlkit.calibration import explain_decided
     family = {n: v for n, v in kwargs.items() if n not in ("k", "threads")}
-    threads = kwargs["threads"]
+    threads, k = kwargs["threads"], kwargs["k"]
+    # (label sets, or probabilities the calibration makes: the labels
+    # predict gives are explained; a ranking: the family's own k best)
+    ranking = calibrate is None and \
+        model.predict_params(**family).get("decision", "scores") == "scores"
 
     def explain(X):
+        if ranking:
+            return model.explain(X, k=k, n_features=n_features, threads=threads, **family)
         S = model.predict(X, **kwargs)
         if calibrate is None:
             return model.explain(X, n_features=n_features, threads=threads, labels=S, **family)

@@ -75,16 +75,26 @@ class ModelBase(Estimator, FolderProtocol):
         instead of k): the labels to explain, its values the scores to
         report (as predict gave them: a label set, a calibrated row)."""
         from xmlkit.explanation import check_n_features, explained_rows, label_rows, strongest
-        from xmlkit.csr import as_rows, like
+        from xmlkit.csr import like
         from xmlkit.models.base import usable_threads
         n = check_n_features(n_features)
         threads = usable_threads(threads)
         self._predict_params(**params)
         R = explained_rows(X, self.n_features_in_)
-        S = as_rows(self.predict(R, k=k, threads=threads, **params), "scores") \
-            if labels is None else label_rows(labels, R.shape[0], self.n_labels_)
-        entry, feature, effect = self._effects(R, S, threads, n_top=n, **params)
+        if labels is None:
+            S, entry, feature, effect = self._scored_effects(R, k, threads, n_top=n, **params)
+        else:
+            S = label_rows(labels, R.shape[0], self.n_labels_)
+            entry, feature, effect = self._effects(R, S, threads, n_top=n, **params)
         return strongest(like(X, S), entry, feature, effect, n, self.EXPLAIN_KIND)
+
+    def _scored_effects(self, R, k, threads, n_top=0, **params):
+        """(S, entry, feature, contribution): predict's k best labels of the
+        rows of R (Rows) and _effects' triples for them (a family may make
+        both at once)."""
+        from xmlkit.csr import as_rows
+        S = as_rows(self.predict(R, k=k, threads=threads, **params), "scores")
+        return (S, *self._effects(R, S, threads, n_top=n_top, **params))
 
     def _effects(self, R, S, threads, n_top=0, **params):
         """(entry of S, feature, contribution) triples for the labels of S

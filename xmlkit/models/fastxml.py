@@ -403,9 +403,16 @@ class FastXML(TreeEnsemble):
             yield piece
 
     def _effects(self, R, S, threads, n_top=0, **params):
-        """Exact leave-one-feature-out effects (ForestKernel.explain_rows:
+        """Exact leave-one-feature-out effects (xmlkit.models.forest.tree_effects:
         re-routing only from the nodes where a removal flips the route)."""
-        return tree_effects(self.forest(), R, S, threads, n_top)
+        return tree_effects(self.forest(), R, S, threads, n_top)[1:]
+
+    def _scored_effects(self, R, k, threads, n_top=0, **params):
+        """The k best labels of each row and their effects in one pass: the
+        forest's routes give both."""
+        if k is None:
+            return super()._scored_effects(R, k, threads, n_top, **params)
+        return tree_effects(self.forest(), R, None, threads, n_top, k=k)
 
     # -- the tree files (written by xmlkit.driver and models.folders, read by the latter)
     @staticmethod

@@ -418,34 +418,54 @@ class Forest:
                 yield from pool.map(score, bounds[i:i + 2 * threads])
 
 
-def tree_effects(forest, R, S, threads=1, n_top=0):
-    """(entry of S, feature, effect) of every feature of each row of R
-    (Rows, explained_rows) whose removal changes a tree's route, on the
-    labels of S (Rows: the row's labels, ascending): the exact
-    leave-one-feature-out effects of ForestKernel.explain_rows, in blocks
-    of rows on `threads` threads (n_top > 0: a label's n_top largest only).
-    Every tree is checked whole first."""
+def tree_effects(forest, R, S=None, threads=1, n_top=0, k=None):
+    """(S, entry, feature, effect): the labels of each row of R (Rows,
+    explained_rows) explained, S (Rows: given, or with S None each row's k
+    best as Forest.predict gives them), and every feature whose removal
+    changes a tree's route with its effect on a label of its row (an entry
+    of S): the exact leave-one-feature-out effects of
+    xmlkit._ext.forest_explain.explain_rows, in blocks of rows on
+    `threads` threads (n_top > 0: a label's n_top largest only). Every
+    tree is checked whole first."""
     from xmlkit._ext.forest_explain import explain_rows
+    from xmlkit.explanation import pair_blocks
     forest.check(threads)
-    S_ptr = np.ascontiguousarray(S.indptr, np.int64)
+    n = R.shape[0]
+    if S is None:
+        k = int(k)
+        # (blocks as if every row had k labels)
+        S_like = Rows(np.arange(n + 1, dtype=np.int64) * k, None, None, (n, forest.n_labels))
+    else:
+        S_like = S
+        S_ptr = np.ascontiguousarray(S.indptr, np.int64)
 
     def one(b):
         r0, r1 = b
-        ptr, pos, feat, eff = explain_rows(forest.kernel, R, r0, r1,
-                                           S_ptr[r0:r1 + 1] - S_ptr[r0],
-                                           S.indices[S_ptr[r0]:S_ptr[r1]], n_top)
-        row = np.repeat(np.arange(r0, r1), np.diff(ptr))
-        return S_ptr[row] + pos, feat, eff
+        if S is None:
+            ptr, pos, feat, eff, rows = explain_rows(forest.kernel, R, r0, r1, k=k,
+                                                     n_top=n_top)
+            starts = rows[0]
+        else:
+            ptr, pos, feat, eff, rows = explain_rows(
+                forest.kernel, R, r0, r1, S_ptr[r0:r1 + 1] - S_ptr[r0],
+                S.indices[S_ptr[r0]:S_ptr[r1]], n_top=n_top)
+            starts = S_ptr[r0:r1 + 1] - S_ptr[r0]
+        local = np.repeat(np.arange(r1 - r0), np.diff(ptr))
+        return rows, starts[local] + pos, feat, eff
     # blocks of rows that go down a tree together: about four per thread,
     # each of at most EXPLAIN_BLOCK (row, label, feature) effects
-    from xmlkit.explanation import pair_blocks
-    pairs = int(np.dot(np.diff(S.indptr).astype(np.int64), np.diff(R.indptr)))
-    bounds = pair_blocks(R, S, limit=min(EXPLAIN_BLOCK, pairs // (4 * threads) + 1))
+    pairs = int(np.dot(np.diff(S_like.indptr).astype(np.int64), np.diff(R.indptr)))
+    bounds = pair_blocks(R, S_like, limit=min(EXPLAIN_BLOCK, pairs // (4 * threads) + 1))
     with ThreadPoolExecutor(threads) if threads > 1 and len(bounds) > 1 else _Inline() as pool:
         parts = list(pool.map(one, bounds))
+    if S is None:
+        S = stack_rows([p[0] for p in parts], (n, forest.n_labels))
+    # (entries numbered within each block: offset by the block's first entry)
+    firsts = [int(S.indptr[b[0]]) for b in bounds]
     if not parts:
-        return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0)
-    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+        return S, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0)
+    return (S, np.concatenate([p[1] + a for p, a in zip(parts, firsts)]),
+            np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts]))
 
 
 class _Inline:

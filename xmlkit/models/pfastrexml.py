@@ -18,6 +18,7 @@ from xmlkit.errors import InvalidParameterError, XmlkitError
 from xmlkit.arrayfile import sha256
 from xmlkit.metrics import PROPENSITY_PRESETS, inverse_propensity, propensity_ab
 from xmlkit.models.base import array_like, boolean, integer, one_of, optional, real
+from xmlkit.models.family import ModelBase
 from xmlkit.models.fastxml import INIT, MAX_NEWTON, MAX_NEWTON_SMALL, SMALL_NODE, TOL, FastXML
 
 #: name of the tail-classifier arrays in a model folder
@@ -261,6 +262,13 @@ class PfastreXML(FastXML):
             return Rows(ptr, idx, val, (r1 - r0, self.n_labels_))
         return forest, {"k": p["rerank"], "then": then}
 
+    def _scored_effects(self, R, k, threads, n_top=0, **params):
+        """Re-ranked labels are predict's (the trees' best need not be)."""
+        p = self._predict_params(**params)
+        if bool(self.params.trees_only) if p["trees_only"] is None else p["trees_only"]:
+            return super()._scored_effects(R, k, threads, n_top, **params)
+        return ModelBase._scored_effects(self, R, k, threads, n_top, **params)
+
     def _effects(self, R, S, threads, n_top=0, rerank=None, trees_only=None, **params):
         """Exact leave-one-feature-out effects: the trees' (re-routing, as
         FastXML's) combined with the tail classifiers', which every feature
@@ -273,8 +281,8 @@ class PfastreXML(FastXML):
         trees_only = bool(self.params.trees_only) if p["trees_only"] is None \
             else p["trees_only"]
         if trees_only:
-            return tree_effects(self.forest(), R, S, threads, n_top)
-        entry, feature, delta = tree_effects(self.forest(), R, S, threads)
+            return tree_effects(self.forest(), R, S, threads, n_top)[1:]
+        _, entry, feature, delta = tree_effects(self.forest(), R, S, threads)
         if getattr(self, "tail_", None) is None:
             raise XmlkitError("the model has no tail classifiers (trained with "
                               "trees_only); predict with trees only")

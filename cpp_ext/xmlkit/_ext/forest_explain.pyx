@@ -14,56 +14,68 @@ from libcpp.vector cimport vector
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport array_copy, indptr_t, padded, rows_in
+from sparse_rows cimport (RowsOut, array_copy, emit_top, indptr_t, padded, rows_in,
+                          rows_open, rows_pieces)
 from xmlkit._ext.forest_predict cimport ForestKernel, TreeView, _weight_from
 
 cnp.import_array()
 
 
-def explain_rows(ForestKernel f, X, int64_t r0, int64_t r1, labels_ptr, labels_idx,
-                 int n_top=0):
-    """Leave-one-feature-out effects of forest kernel f on given labels of
-    rows r0..r1-1 of X (CSR; indices < n_features, strictly ascending per
-    row): row
-    r0 + i's labels are labels_idx[labels_ptr[i]:labels_ptr[i + 1]]
-    (labels_ptr[0] = 0).
-    The effect of row entry e (feature j) on label l is the row's score
-    of l minus its score with j removed (as predict_rows computes
-    both, before the float32 rounding), non-zero only where removing j
-    changes the leaf the row reaches in some tree. Returns (ptr, pos,
-    feature, effect): row i's effects are entries ptr[i]..ptr[i+1]-1,
-    each the position of the label among the row's labels, the feature
-    and the effect (float64); only non-zero effects (n_top > 0: a
-    label's n_top of largest |effect|, ties to the lower feature), a
-    label's entries in feature order. A row's labels are ascending; every
-    tree must be ready, and a mapped one checked whole (its file's blocks are not
-    looked up here)."""
-    lp = np.ascontiguousarray(labels_ptr, dtype=np.int64)
-    li = np.ascontiguousarray(labels_idx, dtype=np.int32)
-    if lp.shape != (r1 - r0 + 1,) or lp[0] != 0 or lp[len(lp) - 1] != len(li) \
-            or np.any(np.diff(lp) < 0):
-        raise ValueError("label pointers: one row per row of X, covering the labels")
-    if len(li) and not (0 <= li.min() and li.max() < f.n_labels):
-        raise ValueError("labels outside the model's")
-    up = np.diff(li) > 0
-    up[lp[1:len(lp) - 1][(lp[1:len(lp) - 1] > 0) & (lp[1:len(lp) - 1] < len(li))] - 1] = True
-    if not up.all():
-        raise ValueError("a row's labels are not ascending")
+def explain_rows(ForestKernel f, X, int64_t r0, int64_t r1, labels_ptr=None, labels_idx=None,
+                 int k=0, int n_top=0):
+    """Leave-one-feature-out effects of forest kernel f's scores on labels
+    of rows r0..r1-1 of X (CSR; indices < n_features, strictly ascending
+    per row): row r0 + i's labels labels_idx[labels_ptr[i]:labels_ptr[i +
+    1]] (ascending; labels_ptr[0] = 0), or, with labels None, its k best
+    (as predict_rows chooses them).
+
+    The effect of row entry e (feature j) on label l is the row's score of
+    l minus its score with j removed (as predict_rows computes both, before
+    the float32 rounding), non-zero only where removing j changes the leaf
+    the row reaches in some tree. Returns (ptr, pos, feature, effect,
+    scores): row i's effects are entries ptr[i]..ptr[i+1]-1, each the
+    position of the label among the row's labels, the feature and the
+    effect (float64); only non-zero effects (n_top > 0: a label's n_top of
+    largest |effect|, ties to the lower feature), a label's entries in
+    feature order; scores: the chosen rows as predict_rows returns them
+    (labels None), else None. Every tree must be ready, and a mapped one
+    checked whole (its file's blocks are not looked up here)."""
+    cdef bint choose = labels_ptr is None
+    if choose:
+        if k < 1:
+            raise ValueError("k >= 1 labels per row to choose")
+        lp, li = np.zeros(r1 - r0 + 1, np.int64), np.zeros(0, np.int32)
+    else:
+        lp = np.ascontiguousarray(labels_ptr, dtype=np.int64)
+        li = np.ascontiguousarray(labels_idx, dtype=np.int32)
+        if lp.shape != (r1 - r0 + 1,) or lp[0] != 0 or lp[len(lp) - 1] != len(li) \
+                or np.any(np.diff(lp) < 0):
+            raise ValueError("label pointers: one row per row of X, covering the labels")
+        if len(li) and not (0 <= li.min() and li.max() < f.n_labels):
+            raise ValueError("labels outside the model's")
+        up = np.diff(li) > 0
+        inner = lp[1:len(lp) - 1]
+        up[inner[(inner > 0) & (inner < len(li))] - 1] = True
+        if not up.all():
+            raise ValueError("a row's labels are not ascending")
     f._need_ready()
-    cdef const int64_t[::1] lptr = lp
-    cdef const int32_t[::1] lidx = padded(li, np.int32)
-    return _explain(f, *rows_in(X, r0, r1), r0, r1, lptr, lidx, n_top)
+    return _explain(f, *rows_in(X, r0, r1), r0, r1, lp, padded(li, np.int32), choose, k, n_top)
+
 
 def _explain(ForestKernel f, const indptr_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
              int64_t r0, int64_t r1, const int64_t[::1] lptr, const int32_t[::1] lidx,
-             int n_top):
+             bint choose, int k, int n_top):
     cdef ExplainOut out
+    cdef RowsOut chosen
+    rows_open(chosen)
     with nogil:
-        _explain_rows(f, &xp[0], &xi[0], &xv[0], r0, r1, &lptr[0], &lidx[0], n_top, out)
+        _explain_rows(f, &xp[0], &xi[0], &xv[0], r0, r1, &lptr[0], &lidx[0],
+                      k if choose else 0, n_top, chosen, out)
     return (array_copy(out.ptr.data(), out.ptr.size(), cnp.NPY_INT64),
             array_copy(out.pos.data(), out.pos.size(), cnp.NPY_INT32),
             array_copy(out.feature.data(), out.feature.size(), cnp.NPY_INT32),
-            array_copy(out.effect.data(), out.effect.size(), cnp.NPY_FLOAT64))
+            array_copy(out.effect.data(), out.effect.size(), cnp.NPY_FLOAT64),
+            rows_pieces(chosen) if choose else None)
 
 
 # Leave-one-feature-out effects (ForestKernel.explain_rows). Removing
@@ -362,20 +374,64 @@ cdef inline bint _later_entry(const pair[double, int64_t]& a,
     return a.second < b.second
 
 
+cdef void _choose(ForestKernel f, const vector[int32_t]& leaves, int64_t n, int k,
+                  RowsOut& out) except + nogil:
+    """Each point's k best labels from the leaves it reached (leaves[t * n +
+    p]), as predict_rows chooses and writes them: the mean over trees,
+    rounded to float32, ties to the lower label, labels ascending."""
+    cdef vector[double] total
+    cdef vector[char] seen
+    cdef vector[int32_t] touched
+    cdef vector[pair[double, int32_t]] ranked
+    cdef vector[pair[int32_t, float]] sel
+    cdef Py_ssize_t t, n_trees = f.trees.size()
+    cdef double inv_t = 1.0 / n_trees
+    cdef int64_t p, j, a
+    cdef int32_t node, l
+    cdef TreeView* tv
+    total.assign(f.n_labels, 0.0)
+    seen.assign(f.n_labels, 0)
+    for p in range(n):
+        touched.clear()
+        for t in range(n_trees):
+            tv = &f.trees[t]
+            node = leaves[t * n + p]
+            for j in range(tv.lp[node], tv.lp[node + 1]):
+                l = tv.li[j]
+                if not seen[l]:
+                    seen[l] = 1
+                    touched.push_back(l)
+                total[l] += tv.lv[j]
+        ranked.clear()
+        for a in range(<int64_t> touched.size()):
+            l = touched[a]
+            ranked.push_back(pair[double, int32_t](-<double> (<float> (total[l] * inv_t)), l))
+            total[l] = 0.0
+            seen[l] = 0
+        emit_top(ranked, k, sel, out)
+
+
 cdef int _explain_rows(ForestKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
-                       int64_t r0, int64_t r1, const int64_t* lptr, const int32_t* lidx,
-                       int n_top, ExplainOut& out) except -1 nogil:
-    """ForestKernel.explain_rows without the GIL (the rows' labels ascending)."""
+                       int64_t r0, int64_t r1, const int64_t* given_ptr,
+                       const int32_t* given_idx, int choose, int n_top, RowsOut& chosen,
+                       ExplainOut& out) except -1 nogil:
+    """_explain without the GIL: the labels given (ascending), or, choose >
+    0, each row's `choose` best (written to `chosen`)."""
     cdef Py_ssize_t t, n_trees = f.trees.size()
     cdef int64_t n = r1 - r0, p, e, q, j, a, k, E0 = xp[r0]
     cdef int32_t old, new
     cdef double inv_t = 1.0 / n_trees
     cdef TreeView* tv
     cdef Explainer s
+    cdef vector[int32_t] leaves           # leaves[t * n + p]: point p's leaf in tree t
+    cdef vector[Landing] landed           # every tree's landings, tree by tree
+    cdef vector[int64_t] tree_landed      # tree t's: landed[tree_landed[t]:tree_landed[t + 1]]
     cdef vector[int64_t] off              # point p's effects: acc[off[p] + (e - xp[r]) * k + q]
-    cdef vector[double] acc, own         # (own[lptr[p] + q]: p's leaf's value of label q)
+    cdef vector[double] acc, own          # (own[lptr[p] + q]: p's leaf's value of label q)
     cdef vector[char] any_moved
     cdef vector[pair[double, int64_t]] best
+    cdef const int64_t* lptr = given_ptr
+    cdef const int32_t* lidx = given_idx
     cdef const int32_t* labels
     s.dense.assign(f.n_features + 1, 0.0)
     s.leaf.assign(n + 1, 0)
@@ -383,6 +439,18 @@ cdef int _explain_rows(ForestKernel f, const indptr_t* xp, const int32_t* xi, co
     s.err.assign(n + 1, 0.0)
     s.seen.assign(n + 1, 0)
     s.visit = 0
+    leaves.resize(n * n_trees + 1)
+    tree_landed.push_back(0)
+    for t in range(n_trees):
+        _tree_items(f, &f.trees[t], xp, xi, xv, r0, n, s)
+        for p in range(n):
+            leaves[t * n + p] = s.leaf[p]
+        landed.insert(landed.end(), s.landed.begin(), s.landed.end())
+        tree_landed.push_back(<int64_t> landed.size())
+    if choose > 0:
+        _choose(f, leaves, n, choose, chosen)
+        lptr = chosen.ptr.data()
+        lidx = chosen.idx.data()
     off.assign(n + 1, 0)
     for p in range(n):
         off[p + 1] = off[p] + (xp[r0 + p + 1] - xp[r0 + p]) * (lptr[p + 1] - lptr[p])
@@ -391,18 +459,17 @@ cdef int _explain_rows(ForestKernel f, const indptr_t* xp, const int32_t* xi, co
     any_moved.assign(xp[r1] - E0 + 1, 0)
     for t in range(n_trees):
         tv = &f.trees[t]
-        _tree_items(f, tv, xp, xi, xv, r0, n, s)
         # each point's own leaf's values of its labels
         for p in range(n):
-            old = s.leaf[p]
+            old = leaves[t * n + p]
             for q in range(lptr[p], lptr[p + 1]):
                 own[q] = 0.0
             for j in range(tv.lp[old], tv.lp[old + 1]):
                 q = _label_pos(lidx + lptr[p], lptr[p + 1] - lptr[p], tv.li[j])
                 if q >= 0:
                     own[lptr[p] + q] = tv.lv[j]
-        for a in range(<int64_t> s.landed.size()):
-            p, e, new = s.landed[a].p, s.landed[a].skip, s.landed[a].leaf
+        for a in range(tree_landed[t], tree_landed[t + 1]):
+            p, e, new = landed[a].p, landed[a].skip, landed[a].leaf
             any_moved[e - E0] = 1
             labels = lidx + lptr[p]
             k = lptr[p + 1] - lptr[p]
