@@ -203,6 +203,44 @@ cdef inline double _fast_margin(const float* wrow, int64_t nf, double bias,
     return ((a0 + a1) + (a2 + a3)) + t0
 
 
+cdef inline double _fast_terms(const float* wrow, int64_t nf, double bias,
+                               const indptr_t* xp, const int32_t* xi, const float* xv,
+                               int64_t r, double* terms, double* top,
+                               double* err) noexcept nogil:
+    """_fast_margin, and each entry's term w x in terms[e - xp[r]], the
+    largest |term| in *top."""
+    cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0, b0 = 0.0, b1 = 0.0
+    cdef double t0, t1, t2, t3, big = 0.0
+    cdef int64_t e = xp[r], end = xp[r + 1], i = 0
+    while e + 3 < end:
+        t0 = <double> wrow[xi[e]] * xv[e]
+        t1 = <double> wrow[xi[e + 1]] * xv[e + 1]
+        t2 = <double> wrow[xi[e + 2]] * xv[e + 2]
+        t3 = <double> wrow[xi[e + 3]] * xv[e + 3]
+        terms[i], terms[i + 1], terms[i + 2], terms[i + 3] = t0, t1, t2, t3
+        a0 += t0
+        a1 += t1
+        a2 += t2
+        a3 += t3
+        b0 += abs(t0) + abs(t1)
+        b1 += abs(t2) + abs(t3)
+        big = max(big, max(max(abs(t0), abs(t1)), max(abs(t2), abs(t3))))
+        e += 4
+        i += 4
+    while e < end:
+        t0 = <double> wrow[xi[e]] * xv[e]
+        terms[i] = t0
+        a0 += t0
+        b0 += abs(t0)
+        big = max(big, abs(t0))
+        e += 1
+        i += 1
+    t0 = <double> wrow[nf] * bias
+    top[0] = big
+    err[0] = (end - xp[r] + 2) * 4.5e-16 * (b0 + b1 + abs(t0))
+    return ((a0 + a1) + (a2 + a3)) + t0
+
+
 cdef inline bint _side(ForestKernel f, const TreeView* tv, int32_t node, const float* wrow,
                        double m, double err, double w, const indptr_t* xp, const int32_t* xi,
                        const float* xv, int64_t r, int64_t e) noexcept nogil:
@@ -228,11 +266,7 @@ cdef void _real_item(ForestKernel f, const TreeView* tv, int32_t node, const flo
     cdef int64_t nf = f.n_features
     cdef double m = 0.0, top = 0.0, err = 0.0, w, w2, lim
     if wrow != NULL:
-        for e in range(xp[r], end):
-            w = <double> wrow[xi[e]] * xv[e]
-            s.w[e - E0] = w
-            top = max(top, abs(w))
-        m = _fast_margin(wrow, nf, f.bias, xp, xi, xv, r, &err)
+        m = _fast_terms(wrow, nf, f.bias, xp, xi, xv, r, &s.w[xp[r] - E0], &top, &err)
         if abs(m) <= err:           # (near zero: the sign as routing sums it)
             m = _margin_of(f, tv, node, wrow, xp, xi, xv, r, -1)
             err = 0.0
