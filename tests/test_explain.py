@@ -342,3 +342,20 @@ def test_table_on_a_terminal(tmp_path):
     assert all(isinstance(f, str) for lab in obj["features"] for f, _ in lab)
     for name in obj["labels"]:
         assert any(name in line for line in shown)
+
+
+@pytest.mark.parametrize("name", ["fastxml_model", "pfastrexml_model"])
+def test_cpp_tool_folders(shared, bibtex, name):
+    """A C++ tool's model folder (trees whose rows need not be ascending)
+    is explained exactly too."""
+    model = load_model(shared / "fixtures" / "cpp_reference" / name)
+    X = sp.csr_matrix(bibtex[2])[:6]
+    E = model.explain(X, k=3, n_features=10_000)
+    moved = 0
+    for i in range(X.shape[0]):
+        labels = [lab for lab, _, _ in E.row(i)]
+        got = _reported(E, i)
+        for key, d in _brute(model, X, i, labels).items():
+            assert abs(got.get(key, 0.0) - d) <= 1e-6, (i, key)
+            moved += d != 0
+    assert moved > 20
