@@ -7,7 +7,7 @@
 
 from libc.math cimport log2
 from libc.stdint cimport int32_t, int64_t
-from libcpp.algorithm cimport partial_sort, sort
+from libcpp.algorithm cimport lower_bound, partial_sort, sort
 from libcpp.utility cimport pair
 from libcpp.vector cimport vector
 
@@ -16,7 +16,7 @@ cimport numpy as cnp
 import numpy as np
 from sparse_rows cimport (RowsOut, array_copy, emit_top, indptr_t, padded, rows_in,
                           rows_open, rows_pieces)
-from xmlkit._ext.forest_predict cimport ForestKernel, TreeView, _weight_from
+from xmlkit._ext.forest_predict cimport ForestKernel, TreeView, _accumulate, _weight_from
 
 cnp.import_array()
 
@@ -171,44 +171,15 @@ cdef inline double _margin_of(ForestKernel f, const TreeView* tv, int32_t node,
     return m + _weight_from(tv.wi, tv.wv, &at, end, <int32_t> nf) * f.bias
 
 
-cdef inline double _fast_margin(const float* wrow, int64_t nf, double bias,
-                                const indptr_t* xp, const int32_t* xi, const float* xv,
-                                int64_t r, double* err) noexcept nogil:
-    """Point r's margin from a node's whole weight row (wrow), summed in
-    four independent chains (not routing's order: about four times
-    faster), and in *err a bound of its difference to routing's sum: a sign
-    decided from it is routing's when |margin| > *err."""
-    cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0, b0 = 0.0, b1 = 0.0
-    cdef double t0, t1, t2, t3
-    cdef int64_t e = xp[r], end = xp[r + 1]
-    while e + 3 < end:
-        t0 = <double> wrow[xi[e]] * xv[e]
-        t1 = <double> wrow[xi[e + 1]] * xv[e + 1]
-        t2 = <double> wrow[xi[e + 2]] * xv[e + 2]
-        t3 = <double> wrow[xi[e + 3]] * xv[e + 3]
-        a0 += t0
-        a1 += t1
-        a2 += t2
-        a3 += t3
-        b0 += abs(t0) + abs(t1)
-        b1 += abs(t2) + abs(t3)
-        e += 4
-    while e < end:
-        t0 = <double> wrow[xi[e]] * xv[e]
-        a0 += t0
-        b0 += abs(t0)
-        e += 1
-    t0 = <double> wrow[nf] * bias
-    err[0] = (end - xp[r] + 2) * 4.5e-16 * (b0 + b1 + abs(t0))
-    return ((a0 + a1) + (a2 + a3)) + t0
-
-
 cdef inline double _fast_terms(const float* wrow, int64_t nf, double bias,
                                const indptr_t* xp, const int32_t* xi, const float* xv,
                                int64_t r, double* terms, double* top,
                                double* err) noexcept nogil:
-    """_fast_margin, and each entry's term w x in terms[e - xp[r]], the
-    largest |term| in *top."""
+    """Point r's margin from a node's whole weight row (wrow), summed in
+    four independent chains (not routing's order: about four times
+    faster), and in *err a bound of its difference to routing's sum: a sign
+    decided from it is routing's when |margin| > *err. terms (unless NULL):
+    each entry's term w x at terms[e - xp[r]], the largest |term| in *top."""
     cdef double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0, b0 = 0.0, b1 = 0.0
     cdef double t0, t1, t2, t3, big = 0.0
     cdef int64_t e = xp[r], end = xp[r + 1], i = 0
@@ -217,26 +188,29 @@ cdef inline double _fast_terms(const float* wrow, int64_t nf, double bias,
         t1 = <double> wrow[xi[e + 1]] * xv[e + 1]
         t2 = <double> wrow[xi[e + 2]] * xv[e + 2]
         t3 = <double> wrow[xi[e + 3]] * xv[e + 3]
-        terms[i], terms[i + 1], terms[i + 2], terms[i + 3] = t0, t1, t2, t3
+        if terms != NULL:
+            terms[i], terms[i + 1], terms[i + 2], terms[i + 3] = t0, t1, t2, t3
+            big = max(big, max(max(abs(t0), abs(t1)), max(abs(t2), abs(t3))))
         a0 += t0
         a1 += t1
         a2 += t2
         a3 += t3
         b0 += abs(t0) + abs(t1)
         b1 += abs(t2) + abs(t3)
-        big = max(big, max(max(abs(t0), abs(t1)), max(abs(t2), abs(t3))))
         e += 4
         i += 4
     while e < end:
         t0 = <double> wrow[xi[e]] * xv[e]
-        terms[i] = t0
+        if terms != NULL:
+            terms[i] = t0
+            big = max(big, abs(t0))
         a0 += t0
         b0 += abs(t0)
-        big = max(big, abs(t0))
         e += 1
         i += 1
     t0 = <double> wrow[nf] * bias
-    top[0] = big
+    if terms != NULL:
+        top[0] = big
     err[0] = (end - xp[r] + 2) * 4.5e-16 * (b0 + b1 + abs(t0))
     return ((a0 + a1) + (a2 + a3)) + t0
 
@@ -363,7 +337,8 @@ cdef void _tree_items(ForestKernel f, TreeView* tv, const indptr_t* xp, const in
                 if s.seen[p] != s.visit:
                     s.seen[p] = s.visit
                     if wrow != NULL:
-                        s.margin[p] = _fast_margin(wrow, nf, f.bias, xp, xi, xv, r, &err)
+                        s.margin[p] = _fast_terms(wrow, nf, f.bias, xp, xi, xv, r, NULL,
+                                                  NULL, &err)
                         s.err[p] = err
                     else:
                         s.margin[p] = _margin_of(f, tv, node, wrow, xp, xi, xv, r, -1)
@@ -393,56 +368,13 @@ cdef void _tree_items(ForestKernel f, TreeView* tv, const indptr_t* xp, const in
 
 cdef inline int64_t _label_pos(const int32_t* labels, int64_t k, int32_t l) noexcept nogil:
     """The position of label l among a point's k ascending labels, or -1."""
-    cdef int64_t lo = 0, hi = k, mid
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if labels[mid] < l:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo if lo < k and labels[lo] == l else -1
+    cdef const int32_t* at = lower_bound(labels, labels + k, l)
+    return at - labels if at != labels + k and at[0] == l else -1
 
 
 cdef inline bint _later_entry(const pair[double, int64_t]& a,
                               const pair[double, int64_t]& b) noexcept nogil:
     return a.second < b.second
-
-
-cdef void _choose(ForestKernel f, const vector[int32_t]& leaves, int64_t n, int k,
-                  RowsOut& out) except + nogil:
-    """Each point's k best labels from the leaves it reached (leaves[t * n +
-    p]), as predict_rows chooses and writes them: the mean over trees,
-    rounded to float32, ties to the lower label, labels ascending."""
-    cdef vector[double] total
-    cdef vector[char] seen
-    cdef vector[int32_t] touched
-    cdef vector[pair[double, int32_t]] ranked
-    cdef vector[pair[int32_t, float]] sel
-    cdef Py_ssize_t t, n_trees = f.trees.size()
-    cdef double inv_t = 1.0 / n_trees
-    cdef int64_t p, j, a
-    cdef int32_t node, l
-    cdef TreeView* tv
-    total.assign(f.n_labels, 0.0)
-    seen.assign(f.n_labels, 0)
-    for p in range(n):
-        touched.clear()
-        for t in range(n_trees):
-            tv = &f.trees[t]
-            node = leaves[t * n + p]
-            for j in range(tv.lp[node], tv.lp[node + 1]):
-                l = tv.li[j]
-                if not seen[l]:
-                    seen[l] = 1
-                    touched.push_back(l)
-                total[l] += tv.lv[j]
-        ranked.clear()
-        for a in range(<int64_t> touched.size()):
-            l = touched[a]
-            ranked.push_back(pair[double, int32_t](-<double> (<float> (total[l] * inv_t)), l))
-            total[l] = 0.0
-            seen[l] = 0
-        emit_top(ranked, k, sel, out)
 
 
 cdef int _explain_rows(ForestKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
@@ -458,6 +390,7 @@ cdef int _explain_rows(ForestKernel f, const indptr_t* xp, const int32_t* xi, co
     cdef TreeView* tv
     cdef Explainer s
     cdef vector[int32_t] leaves           # leaves[t * n + p]: point p's leaf in tree t
+    cdef vector[const int32_t*] at        # (tree t's: leaves.data() + t * n)
     cdef vector[Landing] landed           # every tree's landings, tree by tree
     cdef vector[int64_t] tree_landed      # tree t's: landed[tree_landed[t]:tree_landed[t + 1]]
     cdef vector[int64_t] off              # point p's effects: acc[off[p] + (e - xp[r]) * k + q]
@@ -481,8 +414,12 @@ cdef int _explain_rows(ForestKernel f, const indptr_t* xp, const int32_t* xi, co
             leaves[t * n + p] = s.leaf[p]
         landed.insert(landed.end(), s.landed.begin(), s.landed.end())
         tree_landed.push_back(<int64_t> landed.size())
-    if choose > 0:
-        _choose(f, leaves, n, choose, chosen)
+    if choose > 0:                        # (each point's best, as predict_rows writes them)
+        for t in range(n_trees):
+            at.push_back(leaves.data() + t * n)
+        if _accumulate(f, at.data(), n, choose, chosen) != 0:
+            with gil:
+                raise ValueError("a block of a tree's file failed its check")
         lptr = chosen.ptr.data()
         lidx = chosen.idx.data()
     off.assign(n + 1, 0)

@@ -6,6 +6,7 @@ from libc.stdint cimport int32_t, int64_t
 from xmlkit._ext.file_check cimport Blocks
 from libcpp.utility cimport pair
 from libcpp.vector cimport vector
+from sparse_rows cimport RowsOut
 
 
 cdef struct TreeView:
@@ -53,6 +54,10 @@ cdef class ForestKernel:
     cdef Py_ssize_t failed               # the tree whose check failed last, or -1
     cdef int _need_ready(self) except -1
     cdef int _raise(self, int code, Py_ssize_t t) except -1
+
+
+cdef int _accumulate(ForestKernel f, const int32_t** leaf, int64_t n, int topk,
+                     RowsOut& out) except -1 nogil
 
 
 cdef inline double _weight_from(const int32_t* wi, const float* wv, int64_t* at, int64_t end,
