@@ -50,12 +50,14 @@ def test_rows(tiny):
 
 @pytest.mark.parametrize("family,params", [("fastxml", {}), ("pfastrexml", {}),
                                            ("pfastrexml", {"trees_only": True}),
+                                           ("pfastrexml", {"rerank": 3}),
                                            ("ldsm", {}), ("embed", {})])
 def test_removal_effects_equal_brute_force(tiny, test_rows, family, params):
     """Every feature's reported contribution is the score difference of
     predicting the row without it (1e-6 for the trees; embed's float32
     products: 2e-6), and with n_features above the row's size no feature
-    with an effect is missing."""
+    with an effect is missing. PfastreXML with rerank 3: a label that a
+    removal pushes out of the re-ranked few scores 0 then."""
     model = load_model(tiny / family)
     X = test_rows[:ROWS]
     E = model.explain(X, k=4, n_features=10_000, **params)
@@ -358,4 +360,25 @@ def test_cpp_tool_folders(shared, bibtex, name):
         for key, d in _brute(model, X, i, labels).items():
             assert abs(got.get(key, 0.0) - d) <= 1e-6, (i, key)
             moved += d != 0
+    assert moved > 20
+
+
+def test_pfastrexml_rerank_cut(tiny, test_rows):
+    """With many trees a removal moves other labels' tree scores little:
+    whether a label stays among the `rerank` best is told from the row's
+    scores (the rows where it cannot be told are scored again); exact
+    either way."""
+    import xmlkit
+    from xmlkit.io import read_dataset
+    X, Y = read_dataset(tiny / "train.txt")
+    model = xmlkit.PfastreXML(n_trees=24, seed=3).fit(X, Y)
+    rows = test_rows[:8]
+    E = model.explain(rows, k=3, n_features=10_000, rerank=6)
+    moved = 0
+    for i in range(rows.shape[0]):
+        labels = [lab for lab, _, _ in E.row(i)]
+        got = _reported(E, i)
+        for key, d in _brute(model, rows, i, labels, rerank=6).items():
+            assert abs(got.get(key, 0.0) - d) <= 1e-6, (i, key)
+            moved += abs(d) > 1e-6
     assert moved > 20

@@ -181,6 +181,21 @@ def score_at(S, rows, labels):
     return out
 
 
+def rows_without(R, src, drop):
+    """Rows: row src[i] of R without its entry drop[i] (-1: the row whole),
+    for each i."""
+    src = np.asarray(src, np.int64)
+    drop = np.asarray(drop, np.int64)
+    copy_len = np.diff(R.indptr)[src].astype(np.int64) - (drop >= 0)
+    ptr = np.zeros(len(src) + 1, np.int64)
+    np.cumsum(copy_len, out=ptr[1:])
+    take = np.repeat(R.indptr[src].astype(np.int64), copy_len) + \
+        np.arange(ptr[-1], dtype=np.int64) - np.repeat(ptr[:-1], copy_len)
+    d = np.repeat(drop, copy_len)
+    take += (d >= 0) & (take >= d)                      # (skipping the dropped one)
+    return Rows(ptr, R.indices[take], R.data[take], (len(src), R.shape[1]))
+
+
 def removal_effects(score, R, S, threads=1):
     """(entry, feature, effect) of every label of S (an entry) and feature
     of its row by brute force: the row scored by score(Rows) (N' × L, every
@@ -195,15 +210,7 @@ def removal_effects(score, R, S, threads=1):
         src = np.concatenate([np.arange(r0, r1), np.repeat(np.arange(r0, r1), lens)])
         drop = np.concatenate([np.full(r1 - r0, -1, np.int64),
                                np.arange(R.indptr[r0], R.indptr[r1], dtype=np.int64)])
-        copy_len = np.diff(R.indptr)[src].astype(np.int64) - (drop >= 0)
-        ptr = np.zeros(len(src) + 1, np.int64)
-        np.cumsum(copy_len, out=ptr[1:])
-        take = np.repeat(R.indptr[src].astype(np.int64), copy_len) + \
-            np.arange(ptr[-1], dtype=np.int64) - np.repeat(ptr[:-1], copy_len)
-        d = np.repeat(drop, copy_len)
-        take += (d >= 0) & (take >= d)                      # (skipping the dropped one)
-        scored = as_rows(score(Rows(ptr, R.indices[take], R.data[take],
-                                    (len(src), R.shape[1]))), "scores")
+        scored = as_rows(score(rows_without(R, src, drop)), "scores")
         # every (label of the row, feature of the row) pair
         a, e = row_pairs(R, S, r0, r1)
         labels = S.indices[a].astype(np.int64)
@@ -216,3 +223,22 @@ def removal_effects(score, R, S, threads=1):
     if not entries:
         return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0)
     return np.concatenate(entries), np.concatenate(feats), np.concatenate(effects)
+
+
+def at_least(S, rows, values):
+    """How many entries of row rows[i] of S (Rows) are >= values[i], for
+    each i: the entries and the queries sorted together (a query before
+    entries of its value), each query counting the row's entries below it."""
+    S = as_rows(S, "scores")
+    rows = np.asarray(rows, np.int64)
+    values = np.asarray(values, np.float64)
+    row_of = np.repeat(np.arange(S.shape[0], dtype=np.int64), np.diff(S.indptr))
+    all_rows = np.concatenate([row_of, rows])
+    all_vals = np.concatenate([S.data.astype(np.float64), values])
+    is_entry = np.concatenate([np.ones(S.nnz, np.int64), np.zeros(len(rows), np.int64)])
+    order = np.lexsort((is_entry, all_vals, all_rows))
+    entries_before = np.cumsum(is_entry[order]) - is_entry[order]   # entries ahead, any row
+    at = np.empty(len(order), np.int64)
+    at[order] = entries_before
+    below = at[S.nnz:] - S.indptr[rows]                    # the row's entries below each query
+    return np.diff(S.indptr)[rows] - below

@@ -418,7 +418,7 @@ class Forest:
                 yield from pool.map(score, bounds[i:i + 2 * threads])
 
 
-def tree_effects(forest, R, S=None, threads=1, n_top=0, k=None):
+def tree_effects(forest, R, S=None, threads=1, n_top=0, k=None, turned=False):
     """(S, entry, feature, effect): the labels of each row of R (Rows,
     explained_rows) explained, S (Rows: given, or with S None each row's k
     best as Forest.predict gives them), and every feature whose removal
@@ -426,7 +426,8 @@ def tree_effects(forest, R, S=None, threads=1, n_top=0, k=None):
     of S): the exact leave-one-feature-out effects of
     xmlkit._ext.forest_explain.explain_rows, in blocks of rows on
     `threads` threads (n_top > 0: a label's n_top largest only). Every
-    tree is checked whole first."""
+    tree is checked whole first. turned=True: also, per entry of R, the
+    number of trees whose leaf its removal changes (a sixth element)."""
     from xmlkit._ext.forest_explain import explain_rows
     from xmlkit.explanation import pair_blocks
     forest.check(threads)
@@ -442,16 +443,16 @@ def tree_effects(forest, R, S=None, threads=1, n_top=0, k=None):
     def one(b):
         r0, r1 = b
         if S is None:
-            ptr, pos, feat, eff, rows = explain_rows(forest.kernel, R, r0, r1, k=k,
-                                                     n_top=n_top)
+            ptr, pos, feat, eff, rows, moved = explain_rows(forest.kernel, R, r0, r1, k=k,
+                                                            n_top=n_top)
             starts = rows[0]
         else:
-            ptr, pos, feat, eff, rows = explain_rows(
+            ptr, pos, feat, eff, rows, moved = explain_rows(
                 forest.kernel, R, r0, r1, S_ptr[r0:r1 + 1] - S_ptr[r0],
                 S.indices[S_ptr[r0]:S_ptr[r1]], n_top=n_top)
             starts = S_ptr[r0:r1 + 1] - S_ptr[r0]
         local = np.repeat(np.arange(r1 - r0), np.diff(ptr))
-        return rows, starts[local] + pos, feat, eff
+        return rows, starts[local] + pos, feat, eff, moved
     # blocks of rows that go down a tree together: about four per thread,
     # each of at most EXPLAIN_BLOCK (row, label, feature) effects
     pairs = int(np.dot(np.diff(S_like.indptr).astype(np.int64), np.diff(R.indptr)))
@@ -463,9 +464,11 @@ def tree_effects(forest, R, S=None, threads=1, n_top=0, k=None):
     # (entries numbered within each block: offset by the block's first entry)
     firsts = [int(S.indptr[b[0]]) for b in bounds]
     if not parts:
-        return S, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0)
-    return (S, np.concatenate([p[1] + a for p, a in zip(parts, firsts)]),
-            np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts]))
+        out = (S, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0))
+        return out + (np.zeros(R.nnz, np.int32),) if turned else out
+    out = (S, np.concatenate([p[1] + a for p, a in zip(parts, firsts)]),
+           np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts]))
+    return out + (np.concatenate([p[4] for p in parts]),) if turned else out
 
 
 class _Inline:

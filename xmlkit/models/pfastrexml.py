@@ -272,23 +272,29 @@ class PfastreXML(FastXML):
     def _effects(self, R, S, threads, n_top=0, rerank=None, trees_only=None, **params):
         """Exact leave-one-feature-out effects: the trees' (re-routing, as
         FastXML's) combined with the tail classifiers', which every feature
-        of a row moves (through its length). A label is taken to stay among
-        the `rerank` best tree scores without the feature (always so when
-        L <= rerank)."""
-        from xmlkit.explanation import ascending_rows, pair_blocks, row_pairs, score_at
+        of a row moves (through its length). A label stays re-ranked
+        without a feature when fewer than `rerank` others can then beat its
+        tree score (each other label moves by at most the largest leaf
+        value times the trees the feature turns, over the trees; always,
+        when L <= rerank); where that cannot be told, the row is scored
+        again without the feature."""
+        from xmlkit.explanation import (ascending_rows, at_least, pair_blocks, row_pairs,
+                                        rows_without, score_at)
         from xmlkit.models.forest import tree_effects
         p = self._predict_params(rerank=rerank, trees_only=trees_only)
         trees_only = bool(self.params.trees_only) if p["trees_only"] is None \
             else p["trees_only"]
         if trees_only:
             return tree_effects(self.forest(), R, S, threads, n_top)[1:]
-        _, entry, feature, delta = tree_effects(self.forest(), R, S, threads)
+        forest = self.forest()
+        _, entry, feature, delta, turned = tree_effects(forest, R, S, threads, turned=True)
         if getattr(self, "tail_", None) is None:
             raise XmlkitError("the model has no tail classifiers (trained with "
                               "trees_only); predict with trees only")
         d, L = self.n_features_in_, self.n_labels_
         bias = float(self.bias)
-        T = as_rows(self.forest().predict(R, k=p["rerank"], threads=threads), "scores")
+        T = as_rows(forest.predict(R, threads=threads), "scores")     # (every label)
+        rise = self._leaf_max() / len(forest.trees)
         mu_ptr, mu_lab, mu_val = self.tail_
         M = ascending_rows(mu_ptr, mu_lab, mu_val, (d + 1, L))
         Xb = Rows(*_with_bias(R, d, bias), (R.shape[0], d + 1)).to_scipy()
@@ -326,10 +332,37 @@ class PfastreXML(FastXML):
             sq_mu_l = sq_mu[lab]
             before = score(s0, dot0, norm2[row])
             after = score(s0 - moved, dot0 - x * mu, norm2[row] - x * x)
+            # still among the rerank best tree scores without the feature?
+            # (others within reach: their scores now >= its new one - rise)
+            reach = (s0 - moved) - turned[e] * rise
+            near = 1e-6 * (1 + np.abs(reach))
+            unsure = np.zeros(len(a), bool) if L <= p["rerank"] else \
+                (turned[e] > 0) & ((reach - near <= 0) |
+                                   (at_least(T, row, reach - near) - 1 >= p["rerank"]))
+            if unsure.any():
+                # (those rows scored again, each without its feature)
+                pairs = np.unique(e[unsure])
+                again = as_rows(self.predict(rows_without(
+                    R, np.searchsorted(R.indptr, pairs, side="right") - 1, pairs), k=None,
+                    rerank=rerank, trees_only=False), "scores")
+                at = np.searchsorted(pairs, e[unsure])
+                after[unsure] = score_at(again, at, lab[unsure])
             out.append((a, f, before - after))
         if not out:
             return entry, feature, delta
         return tuple(np.concatenate([o[i] for o in out]) for i in range(3))
+
+    def _leaf_max(self):
+        """The most a label's value can change from one leaf of a tree to
+        another (a value or 0, to another: cached with the forest)."""
+        forest = self.forest()
+        cached = getattr(self, "_leaf_top", None)
+        if cached is None or cached[0] is not forest:
+            vals = [t["l_val"] for t in forest.trees if len(t["l_val"])]
+            top = max([0.0] + [float(np.max(v)) for v in vals])
+            low = min([0.0] + [float(np.min(v)) for v in vals])
+            cached = self._leaf_top = (forest, top - low)
+        return cached[1]
 
     def _tail_kernel(self):
         """The kernel of the tail classifiers, kept while they are the same."""

@@ -33,12 +33,13 @@ def explain_rows(ForestKernel f, X, int64_t r0, int64_t r1, labels_ptr=None, lab
     l minus its score with j removed (as predict_rows computes both, before
     the float32 rounding), non-zero only where removing j changes the leaf
     the row reaches in some tree. Returns (ptr, pos, feature, effect,
-    scores): row i's effects are entries ptr[i]..ptr[i+1]-1, each the
+    scores, turned): row i's effects are entries ptr[i]..ptr[i+1]-1, each the
     position of the label among the row's labels, the feature and the
     effect (float64); only non-zero effects (n_top > 0: a label's n_top of
     largest |effect|, ties to the lower feature), a label's entries in
     feature order; scores: the chosen rows as predict_rows returns them
-    (labels None), else None. Every tree must be ready, and a mapped one
+    (labels None), else None; turned: per entry of rows r0..r1-1, the trees
+    whose leaf its removal changes. Every tree must be ready, and a mapped one
     checked whole (its file's blocks are not looked up here)."""
     cdef bint choose = labels_ptr is None
     if choose:
@@ -75,7 +76,8 @@ def _explain(ForestKernel f, const indptr_t[::1] xp, const int32_t[::1] xi, cons
             array_copy(out.pos.data(), out.pos.size(), cnp.NPY_INT32),
             array_copy(out.feature.data(), out.feature.size(), cnp.NPY_INT32),
             array_copy(out.effect.data(), out.effect.size(), cnp.NPY_FLOAT64),
-            rows_pieces(chosen) if choose else None)
+            rows_pieces(chosen) if choose else None,
+            array_copy(out.turned.data(), xp[r1] - xp[r0], cnp.NPY_INT32))
 
 
 # Leave-one-feature-out effects (ForestKernel.explain_rows). Removing
@@ -100,6 +102,8 @@ cdef struct ExplainOut:
     vector[int32_t] pos                  # the label's position among the row's labels
     vector[int32_t] feature              # the removed feature
     vector[double] effect                # score with it - score without it
+    vector[int32_t] turned               # per entry of the rows: the trees whose leaf
+                                         # its removal changes
 
 
 cdef struct Item:
@@ -395,7 +399,7 @@ cdef int _explain_rows(ForestKernel f, const indptr_t* xp, const int32_t* xi, co
     cdef vector[int64_t] tree_landed      # tree t's: landed[tree_landed[t]:tree_landed[t + 1]]
     cdef vector[int64_t] off              # point p's effects: acc[off[p] + (e - xp[r]) * k + q]
     cdef vector[double] acc, own          # (own[lptr[p] + q]: p's leaf's value of label q)
-    cdef vector[char] any_moved
+    cdef vector[int32_t] any_moved        # (out.turned)
     cdef vector[pair[double, int64_t]] best
     cdef const int64_t* lptr = given_ptr
     cdef const int32_t* lidx = given_idx
@@ -441,7 +445,7 @@ cdef int _explain_rows(ForestKernel f, const indptr_t* xp, const int32_t* xi, co
                     own[lptr[p] + q] = tv.lv[j]
         for a in range(tree_landed[t], tree_landed[t + 1]):
             p, e, new = landed[a].p, landed[a].skip, landed[a].leaf
-            any_moved[e - E0] = 1
+            any_moved[e - E0] += 1
             labels = lidx + lptr[p]
             k = lptr[p + 1] - lptr[p]
             for q in range(k):
@@ -472,4 +476,5 @@ cdef int _explain_rows(ForestKernel f, const indptr_t* xp, const int32_t* xi, co
                 out.feature.push_back(xi[e])
                 out.effect.push_back(acc[off[p] + (e - xp[r0 + p]) * k + q] * inv_t)
         out.ptr.push_back(<int64_t> out.pos.size())
+    out.turned.assign(any_moved.begin(), any_moved.end())
     return 0
