@@ -196,7 +196,7 @@ def rows_without(R, src, drop):
     return Rows(ptr, R.indices[take], R.data[take], (len(src), R.shape[1]))
 
 
-def removal_effects(score, R, S, threads=1):
+def removal_effects(score, R, S):
     """(entry, feature, effect) of every label of S (an entry) and feature
     of its row by brute force: the row scored by score(Rows) (N' × L, every
     label: what the family computes) as it is and once per feature without
