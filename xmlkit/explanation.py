@@ -164,21 +164,49 @@ def ascending_rows(ptr, idx, val, shape):
     return Rows(ptr, idx, val, shape)
 
 
+class EntryIndex:
+    """Look-ups in the entries of a CSR matrix (Rows or scipy; each row's
+    indices ascending), its keys made once for any number of queries:
+    values(rows, cols) and at_least(rows, values)."""
+
+    def __init__(self, S):
+        self.S = S = as_rows(S, "scores")
+        self.row_of = np.repeat(np.arange(S.shape[0], dtype=np.int64), np.diff(S.indptr))
+        self.keys = self.row_of * (S.shape[1] + 1) + S.indices
+        self._ranked = None
+
+    def values(self, rows, cols):
+        """S[rows[i], cols[i]] for each i (float64; 0 where S has no entry)."""
+        S = self.S
+        rows = np.asarray(rows, np.int64)
+        cols = np.asarray(cols, np.int64)
+        at = np.searchsorted(self.keys, rows * (S.shape[1] + 1) + cols)
+        found = (at >= S.indptr[rows]) & (at < S.indptr[rows + 1])
+        found[found] = S.indices[at[found]] == cols[found]
+        out = np.zeros(len(rows), np.float64)
+        out[found] = S.data[at[found]]
+        return out
+
+    def at_least(self, rows, values):
+        """How many entries of row rows[i] are >= values[i], for each i: a
+        search of (row, rank of the value among S's values) keys, sorted
+        once."""
+        S = self.S
+        if self._ranked is None:
+            distinct = np.unique(S.data.astype(np.float64))
+            keys = self.row_of * (len(distinct) + 1) + np.searchsorted(distinct, S.data)
+            self._ranked = (distinct, np.sort(keys))
+        distinct, keys = self._ranked
+        rows = np.asarray(rows, np.int64)
+        rank = np.searchsorted(distinct, np.asarray(values, np.float64), side="left")
+        first = np.searchsorted(keys, rows * (len(distinct) + 1) + rank, side="left")
+        return S.indptr[rows + 1] - first
+
+
 def score_at(S, rows, labels):
-    """S[rows, labels] for arrays of positions (0 where S has no entry): a
-    search of each row's ascending labels."""
-    S = as_rows(S, "scores")
-    lo = S.indptr[rows].astype(np.int64)
-    hi = S.indptr[rows + 1].astype(np.int64)
-    key = rows.astype(np.int64) * (S.shape[1] + 1) + labels
-    row_of = np.repeat(np.arange(S.shape[0], dtype=np.int64), np.diff(S.indptr))
-    keys = row_of * (S.shape[1] + 1) + S.indices
-    at = np.searchsorted(keys, key)
-    found = (at < hi) & (at >= lo)
-    found[found] = S.indices[at[found]] == labels[found]
-    out = np.zeros(len(rows), np.float64)
-    out[found] = S.data[at[found]]
-    return out
+    """S[rows, labels] for arrays of positions (0 where S has no entry): one
+    look-up (EntryIndex)."""
+    return EntryIndex(S).values(rows, labels)
 
 
 def rows_without(R, src, drop):
@@ -223,22 +251,3 @@ def removal_effects(score, R, S):
     if not entries:
         return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0)
     return np.concatenate(entries), np.concatenate(feats), np.concatenate(effects)
-
-
-def at_least(S, rows, values):
-    """How many entries of row rows[i] of S (Rows) are >= values[i], for
-    each i: the entries and the queries sorted together (a query before
-    entries of its value), each query counting the row's entries below it."""
-    S = as_rows(S, "scores")
-    rows = np.asarray(rows, np.int64)
-    values = np.asarray(values, np.float64)
-    row_of = np.repeat(np.arange(S.shape[0], dtype=np.int64), np.diff(S.indptr))
-    all_rows = np.concatenate([row_of, rows])
-    all_vals = np.concatenate([S.data.astype(np.float64), values])
-    is_entry = np.concatenate([np.ones(S.nnz, np.int64), np.zeros(len(rows), np.int64)])
-    order = np.lexsort((is_entry, all_vals, all_rows))
-    entries_before = np.cumsum(is_entry[order]) - is_entry[order]   # entries ahead, any row
-    at = np.empty(len(order), np.int64)
-    at[order] = entries_before
-    below = at[S.nnz:] - S.indptr[rows]                    # the row's entries below each query
-    return np.diff(S.indptr)[rows] - below

@@ -519,12 +519,14 @@ class Embed(ArrayModel):
             Phi = fourier(H1, a_["Omega"], a_["b"]).astype(np.float32)
             Phie = fourier(H1e, a_["Omega"], a_["b"]).astype(np.float32)
             pa, pe = row_pairs(R, S, r0, r1)
-            lab = S.indices[pa]
-            rows = np.searchsorted(S.indptr, pa, side="right") - 1 - r0
-            Vt = V.T.astype(np.float64)
-            before = self._link(np.einsum("ij,ij->i", Phi[rows].astype(np.float64), Vt[lab]))
-            after = self._link(np.einsum("ij,ij->i", Phie[pe - lo].astype(np.float64), Vt[lab]))
-            out.append((pa, R.indices[pe], before - after))
+            # each label's probability once, then each pair's without its feature
+            a0, a1 = int(S.indptr[r0]), int(S.indptr[r1])
+            rows = np.searchsorted(S.indptr, np.arange(a0, a1), side="right") - 1 - r0
+            before = self._link(np.einsum("ij,ij->i", Phi[rows].astype(np.float64),
+                                          V.T[S.indices[a0:a1]].astype(np.float64)))
+            after = self._link(np.einsum("ij,ij->i", Phie[pe - lo].astype(np.float64),
+                                         V.T[S.indices[pa]].astype(np.float64)))
+            out.append((pa, R.indices[pe], before[pa - a0] - after))
         if not out:
             return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0)
         return tuple(np.concatenate([o[i] for o in out]) for i in range(3))

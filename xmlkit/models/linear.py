@@ -447,17 +447,16 @@ class Linear(ArrayModel):
         """Each feature's term w_lj x_j of the label's margin (x the unit
         row when the model scales rows): exact, the terms and the label's
         bias add up to the margin its probability is the link of."""
-        from xmlkit.explanation import ascending_rows, pair_blocks, row_pairs, score_at
+        from xmlkit.explanation import EntryIndex, ascending_rows, pair_blocks, row_pairs
         X = unit_rows(R) if self.params.unit_rows else R
-        a = self.arrays_
-        W = ascending_rows(a["w_ptr"], a["w_idx"], a["w_val"],
-                           (self.n_features_in_, self.n_labels_))
+        w = self.arrays_
+        W = EntryIndex(ascending_rows(w["w_ptr"], w["w_idx"], w["w_val"],
+                                      (self.n_features_in_, self.n_labels_)))
         out = []
         for r0, r1 in pair_blocks(X, S):
             a, e = row_pairs(X, S, r0, r1)
             f = X.indices[e]
-            out.append((a, f, score_at(W, f.astype(np.int64), S.indices[a].astype(np.int64))
-                        * X.data[e].astype(np.float64)))
+            out.append((a, f, W.values(f, S.indices[a]) * X.data[e].astype(np.float64)))
         if not out:
             return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0)
         return tuple(np.concatenate([o[i] for o in out]) for i in range(3))

@@ -68,21 +68,6 @@ def centroids_by_feature(X, Y, bias):
     return centroids_by_label(ptr, idx, val, label_ptr, label_points, d + 1)
 
 
-def _with_bias(R, d, bias):
-    """CSR arrays of Rows R with a column d of value `bias` appended to
-    every row (as re-ranking reads the points)."""
-    lengths = np.diff(R.indptr).astype(np.int64)
-    ptr = np.zeros(R.shape[0] + 1, np.int64)
-    np.cumsum(lengths + 1, out=ptr[1:])
-    idx = np.full(ptr[-1], d, np.int32)
-    val = np.full(ptr[-1], np.float32(bias), np.float32)
-    inner = np.ones(ptr[-1], bool)
-    inner[ptr[1:] - 1] = False
-    idx[inner] = R.indices[R.indptr[0]:R.indptr[-1]]
-    val[inner] = R.data[R.indptr[0]:R.indptr[-1]]
-    return ptr, idx, val
-
-
 def transpose_rows(R, n_cols):
     """CSR arrays of the transpose of Rows R (numpy only, stable)."""
     order = np.argsort(R.indices, kind="stable")
@@ -278,7 +263,7 @@ class PfastreXML(FastXML):
         value times the trees the feature turns, over the trees; always,
         when L <= rerank); where that cannot be told, the row is scored
         again without the feature."""
-        from xmlkit.explanation import (ascending_rows, at_least, pair_blocks, row_pairs,
+        from xmlkit.explanation import (EntryIndex, ascending_rows, pair_blocks, row_pairs,
                                         rows_without, score_at)
         from xmlkit.models.forest import tree_effects
         p = self._predict_params(rerank=rerank, trees_only=trees_only)
@@ -293,26 +278,27 @@ class PfastreXML(FastXML):
                               "trees_only); predict with trees only")
         d, L = self.n_features_in_, self.n_labels_
         bias = float(self.bias)
-        T = as_rows(forest.predict(R, threads=threads), "scores")     # (every label)
+        # (the rerank + 1 best tree scores: enough to tell whether rerank
+        # others can beat a label)
+        T = EntryIndex(forest.predict(R, k=p["rerank"] + 1, threads=threads))
         rise = self._leaf_max() / len(forest.trees)
         mu_ptr, mu_lab, mu_val = self.tail_
-        M = ascending_rows(mu_ptr, mu_lab, mu_val, (d + 1, L))
-        Xb = Rows(*_with_bias(R, d, bias), (R.shape[0], d + 1)).to_scipy()
-        dots = as_rows((Xb.astype(np.float64) @ M.to_scipy().astype(np.float64)).tocsr(),
-                       "dots", np.float64)
-        sq_mu = np.bincount(M.indices, weights=M.data.astype(np.float64) ** 2, minlength=L)
+        M = EntryIndex(ascending_rows(mu_ptr, mu_lab, mu_val, (d + 1, L)))
+        sq_mu = np.bincount(M.S.indices, weights=M.S.data.astype(np.float64) ** 2,
+                            minlength=L)
         norm2 = np.bincount(np.repeat(np.arange(R.shape[0]), np.diff(R.indptr)),
                             weights=R.data.astype(np.float64) ** 2,
                             minlength=R.shape[0]) + bias * bias
-        key = entry.astype(np.int64) * (d + 1) + feature
-        order = np.argsort(key, kind="stable")
-        key, delta = key[order], delta[order]
+        # the trees' effects, by (entry of S, feature)
+        order = np.lexsort((feature, entry))
+        moves = EntryIndex(Rows(np.concatenate([[0], np.cumsum(np.bincount(
+            entry, minlength=S.nnz))]), feature[order], delta[order], (S.nnz, d)))
         alpha, gamma = float(self.alpha), float(self.gamma)
 
-        def score(s, dot, n2):
+        def score(s, dot, n2, sq):
             norm = np.sqrt(np.maximum(n2, 0))
             cos = np.divide(dot, norm, out=np.zeros_like(dot), where=norm > 0)
-            tail = 1.0 / (1.0 + np.exp(gamma * (sq_mu_l + 1.0 - 2.0 * cos)))
+            tail = 1.0 / (1.0 + np.exp(gamma * (sq + 1.0 - 2.0 * cos)))
             return np.power(np.maximum(s, 0), alpha) * np.power(tail, 1.0 - alpha)
         out = []
         for r0, r1 in pair_blocks(R, S):
@@ -321,24 +307,25 @@ class PfastreXML(FastXML):
             lab = S.indices[a].astype(np.int64)
             f = R.indices[e]
             x = R.data[e].astype(np.float64)
-            s0 = score_at(T, row, lab).astype(np.float32).astype(np.float64)
-            at = np.searchsorted(key, a * (d + 1) + f)
-            hit = at < len(key)
-            hit[hit] = key[at[hit]] == (a * (d + 1) + f)[hit]
-            moved = np.zeros(len(a))
-            moved[hit] = delta[at[hit]]
-            dot0 = score_at(dots, row, lab)
-            mu = score_at(M, f.astype(np.int64), lab)
-            sq_mu_l = sq_mu[lab]
-            before = score(s0, dot0, norm2[row])
-            after = score(s0 - moved, dot0 - x * mu, norm2[row] - x * x)
+            s0 = T.values(row, lab).astype(np.float32).astype(np.float64)
+            moved = moves.values(a, f)
+            mu = M.values(f, lab)
+            # each label's dot product with the row, summed as re-ranking
+            # sums it: the row's features in order, the bias last
+            a0 = int(S.indptr[r0])
+            dot0 = np.bincount(a - a0, weights=x * mu, minlength=int(S.indptr[r1]) - a0)
+            ents = np.arange(a0, int(S.indptr[r1]))
+            dot0 += M.values(np.full(len(ents), d), S.indices[ents]) * bias
+            dot0 = dot0[a - a0]
+            before = score(s0, dot0, norm2[row], sq_mu[lab])
+            after = score(s0 - moved, dot0 - x * mu, norm2[row] - x * x, sq_mu[lab])
             # still among the rerank best tree scores without the feature?
             # (others within reach: their scores now >= its new one - rise)
             reach = (s0 - moved) - turned[e] * rise
             near = 1e-6 * (1 + np.abs(reach))
             unsure = np.zeros(len(a), bool) if L <= p["rerank"] else \
                 (turned[e] > 0) & ((reach - near <= 0) |
-                                   (at_least(T, row, reach - near) - 1 >= p["rerank"]))
+                                   (T.at_least(row, reach - near) - 1 >= p["rerank"]))
             if unsure.any():
                 # (those rows scored again, each without its feature)
                 pairs = np.unique(e[unsure])
