@@ -382,3 +382,30 @@ def test_pfastrexml_rerank_cut(tiny, test_rows):
             assert abs(got.get(key, 0.0) - d) <= 1e-6, (i, key)
             moved += abs(d) > 1e-6
     assert moved > 20
+
+
+@pytest.mark.skipif(os.name != "posix", reason="select on a pipe")
+def test_cli_stream_answers_each_row(tiny):
+    """Rows piped in (standard input, standard output) are explained as they
+    arrive, as xml-predict answers a stream: the first before the input
+    ends."""
+    import subprocess
+    from conftest import BIN
+    lines = (tiny / "test.txt").read_text().splitlines()
+    n, d, L = lines[0].split()
+    p = subprocess.Popen([str(BIN / "xml-predict"), "-", "-", str(tiny / "fastxml"),
+                          "--explain", "2", "-q"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE)
+    p.stdin.write(f"3 {d} {L}\n{lines[1]}\n".encode())
+    p.stdin.flush()
+    import select
+    ready, _, _ = select.select([p.stdout], [], [], 30)     # (before the rest is written)
+    if not ready:
+        p.kill()
+        pytest.fail("no answer to the first row within 30 s of its arrival")
+    first = json.loads(p.stdout.readline())
+    p.stdin.write(f"{lines[2]}\n{lines[3]}\n".encode())
+    p.stdin.close()
+    rest = p.stdout.read().decode().splitlines()
+    assert p.wait() == 0
+    assert len(first["labels"]) == 5 and len(rest) == 2

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from xmlkit.io import iter_xc, output_stream
+from xmlkit.io import is_stream, iter_xc, output_stream
 
 #: the significant digits a contribution is written with
 DIGITS = 7
@@ -100,7 +100,9 @@ def table(obj, width=100):
 def explain_xc(log, features, output, model, piece, index_base, explain, check_width):
     """--explain on a feature file: rows in pieces, JSON Lines to output
     (check_width(n_cols): the file's width is refused before any work)."""
-    header, pieces = iter_xc(features, piece, index_base)
+    # (a stream to standard output: each piece answered as it arrives)
+    stream = output == "-" and is_stream(features)
+    header, pieces = iter_xc(features, piece, index_base, stream=stream)
     n_rows = header[0]
     check_width(header[1])
     start = time.perf_counter()
@@ -108,6 +110,8 @@ def explain_xc(log, features, output, model, piece, index_base, explain, check_w
         for part in pieces:
             X = part.feature_rows
             write_jsonl(out, json_lines(explain(X), index_base=index_base))
+            if stream:
+                out.flush()
             bar.update(X.shape[0])
     log(f"explained {n_rows} points in {time.perf_counter() - start:.2f} s -> {output}")
 
@@ -122,9 +126,12 @@ def explain_text(log, documents, output, model_dir, model, piece, names, text_fo
     terms = featurizer.terms if names else None
     label_names = labels.names if names else None
     human = names and output == "-" and sys.stdout.isatty()
+    # (a stream to standard output: each document answered as it arrives)
+    stream = output == "-" and is_stream(documents)
     start, n_rows = time.perf_counter(), 0
     with log.progress(None, "explaining", "documents") as bar, output_stream(output) as out:
-        for docs in iter_documents(documents, text_format, label_sep, chunk=piece or 2**62):
+        for docs in iter_documents(documents, text_format, label_sep, chunk=piece or 2**62,
+                                   stream=stream):
             X = featurizer.transform(docs.texts)
             lines = json_lines(explain(X), ids=docs.ids, label_names=label_names, terms=terms,
                                index_base=index_base)
@@ -135,6 +142,8 @@ def explain_text(log, documents, output, model_dir, model, piece, names, text_fo
                            + "\n").encode("utf-8"))
             else:
                 write_jsonl(out, lines)
+            if stream:
+                out.flush()
             bar.update(len(docs.ids))
             n_rows += len(docs.ids)
     log(f"explained {n_rows} documents in {time.perf_counter() - start:.2f} s -> {output}")

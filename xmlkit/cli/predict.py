@@ -109,11 +109,11 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
     # rows are read, scored and written in pieces (memory does not grow with
     # the file), except for embed's F1 inference, which needs every row at once
     piece = None if model.needs_all_rows(**extra) else PIECE_ROWS
+    if not text and (names or text_format is not None):
+        fail(f"--{'names' if names else 'text-format'} goes with --text")
     if explain is not None:
         if dask_address is not None:
             fail("--explain explains on this machine: not with --dask")
-        if not text and (names or text_format is not None):
-            fail(f"--{'names' if names else 'text-format'} goes with --text")
         from xmlkit.cli import explain as explaining
         how = explaining.explainer(
             model, explain, dict(k=EXPLAIN_K if top_k is None else top_k, threads=threads,
@@ -132,8 +132,6 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
         _predict_text(log, features, scores, model_dir, model, piece, names, text_format,
                       label_sep, index_base, dict(k=top_k, threads=threads, **extra), calibrate)
         return
-    if names or text_format is not None:
-        fail(f"--{'names' if names else 'text-format'} goes with --text")
     _predict_xc(log, timeline, features, scores, model_dir, model, piece, fewer_features,
                 index_base, dask_address, dict(k=top_k, threads=threads, **extra), calibrate)
 

@@ -442,15 +442,11 @@ def tree_effects(forest, R, S=None, threads=1, n_top=0, k=None, turned=False):
 
     def one(b):
         r0, r1 = b
-        if S is None:
-            ptr, pos, feat, eff, rows, moved = explain_rows(forest.kernel, R, r0, r1, k=k,
-                                                            n_top=n_top)
-            starts = rows[0]
-        else:
-            ptr, pos, feat, eff, rows, moved = explain_rows(
-                forest.kernel, R, r0, r1, S_ptr[r0:r1 + 1] - S_ptr[r0],
-                S.indices[S_ptr[r0]:S_ptr[r1]], n_top=n_top)
-            starts = S_ptr[r0:r1 + 1] - S_ptr[r0]
+        lp, li = (None, None) if S is None else \
+            (S_ptr[r0:r1 + 1] - S_ptr[r0], S.indices[S_ptr[r0]:S_ptr[r1]])
+        ptr, pos, feat, eff, rows, moved = explain_rows(forest.kernel, R, r0, r1, lp, li,
+                                                        k=k or 0, n_top=n_top)
+        starts = rows[0] if S is None else lp
         local = np.repeat(np.arange(r1 - r0), np.diff(ptr))
         return rows, starts[local] + pos, feat, eff, moved
     # blocks of rows that go down a tree together: about four per thread,
