@@ -392,12 +392,11 @@ def explain_decided(model, cmap, X, S, P, n_features, threads=1, **params):
     the model's scores S: probabilities, a label set) by `model`, with P's
     values as scores; removal effects mapped by cmap (an IsotonicMap) onto
     the probability."""
-    from xmlkit.csr import as_rows
+    from xmlkit.csr import Rows, as_rows
     from xmlkit.explanation import score_at
     P_rows = as_rows(P, "probabilities")
     rows = np.repeat(np.arange(P_rows.shape[0]), np.diff(P_rows.indptr))
     raw = score_at(S, rows, P_rows.indices.astype(np.int64))
-    from xmlkit.csr import Rows
     E = model.explain(X, n_features=n_features, threads=threads,
                       labels=Rows(P_rows.indptr, P_rows.indices, raw.astype(np.float32),
                                   P_rows.shape), **params)
