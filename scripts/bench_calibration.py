@@ -251,7 +251,7 @@ def report(rows, seeds, threads):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(HERE / "results" / "calibration.md"))
-    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--families", default=",".join(FAMILIES))

@@ -85,9 +85,26 @@ class IsotonicMap:
         return cls(x, y)
 
 
-def map_rows(S, cmap, decimals=6):
+def _row_order(S, unit):
+    """A Rows' entries in each row's raw order as written (the raw score
+    times `unit`, rounded, descending; ties to the lower label: scores equal
+    once written tie): (order, written, rows, first of its row, rank from
+    0), the last four in that order."""
+    written = np.rint(S.data.astype(np.float64) * unit)
+    rows = np.repeat(np.arange(S.shape[0], dtype=np.int64), np.diff(S.indptr))
+    order = np.lexsort((S.indices, -written, rows))
+    written, rows = written[order], rows[order]
+    first = np.r_[True, rows[1:] != rows[:-1]][:len(rows)]
+    at = np.arange(len(rows))
+    rank = at - np.maximum.accumulate(np.where(first, at, 0)) if len(rows) else at
+    return order, written, rows, first, rank
+
+
+def map_rows(S, cmap, decimals=6, deep=()):
     """The scores of CSR matrix S (a row's top k) mapped by `cmap` (an
-    IsotonicMap), each row keeping its ranking once written with `decimals`
+    IsotonicMap), or, for `deep` = ((rank r, IsotonicMap), ...), ranks from
+    0 increasing, those at a row's rank r or later by the map of the last r
+    they reach, each row keeping its ranking once written with `decimals`
     decimals (xml-predict's score files: 6): in a row's raw order as written
     (the raw score with `decimals` decimals descending, ties to the lower
     label, as xmlkit.metrics ranks a score file), a mapped
@@ -100,16 +117,14 @@ def map_rows(S, cmap, decimals=6):
     from xmlkit.csr import Rows, as_rows, like
     template, S = S, as_rows(S, "scores")
     unit = 10 ** int(decimals)
-    # (the raw order is the written raw scores': scores equal once written tie)
-    written = np.rint(S.data.astype(np.float64) * unit)
-    n_rows = S.shape[0]
-    rows = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(S.indptr))
-    order = np.lexsort((S.indices, -written, rows))
-    written, rows = written[order], rows[order]
-    grid = np.rint(cmap.apply(written / unit) * unit).astype(np.int64)
+    order, written, rows, first, rank = _row_order(S, unit)
+    values = cmap.apply(written / unit)
+    for r, m in deep:
+        later = rank >= r
+        values[later] = m.apply(written[later] / unit)
+    grid = np.rint(values * unit).astype(np.int64)
     # steps: one grid step per strict drop of the raw score within a row
-    first = np.r_[True, rows[1:] != rows[:-1]]
-    drop = np.r_[0, (written[1:] < written[:-1]) & ~first[1:]].astype(np.int64)
+    drop = np.r_[0, (written[1:] < written[:-1]) & ~first[1:]][:len(rows)].astype(np.int64)
     steps = np.cumsum(drop)
     steps -= np.maximum.accumulate(np.where(first, steps, 0))
     # a running minimum of grid + steps within each row (rows apart by more
@@ -118,7 +133,7 @@ def map_rows(S, cmap, decimals=6):
     kept = np.minimum.accumulate(grid + steps - rows * apart) + rows * apart - steps
     # and at least one step above each strict drop still to come in the row
     # (values that would meet at 0 stay apart: a few millionths above it)
-    last = np.r_[first[1:], True]
+    last = np.r_[first[1:], True][:len(rows)]
     below = np.repeat(steps[last], np.bincount(rows, minlength=S.shape[0])[rows[last]]) - steps
     out = np.empty(len(written), dtype=np.float32)
     out[order] = np.maximum(kept, below) / unit
@@ -216,14 +231,30 @@ def choose_prior(p, relevant, labels, rows, row_relevant, n_labels, priors=SHIFT
     return chosen
 
 
-class Calibration:
-    """A model's calibration: `map` (IsotonicMap: scores to probabilities),
-    per-label `thresholds` and the global cut `threshold` they shift
-    (probabilities; fit_thresholds), the ranks `k` the map was fitted on and
-    the `candidates` per row label sets are chosen from."""
+def bands(k, candidates):
+    """The ranks (from 0) where each map but the first starts: k, 2k, 4k,
+    ... below `candidates` (a row's k best, the next k, then bands twice
+    as deep as the one before; docs/algorithms.md: at one score, a label
+    ranked lower is less often relevant)."""
+    starts, r = [], int(k)
+    while r < int(candidates):
+        starts.append(r)
+        r *= 2
+    return starts
 
-    def __init__(self, cmap, thresholds, threshold, k=FIT_RANKS, candidates=CANDIDATES):
+
+class Calibration:
+    """A model's calibration: `map` (IsotonicMap: scores to probabilities)
+    of each row's k best-scored labels and `deep`, ((rank, IsotonicMap),
+    ...), the maps of the labels ranked after them (bands; empty: `map`
+    throughout), per-label `thresholds` and the global cut `threshold` they
+    shift (probabilities; fit_thresholds), the ranks `k` and the
+    `candidates` per row label sets are chosen from."""
+
+    def __init__(self, cmap, thresholds, threshold, k=FIT_RANKS, candidates=CANDIDATES,
+                 deep=()):
         self.map = cmap
+        self.deep = tuple(deep)
         self.thresholds = np.asarray(thresholds, dtype=np.float64)
         self.threshold = float(threshold)
         self.k = int(k)
@@ -232,8 +263,11 @@ class Calibration:
     @classmethod
     def fit(cls, Y, S, k=FIT_RANKS, candidates=CANDIDATES):
         """The calibration of scores S (CSR: each row's `candidates` best, or
-        more) of held-out rows against their labels Y: the map fitted on each
-        row's top k, the thresholds on its top `candidates`."""
+        more) of held-out rows against their labels Y: `map` fitted on each
+        row's top k, `deep` on the bands of its next best up to `candidates`
+        (bands(); a band no row reaches has no map), the thresholds on the
+        probabilities of all of these."""
+        from xmlkit.csr import Rows
         from xmlkit.metrics import _binary_csr, _top_entries
         Y = _binary_csr(Y, "true labels")
         labels, s, ranks, hit, rows = _top_entries(Y, S, max(int(k), int(candidates)),
@@ -242,14 +276,51 @@ class Calibration:
         if not top.any():
             raise XmlkitError("calibration: the model scored no label of these rows")
         cmap = IsotonicMap.fit(s[top], hit[top])
-        p = cmap.apply(s)
+        starts = np.array([0] + bands(k, candidates))
+        band = np.searchsorted(starts, ranks, side="right") - 1
+        deep = [(int(starts[b]), IsotonicMap.fit(s[band == b], hit[band == b]))
+                for b in range(1, len(starts)) if np.any(band == b)]
+        fitted = cls(cmap, np.zeros(Y.shape[1]), 0.0, k, candidates, deep)
+        # (the candidates' probabilities as predict gives them, in their order)
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=Y.shape[0]))])
+        p = fitted.probabilities(Rows(indptr, labels, s.astype(np.float32), Y.shape)).data
+        p = p.astype(np.float64)
         prior = choose_prior(p, hit, labels, rows, np.diff(Y.indptr), Y.shape[1])
         thresholds, c = fit_thresholds(p, hit, labels, Y.nnz, Y.shape[1], prior)
-        return cls(cmap, thresholds, c, k, candidates)
+        return cls(cmap, thresholds, c, k, candidates, deep)
+
+    def knots(self):
+        """A line on the maps' knots, for logs."""
+        deep = "".join(f", {len(m.x)} from rank {r + 1}" for r, m in self.deep)
+        return f"{len(self.map.x)} knots for each row's {self.k} best{deep}"
 
     def probabilities(self, S):
         """The scores S (CSR, Rows or scipy) as probabilities (map_rows)."""
-        return map_rows(S, self.map)
+        return map_rows(S, self.map, deep=self.deep)
+
+    def ranked_map(self, S, rows, labels):
+        """The map of each (row, label) entry of scores S (CSR): an array of
+        probabilities of scores at those entries' ranks, a function of
+        (entry positions, scores)."""
+        if not self.deep:
+            return lambda at, s: self.map.apply(s)
+        from xmlkit.csr import Rows, as_rows
+        from xmlkit.explanation import score_at
+        R = as_rows(S, "scores")
+        order, _, _, _, rank = _row_order(R, 10 ** 6)
+        ranks = np.empty(len(rank), dtype=np.float32)
+        ranks[order] = rank
+        at_rank = score_at(Rows(R.indptr, R.indices, ranks, R.shape), rows, labels)
+        maps = [(0, self.map), *self.deep]
+        band = np.searchsorted([r for r, _ in maps], at_rank, side="right") - 1
+
+        def to_p(at, s):
+            out = np.empty(len(at))
+            for b, (_, m) in enumerate(maps):
+                here = band[at] == b
+                out[here] = m.apply(s[here])
+            return out
+        return to_p
 
     def scoring_k(self, decision, threshold=None, k=None):
         """The k to score for `decision` (label sets without a k: the
@@ -288,7 +359,14 @@ class Calibration:
 
     def arrays(self):
         """The calibration as a model folder stores it."""
-        return {**self.map.arrays(), "thresholds": self.thresholds,
+        deep = {}
+        if self.deep:
+            # (the bands' knots one after the other, each band's first at ptr)
+            deep = {"deep_ranks": np.array([r for r, _ in self.deep], dtype=np.int64),
+                    "deep_ptr": np.cumsum([0] + [len(m.x) for _, m in self.deep]),
+                    "deep_x": np.concatenate([m.x for _, m in self.deep]),
+                    "deep_y": np.concatenate([m.y for _, m in self.deep])}
+        return {**self.map.arrays(), **deep, "thresholds": self.thresholds,
                 "threshold": np.array([self.threshold]),
                 "ranks": np.array([self.k, self.candidates], dtype=np.int64)}
 
@@ -297,6 +375,8 @@ class Calibration:
         """The calibration of stored arrays, checked against a model of
         n_labels labels (XmlkitError naming `where`)."""
         cmap = IsotonicMap.from_arrays(arrays, where)
+        deep = _deep_maps(arrays, where) if any(
+            key.startswith("deep_") for key in arrays) else ()
         try:
             th = np.asarray(arrays["thresholds"], dtype=np.float64)
             c = np.asarray(arrays["threshold"], dtype=np.float64)
@@ -309,7 +389,30 @@ class Calibration:
         if not ok:
             raise XmlkitError(f"{where}: the calibration's thresholds are damaged (one per "
                               f"label of {n_labels}, probabilities in [0, 1])")
-        return cls(cmap, th, c[0], ranks[0], ranks[1])
+        if deep and deep[0][0] < ranks[0]:
+            raise XmlkitError(f"{where}: the calibration's bands start within the ranks "
+                              "of its first map")
+        return cls(cmap, th, c[0], ranks[0], ranks[1], deep)
+
+
+def _deep_maps(arrays, where):
+    """The bands of stored arrays (Calibration.arrays), checked."""
+    try:
+        r = np.asarray(arrays["deep_ranks"])
+        ptr = np.asarray(arrays["deep_ptr"])
+        x, y = arrays["deep_x"], arrays["deep_y"]
+    except (KeyError, TypeError, ValueError):
+        raise XmlkitError(f"{where}: the calibration's bands are missing") from None
+    ok = (r.ndim == 1 and len(r) > 0 and r.dtype.kind == "i" and ptr.dtype.kind == "i"
+          and ptr.shape == (len(r) + 1,) and np.all(r >= 1) and np.all(r < 2 ** 31)
+          and np.all(np.diff(r) > 0) and ptr[0] == 0 and np.all(np.diff(ptr) > 0)
+          and np.ndim(x) == 1 and ptr[-1] == len(x))
+    if not ok:
+        raise XmlkitError(f"{where}: the calibration's bands are damaged (starting ranks "
+                          "increasing, one knot or more each)")
+    return tuple((int(r[b]), IsotonicMap.from_arrays(
+        {"x": x[ptr[b]:ptr[b + 1]], "y": np.asarray(y)[ptr[b]:ptr[b + 1]]}, where))
+        for b in range(len(r)))
 
 
 def ranked(model):
@@ -371,7 +474,7 @@ class Calibrated:
             raise XmlkitError("Calibrated: not fitted (fit, train or load)")
         k = self.calibration.scoring_k(decision, threshold, k)
         S = self.model.predict(X, k=k, threads=threads, **{**ranked(self.model), **params})
-        return explain_decided(self.model, self.calibration.map, X, S,
+        return explain_decided(self.model, self.calibration, X, S,
                                self.calibration.decide(S, decision, threshold), n_features,
                                threads, **{**ranked(self.model), **params})
 
@@ -387,11 +490,11 @@ class Calibrated:
         return cls(load_model(folder, trees, threads=threads), calibration)
 
 
-def explain_decided(model, cmap, X, S, P, n_features, threads=1, **params):
-    """The explanation of the entries of P (what a calibration decided from
+def explain_decided(model, calibration, X, S, P, n_features, threads=1, **params):
+    """The explanation of the entries of P (what `calibration` decided from
     the model's scores S: probabilities, a label set) by `model`, with P's
-    values as scores; removal effects mapped by cmap (an IsotonicMap) onto
-    the probability."""
+    values as scores; removal effects mapped onto the probability by the
+    calibration's map at each entry's rank."""
     from xmlkit.csr import Rows, as_rows
     from xmlkit.explanation import score_at
     P_rows = as_rows(P, "probabilities")
@@ -402,8 +505,9 @@ def explain_decided(model, cmap, X, S, P, n_features, threads=1, **params):
                                   P_rows.shape), **params)
     c = E.contributions
     if E.kind == "removal":
-        s = np.repeat(raw, np.diff(E.ptr))
-        c = cmap.apply(s) - cmap.apply(s - c)
+        at = np.repeat(np.arange(len(raw)), np.diff(E.ptr))
+        to_p = calibration.ranked_map(S, rows, P_rows.indices.astype(np.int64))
+        c = to_p(at, raw[at]) - to_p(at, raw[at] - c)
     return E.with_scores(P, c)
 
 

@@ -58,12 +58,13 @@ def command(data, model_dir, top_k, candidates, threads, index_base, as_json, qu
     # (scored once: the map's ranks and the candidates of the thresholds)
     S = model.predict(X, k=max(top_k, candidates), threads=threads, **ranked(model))
     fitted = Calibration.fit(Y, S, top_k, candidates)
-    cmap = fitted.map
     before = calibration(Y, S, top_k)["ECE"]
     after = calibration(Y, fitted.probabilities(S), top_k)["ECE"]
     save_to_folder(model_dir, fitted)
     out = {"model": str(model_dir), "data": str(data), "k": top_k, "points": int(X.shape[0]),
-           "knots": int(len(cmap.x)), "candidates": candidates,
+           "knots": int(len(fitted.map.x)),
+           "deep_knots": [int(len(m.x)) for _, m in fitted.deep],
+           "candidates": candidates,
            "threshold": fitted.threshold, f"ECE@{top_k} before": 100 * before,
            f"ECE@{top_k} after": 100 * after, "unit": "percent"}
     if as_json:
@@ -71,7 +72,7 @@ def command(data, model_dir, top_k, candidates, threads, index_base, as_json, qu
     else:
         click.echo(f"calibrated {model_dir} on {X.shape[0]} points of {data}: ECE@{top_k} "
                    f"{100 * before:.2f} -> {100 * after:.2f} (percent, on these points), "
-                   f"{len(cmap.x)} knots")
+                   f"{fitted.knots()}")
 
 
 def main():

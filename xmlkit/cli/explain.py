@@ -30,7 +30,7 @@ def explainer(model, n_features, kwargs, calibration=None, calibrate=None):
         S = model.predict(X, **kwargs)
         if calibrate is None:
             return model.explain(X, n_features=n_features, threads=threads, labels=S, **family)
-        return explain_decided(model, calibration.map, X, S, calibrate(S), n_features,
+        return explain_decided(model, calibration, X, S, calibrate(S), n_features,
                                threads, **family)
     return explain
 

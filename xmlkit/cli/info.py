@@ -45,7 +45,7 @@ def folder_info(folder):
         calibration = folder_calibration(folder)
         if calibration is not None:
             info["calibration"] = \
-                f"isotonic, {len(calibration.map.x)} knots, label sets among the " \
+                f"isotonic, {calibration.knots()}, label sets among the " \
                 f"{calibration.candidates} best, global threshold " \
                 f"{calibration.threshold:.3f} (xml-predict writes probabilities)"
     trees = getattr(model, "trees_", None)

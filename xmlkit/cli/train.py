@@ -159,9 +159,10 @@ def _calibrate(log, cls, params, X, Y, model_dir):
                                threads=estimator.get_params().get("threads", 1), log=log)
     save_to_folder(model_dir, calibration)
     seconds = time.perf_counter() - start
-    log(f"calibrated in {seconds:.1f} s: {len(calibration.map.x)} knots, global threshold "
+    log(f"calibrated in {seconds:.1f} s: {calibration.knots()}, global threshold "
         f"{calibration.threshold:.3f}")
     return {"seconds": round(seconds, 3), "knots": int(len(calibration.map.x)),
+            "deep_knots": [int(len(m.x)) for _, m in calibration.deep],
             "threshold": calibration.threshold}
 
 
