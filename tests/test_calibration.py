@@ -103,6 +103,73 @@ def test_mapped_rows_keep_their_ranking_by_hand():
                                                                  abs=1e-9)
 
 
+def test_bands_by_hand():
+    from xmlkit.calibration import bands
+    assert bands(5, 50) == [5, 10, 20, 40]
+    assert bands(5, 5) == [] and bands(5, 6) == [5]
+    assert bands(1, 5) == [1, 2, 4]
+
+
+def test_ranks_past_the_top_k_are_mapped_by_their_band_by_hand():
+    import scipy.sparse as sp
+    from xmlkit.calibration import Calibration, map_rows
+    top = IsotonicMap(np.array([0.0, 1.0]), np.array([0.0, 1.0]))
+    low = IsotonicMap(np.array([0.0, 1.0]), np.array([0.0, 0.5]))
+    high = IsotonicMap(np.array([0.0, 1.0]), np.array([0.5, 0.9]))
+    S = sp.csr_matrix(np.array([[0.9, 0.8, 0.6, 0.4, 0.2], [0.5, 0.0, 0.1, 0.3, 0.0]],
+                               np.float32))
+    # ranks 0-1 by `top`, 2-3 by `low`, 4 and later by `high`, held under the
+    # value ranked before (one grid step per strict drop)
+    P = map_rows(S, top, deep=((2, low), (4, high))).toarray()
+    np.testing.assert_allclose(P, [[0.9, 0.8, 0.3, 0.2, 0.199999], [0.5, 0, 0.05, 0.3, 0]],
+                               atol=1e-7)
+    cal = Calibration(top, [0.5] * 5, 0.5, 2, 50, ((2, low), (4, high)))
+    assert (cal.probabilities(S).toarray() == P).all()
+    back = Calibration.from_arrays(cal.arrays(), 5)
+    assert [r for r, _ in back.deep] == [2, 4]
+    assert (back.probabilities(S).toarray() == P).all()
+    # a folder's calibration from before the bands: the first map throughout
+    old = {k: v for k, v in cal.arrays().items() if not k.startswith("deep_")}
+    assert Calibration.from_arrays(old, 5).deep == ()
+    assert (Calibration.from_arrays(old, 5).probabilities(S).toarray() ==
+            map_rows(S, top).toarray()).all()
+    good = cal.arrays()
+    for key, bad in (("deep_ranks", np.array([4, 2])), ("deep_ranks", np.array([1, 4])),
+                     ("deep_ptr", np.array([0, 2, 3])), ("deep_ptr", np.array([0, 0, 4])),
+                     ("deep_x", np.array([0.0, 1.0, 0.5])), ("deep_y", np.array([0.0] * 4)),
+                     ("deep_ranks", None)):
+        arrays = {**good, key: bad} if bad is not None else {
+            k: v for k, v in good.items() if k != key}
+        with pytest.raises(XmlkitError, match="calibration"):
+            Calibration.from_arrays(arrays, 5, "m")
+
+
+def test_the_bands_tell_apart_what_the_top_map_cannot():
+    """Held-out candidates past the top 1 relevant where their score is
+    above 0.2, whatever the top ranks do at that score: fitted on the top 1
+    alone, the map gives them all its floor; the band maps them apart, and
+    the label sets keep the relevant ones."""
+    import scipy.sparse as sp
+    from xmlkit.calibration import Calibration
+    rng = np.random.default_rng(0)
+    n, L = 400, 6
+    S = rng.uniform(0.05, 0.35, (n, L))
+    S[:, 0] = rng.uniform(0.6, 1.0, n)          # label 0 always ranked first
+    Y = np.zeros((n, L))
+    Y[:, 0] = rng.random(n) < 0.9
+    Y[:, 1:] = S[:, 1:] > 0.2
+    cal = Calibration.fit(sp.csr_matrix(Y), sp.csr_matrix(S.astype(np.float32)), k=1,
+                          candidates=L)
+    assert [r for r, _ in cal.deep] == [1, 2, 4]
+    X = sp.csr_matrix(S.astype(np.float32))
+    sets = cal.label_sets(cal.probabilities(X)).toarray() > 0
+    # (the knots are the steps' mean scores: wrong only between them, near 0.2)
+    assert (sets[:, 1:] == Y[:, 1:].astype(bool)).mean() > 0.9
+    top_only = Calibration(cal.map, cal.thresholds, cal.threshold, 1, L)
+    # (the top map alone: one value for all of them, a grid step per rank apart)
+    assert np.ptp(top_only.probabilities(X).toarray()[:, 1:]) < 1e-5
+
+
 def test_calibrated_scores_rank_as_the_raw_ones_once_written(bibtex, tmp_path):
     """A FastXML model's scores of the Bibtex test points, mapped by a map
     fitted on other points and written as xml-predict writes them: every

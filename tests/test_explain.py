@@ -259,8 +259,10 @@ def test_cli_damaged_input_writes_nothing(tiny, tmp_path):
 
 def test_calibrated_folder(tiny, test_rows, tmp_path):
     """On a calibrated folder the scores are the probabilities xml-predict
-    writes, and a removal effect c on score s becomes p(s) - p(s - c)
-    (Calibrated.explain; xml-predict --explain writes the same)."""
+    writes, and a removal effect c on score s becomes p(s) - p(s - c), p
+    the map of the label's rank (the first 5, then the bands: k=8 reaches
+    the first band) (Calibrated.explain; xml-predict --explain writes the
+    same)."""
     import shutil
     from xmlkit.calibration import Calibrated
     folder = tmp_path / "m"
@@ -268,20 +270,23 @@ def test_calibrated_folder(tiny, test_rows, tmp_path):
     r = run_cli("xml-calibrate", tiny / "train.txt", folder, "-q")
     assert r.returncode == 0, r.stderr
     cal = Calibrated.load(folder)
-    E = cal.explain(test_rows, k=3, n_features=10_000)
-    raw = cal.model.explain(test_rows, k=3, n_features=10_000)
-    assert (E.scores != cal.predict(test_rows, k=3)).nnz == 0
-    checked = 0
+    E = cal.explain(test_rows, k=8, n_features=10_000)
+    raw = cal.model.explain(test_rows, k=8, n_features=10_000)
+    assert (E.scores != cal.predict(test_rows, k=8)).nnz == 0
+    maps = [(0, cal.calibration.map), *cal.calibration.deep]
+    assert maps[1][0] == 5
+    checked = deep = 0
     for i in range(test_rows.shape[0]):
         mapped = {}
-        for lab, s, feats in raw.row(i):
+        for rank, (lab, s, feats) in enumerate(raw.row(i)):
+            p = [m for r, m in maps if r <= rank][-1]
             for f, c in feats:
-                mapped[(lab, f)] = float(cal.calibration.map.apply(s) -
-                                         cal.calibration.map.apply(s - c))
+                mapped[(lab, f)] = float(p.apply(s) - p.apply(s - c))
+                deep += rank >= 5
         got = _reported(E, i)
         assert got == pytest.approx({k: v for k, v in mapped.items() if v != 0}, abs=1e-12)
         checked += len(got)
-    assert checked > 10
+    assert checked > 10 and deep > 10
     out, scores = tmp_path / "ex.jsonl", tmp_path / "p.txt"
     r = run_cli("xml-predict", tiny / "test.txt", out, folder, "--explain", "3", "-k", "3", "-q")
     assert r.returncode == 0, r.stderr
