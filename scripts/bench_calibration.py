@@ -135,7 +135,7 @@ def forms(name, seed, threads, ranks=5):
     """FastXML: ECE@5 and the sets' micro-F1 on the test split of the forms
     a calibration could take, fitted on the same scores of held-out rows."""
     import xmlkit
-    from xmlkit.calibration import Calibration, IsotonicMap, fit_thresholds, held_out_scores
+    from xmlkit.calibration import Calibration, IsotonicMap, held_out_scores
     from xmlkit.io import read_dataset
     from xmlkit.metrics import _binary_csr, _top_entries, calibration, set_metrics
     X, Y = read_dataset(ensure_data(data_file(name, "train")))
@@ -151,19 +151,21 @@ def forms(name, seed, threads, ranks=5):
         top, _ = top_k(S, 5)
         r = np.repeat(np.arange(top.shape[0]), top.shape[1])[top.ravel() >= 0]
         return 100 * calibration(Yt, sp.csr_matrix((values, (r, lt)), shape=S.shape), 5)["ECE"]
-    out = {"raw": (ece_of(st), None)}
+    def ece_sets(cal):
+        P = cal.probabilities(S)
+        return (100 * calibration(Yt, P, 5)["ECE"], 100 * calibration(Yt, P, 10)["ECE"],
+                100 * set_metrics(Yt, cal.label_sets(P))["micro_f1"])
+    out = {"raw": (ece_of(st), 100 * calibration(Yt, S, 10)["ECE"], None)}
     for tag, kw in (("isotonic, a third held out (the default)", {}),
                     ("isotonic, a fifth held out", {"holdout": 0.2}),
                     ("isotonic, half held out", {"holdout": 0.5}),
                     ("isotonic, 2 folds (every row scored)", {"folds": 2})):
         Y_held, S_held = held_out_scores(est, X, Y, 50, seed=seed, threads=threads, **kw)
         cal = Calibration.fit(Y_held, S_held)
-        P = cal.probabilities(S)
-        out[tag] = (ece_of(cal.map.apply(st)),
-                    100 * set_metrics(Yt, cal.label_sets(P))["micro_f1"])
+        out[tag] = ece_sets(cal)
         if not kw:
             # the other forms, fitted on the default's held-out scores
-            lh, sh, rh, hh, n_relevant = _entries(Y_held, S_held)
+            _, sh, rh, hh, _ = _entries(Y_held, S_held)
             top = rh < 5
             iso = IsotonicMap.fit(sh[top], hh[top])
             platt = _platt(sh[top], hh[top].astype(np.float64))
@@ -174,14 +176,32 @@ def forms(name, seed, threads, ranks=5):
             for r in range(ranks):
                 w = np.minimum(rt, ranks - 1) == r
                 v[w] = per_rank[r].apply(st[w])
-            out["isotonic per rank (ranks 1-4, 5+)"] = (ece_of(v), None)
-            out["Platt on the log-odds"] = (ece_of(platt(st)), None)
+            out["isotonic per rank (ranks 1-4, 5+)"] = (ece_of(v), None, None)
+            out["Platt on the log-odds"] = (ece_of(platt(st)), None, None)
+            # the top 5's map for every rank (no bands), its sets fitted as the default's
+            out["the top 5's map for every rank (no bands)"] = ece_sets(
+                _sets_of(Calibration(iso, [], 0), Y_held, S_held))
             # sets: one global cut (no per-label shifts)
-            th, c = fit_thresholds(iso.apply(sh), hh, lh, n_relevant, Y.shape[1], prior=1e12)
-            glob = Calibration(iso, np.full(Y.shape[1], c), c)
-            out["one global cut (no label shifts)"] = (
-                None, 100 * set_metrics(Yt, glob.label_sets(glob.probabilities(S)))["micro_f1"])
+            glob = _sets_of(cal, Y_held, S_held, prior=1e12)
+            out["one global cut (no label shifts)"] = (None, None, ece_sets(glob)[2])
     return out
+
+
+def _sets_of(cal, Y_held, S_held, prior=None):
+    """`cal`'s maps with label sets fitted on held-out scores as
+    Calibration.fit fits them (the prior chosen, or `prior`)."""
+    from xmlkit.calibration import Calibration, choose_prior, fit_thresholds
+    from xmlkit.csr import Rows
+    from xmlkit.metrics import _binary_csr, _top_entries
+    Y = _binary_csr(Y_held, "y")
+    labels, s, _, hit, rows = _top_entries(Y, S_held, 50, with_rows=True)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=Y.shape[0]))])
+    p = cal.probabilities(Rows(indptr, labels, s.astype(np.float32), Y.shape)).data
+    p = p.astype(np.float64)
+    if prior is None:
+        prior = choose_prior(p, hit, labels, rows, np.diff(Y.indptr), Y.shape[1])
+    th, c = fit_thresholds(p, hit, labels, Y.nnz, Y.shape[1], prior)
+    return Calibration(cal.map, th, c, cal.k, cal.candidates, cal.deep)
 
 
 def _entries(Y_held, S_held):
@@ -197,17 +217,19 @@ def forms_report(found, seeds):
     names = list(found)
     tags = list(found[names[0]])
     lines = ["## The form of the calibration (FastXML)", "",
-             f"ECE@5 (percent) and the sets' micro-F1 on the test split, means over {seeds} "
-             "seed(s); the per-rank and Platt maps and the single cut are fitted on the same "
-             "held-out scores as the default (a third of the training rows).", "",
-             "| form | " + " | ".join(f"{n} ECE@5 | {n} micro-F1" for n in names) + " |",
-             "|---|" + "---|---|" * len(names)]
+             f"ECE@5, ECE@10 (percent) and the sets' micro-F1 on the test split, means over "
+             f"{seeds} seed(s); the per-rank and Platt maps, the map without bands and the single "
+             "cut are fitted on the same held-out scores as the default (a third of the training "
+             "rows).", "",
+             "| form | " + " | ".join(f"{n} ECE@5 | {n} ECE@10 | {n} micro-F1"
+                                    for n in names) + " |",
+             "|---|" + "---|---|---|" * len(names)]
     for tag in tags:
         cells = []
         for n in names:
-            e, f = (np.mean([v for v in col if v is not None]) if any(
-                v is not None for v in col) else None for col in zip(*found[n][tag]))
-            cells += ["" if e is None else f"{e:.2f}", "" if f is None else f"{f:.2f}"]
+            cells += ["" if all(v is None for v in col) else
+                      f"{np.mean([v for v in col if v is not None]):.2f}"
+                      for col in zip(*found[n][tag])]
         lines.append(f"| {tag} | " + " | ".join(cells) + " |")
     return "\n".join(lines + [""])
 
