@@ -14,7 +14,9 @@ from xmlkit.models.base import C_INT_MAX, usable_threads
 @click.argument("model_dir", type=click.Path(file_okay=False))
 @click.option("-k", "--top-k", type=click.IntRange(1, C_INT_MAX), default=FIT_RANKS,
               show_default=True,
-              help="The ranks the map is fitted on: each point's k best-scored labels.")
+              help="The ranks the first map is fitted on: each point's k best-scored "
+              "labels; the ranks after them, up to --candidates, get a map per band (k to "
+              "2k, 2k to 4k, ...).")
 @click.option("--candidates", type=click.IntRange(1, C_INT_MAX), default=CANDIDATES,
               show_default=True, help="The best-scored labels per point among which the "
               "label sets of xml-predict --decision threshold are chosen (and their "
