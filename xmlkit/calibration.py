@@ -299,9 +299,9 @@ class Calibration:
         return map_rows(S, self.map, deep=self.deep)
 
     def ranked_map(self, S, rows, labels):
-        """The map of each (row, label) entry of scores S (CSR): an array of
-        probabilities of scores at those entries' ranks, a function of
-        (entry positions, scores)."""
+        """to_p(at, s): the probabilities of scores s, s[i] mapped by the map
+        of the rank that entry (rows[at[i]], labels[at[i]]) holds in its row
+        of scores S (CSR; ranked as map_rows ranks)."""
         if not self.deep:
             return lambda at, s: self.map.apply(s)
         from xmlkit.csr import Rows, as_rows
