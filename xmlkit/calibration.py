@@ -96,8 +96,19 @@ def _row_order(S, unit):
     written, rows = written[order], rows[order]
     first = np.r_[True, rows[1:] != rows[:-1]][:len(rows)]
     at = np.arange(len(rows))
-    rank = at - np.maximum.accumulate(np.where(first, at, 0)) if len(rows) else at
+    rank = at - np.maximum.accumulate(np.where(first, at, 0))
     return order, written, rows, first, rank
+
+
+def _by_rank(cmap, deep, rank, scores):
+    """The probabilities of `scores` whose rows' ranks are `rank`: each by
+    `cmap`, or by the map of the last band of `deep` ((rank r, IsotonicMap),
+    ...) that its rank reaches."""
+    values = cmap.apply(scores)
+    for r, m in deep:
+        later = rank >= r
+        values[later] = m.apply(scores[later])
+    return values
 
 
 def map_rows(S, cmap, decimals=6, deep=()):
@@ -118,11 +129,7 @@ def map_rows(S, cmap, decimals=6, deep=()):
     template, S = S, as_rows(S, "scores")
     unit = 10 ** int(decimals)
     order, written, rows, first, rank = _row_order(S, unit)
-    values = cmap.apply(written / unit)
-    for r, m in deep:
-        later = rank >= r
-        values[later] = m.apply(written[later] / unit)
-    grid = np.rint(values * unit).astype(np.int64)
+    grid = np.rint(_by_rank(cmap, deep, rank, written / unit) * unit).astype(np.int64)
     # steps: one grid step per strict drop of the raw score within a row
     drop = np.r_[0, (written[1:] < written[:-1]) & ~first[1:]][:len(rows)].astype(np.int64)
     steps = np.cumsum(drop)
@@ -261,12 +268,13 @@ class Calibration:
         self.candidates = int(candidates)
 
     @classmethod
-    def fit(cls, Y, S, k=FIT_RANKS, candidates=CANDIDATES):
+    def fit(cls, Y, S, k=FIT_RANKS, candidates=CANDIDATES, banded=True, prior=None):
         """The calibration of scores S (CSR: each row's `candidates` best, or
         more) of held-out rows against their labels Y: `map` fitted on each
         row's top k, `deep` on the bands of its next best up to `candidates`
-        (bands(); a band no row reaches has no map), the thresholds on the
-        probabilities of all of these."""
+        (bands(); a band no row reaches has no map; none when not `banded`),
+        the thresholds on the probabilities of all of these, with the shift
+        prior choose_prior chooses, or `prior`."""
         from xmlkit.csr import Rows
         from xmlkit.metrics import _binary_csr, _top_entries
         Y = _binary_csr(Y, "true labels")
@@ -276,16 +284,16 @@ class Calibration:
         if not top.any():
             raise XmlkitError("calibration: the model scored no label of these rows")
         cmap = IsotonicMap.fit(s[top], hit[top])
-        starts = np.array([0] + bands(k, candidates))
+        starts = np.array([0] + (bands(k, candidates) if banded else []))
         band = np.searchsorted(starts, ranks, side="right") - 1
         deep = [(int(starts[b]), IsotonicMap.fit(s[band == b], hit[band == b]))
                 for b in range(1, len(starts)) if np.any(band == b)]
-        fitted = cls(cmap, np.zeros(Y.shape[1]), 0.0, k, candidates, deep)
         # (the candidates' probabilities as predict gives them, in their order)
         indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=Y.shape[0]))])
-        p = fitted.probabilities(Rows(indptr, labels, s.astype(np.float32), Y.shape)).data
-        p = p.astype(np.float64)
-        prior = choose_prior(p, hit, labels, rows, np.diff(Y.indptr), Y.shape[1])
+        p = map_rows(Rows(indptr, labels, s.astype(np.float32), Y.shape), cmap,
+                     deep=deep).data.astype(np.float64)
+        if prior is None:
+            prior = choose_prior(p, hit, labels, rows, np.diff(Y.indptr), Y.shape[1])
         thresholds, c = fit_thresholds(p, hit, labels, Y.nnz, Y.shape[1], prior)
         return cls(cmap, thresholds, c, k, candidates, deep)
 
@@ -298,29 +306,11 @@ class Calibration:
         """The scores S (CSR, Rows or scipy) as probabilities (map_rows)."""
         return map_rows(S, self.map, deep=self.deep)
 
-    def ranked_map(self, S, rows, labels):
-        """to_p(at, s): the probabilities of scores s, s[i] mapped by the map
-        of the rank that entry (rows[at[i]], labels[at[i]]) holds in its row
-        of scores S (CSR; ranked as map_rows ranks)."""
-        if not self.deep:
-            return lambda at, s: self.map.apply(s)
-        from xmlkit.csr import Rows, as_rows
-        from xmlkit.explanation import score_at
-        R = as_rows(S, "scores")
-        order, _, _, _, rank = _row_order(R, 10 ** 6)
-        ranks = np.empty(len(rank), dtype=np.float32)
-        ranks[order] = rank
-        at_rank = score_at(Rows(R.indptr, R.indices, ranks, R.shape), rows, labels)
-        maps = [(0, self.map), *self.deep]
-        band = np.searchsorted([r for r, _ in maps], at_rank, side="right") - 1
-
-        def to_p(at, s):
-            out = np.empty(len(at))
-            for b, (_, m) in enumerate(maps):
-                here = band[at] == b
-                out[here] = m.apply(s[here])
-            return out
-        return to_p
+    def apply(self, scores, ranks):
+        """The probabilities of `scores` at those ranks in their rows (from
+        0), each by its rank's map, without map_rows' hold on the ranking."""
+        return _by_rank(self.map, self.deep, np.asarray(ranks),
+                        np.asarray(scores, dtype=np.float64))
 
     def scoring_k(self, decision, threshold=None, k=None):
         """The k to score for `decision` (label sets without a k: the
@@ -393,6 +383,18 @@ class Calibration:
             raise XmlkitError(f"{where}: the calibration's bands start within the ranks "
                               "of its first map")
         return cls(cmap, th, c[0], ranks[0], ranks[1], deep)
+
+
+def entry_ranks(S, rows, labels):
+    """The rank (from 0, as map_rows ranks a row) of each (row, label) entry
+    of scores S (CSR) in its row."""
+    from xmlkit.csr import Rows, as_rows
+    from xmlkit.explanation import score_at
+    R = as_rows(S, "scores")
+    order, _, _, _, rank = _row_order(R, 10 ** 6)
+    ranks = np.empty(len(rank), dtype=np.float64)
+    ranks[order] = rank
+    return score_at(Rows(R.indptr, R.indices, ranks, R.shape), rows, labels).astype(np.int64)
 
 
 def _deep_maps(arrays, where):
@@ -506,8 +508,8 @@ def explain_decided(model, calibration, X, S, P, n_features, threads=1, **params
     c = E.contributions
     if E.kind == "removal":
         at = np.repeat(np.arange(len(raw)), np.diff(E.ptr))
-        to_p = calibration.ranked_map(S, rows, P_rows.indices.astype(np.int64))
-        c = to_p(at, raw[at]) - to_p(at, raw[at] - c)
+        rank = entry_ranks(S, rows, P_rows.indices.astype(np.int64))[at]
+        c = calibration.apply(raw[at], rank) - calibration.apply(raw[at] - c, rank)
     return E.with_scores(P, c)
 
 
