@@ -82,23 +82,18 @@ def halves_global(Yt, S, k):
 
 
 def noise_floor(P, Yt, k, draws=50, seed=0):
-    from xmlkit.metrics import _binary_csr, _top_entries, calibration
+    from xmlkit.metrics import calibration, top_k
     rng = np.random.default_rng(seed)
-    labels, p, _, _ = _top_entries(_binary_csr(Yt, "y"), P, k)
-    top = top_sets(P, k).tocoo()
+    tk, tv = top_k(P, k)
+    ok = tk.ravel() >= 0
+    rows = np.repeat(np.arange(tk.shape[0]), tk.shape[1])[ok]
+    c, v = tk.ravel()[ok], tv.ravel().astype(np.float64)[ok]
     out = []
     for _ in range(draws):
         # outcomes drawn from the probabilities: a truth matrix of them
-        from xmlkit.metrics import top_k
-        tk, tv = top_k(P, k)
-        rows = np.repeat(np.arange(tk.shape[0]), tk.shape[1])
-        c, v = tk.ravel(), tv.ravel().astype(np.float64)
-        ok = c >= 0
-        drawn = rng.random(int(ok.sum())) < v[ok]
-        T = sp.csr_matrix((np.ones(int(drawn.sum())), (rows[ok][drawn], c[ok][drawn])),
-                          shape=P.shape)
+        drawn = rng.random(len(v)) < v
+        T = sp.csr_matrix((np.ones(int(drawn.sum())), (rows[drawn], c[drawn])), shape=P.shape)
         out.append(calibration(T, P, k)["ECE"])
-    del labels, p, top
     return float(np.mean(out))
 
 
@@ -118,7 +113,7 @@ def one(family, name, seed, threads):
     cal = Calibration.fit(Y_held, S_held)
     t2 = time.perf_counter()
     # (the same without the bands: the top 5's map for every rank)
-    flat = _sets_of(Calibration(cal.map, [], 0), Y_held, S_held)
+    flat = Calibration.fit(Y_held, S_held, banded=False)
     S = model.predict(Xt, k=cal.candidates, threads=threads, **ranked(model))
     P = cal.probabilities(S)
     ks = (1, 3, 5)
@@ -247,7 +242,6 @@ def forms(name, seed, threads, ranks=5):
             # the other forms, fitted on the default's held-out scores
             _, sh, rh, hh, _ = _entries(Y_held, S_held)
             top = rh < 5
-            iso = IsotonicMap.fit(sh[top], hh[top])
             platt = _platt(sh[top], hh[top].astype(np.float64))
             per_rank = [IsotonicMap.fit(sh[top & (np.minimum(rh, ranks - 1) == r)],
                                         hh[top & (np.minimum(rh, ranks - 1) == r)])
@@ -260,28 +254,11 @@ def forms(name, seed, threads, ranks=5):
             out["Platt on the log-odds"] = (ece_of(platt(st)), None, None)
             # the top 5's map for every rank (no bands), its sets fitted as the default's
             out["the top 5's map for every rank (no bands)"] = ece_sets(
-                _sets_of(Calibration(iso, [], 0), Y_held, S_held))
+                Calibration.fit(Y_held, S_held, banded=False))
             # sets: one global cut (no per-label shifts)
-            glob = _sets_of(cal, Y_held, S_held, prior=1e12)
+            glob = Calibration.fit(Y_held, S_held, prior=1e12)
             out["one global cut (no label shifts)"] = (None, None, ece_sets(glob)[2])
     return out
-
-
-def _sets_of(cal, Y_held, S_held, prior=None):
-    """`cal`'s maps with label sets fitted on held-out scores as
-    Calibration.fit fits them (the prior chosen, or `prior`)."""
-    from xmlkit.calibration import Calibration, choose_prior, fit_thresholds
-    from xmlkit.csr import Rows
-    from xmlkit.metrics import _binary_csr, _top_entries
-    Y = _binary_csr(Y_held, "y")
-    labels, s, _, hit, rows = _top_entries(Y, S_held, 50, with_rows=True)
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=Y.shape[0]))])
-    p = cal.probabilities(Rows(indptr, labels, s.astype(np.float32), Y.shape)).data
-    p = p.astype(np.float64)
-    if prior is None:
-        prior = choose_prior(p, hit, labels, rows, np.diff(Y.indptr), Y.shape[1])
-    th, c = fit_thresholds(p, hit, labels, Y.nnz, Y.shape[1], prior)
-    return Calibration(cal.map, th, c, cal.k, cal.candidates, cal.deep)
 
 
 def _entries(Y_held, S_held):
