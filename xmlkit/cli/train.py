@@ -313,7 +313,7 @@ def make_command(algorithm):
                               "to probabilities and per-label thresholds for xml-predict "
                               f"--decision threshold, fitted on {HOLDOUT:.0%} of the "
                               "training points scored by a model trained on the others (on "
-                              "this machine): 1.2 to 1.9 times the training time. A folder can "
+                              "this machine): 1.2 to 2.1 times the training time. A folder can "
                               "also be calibrated later on a validation file "
                               "(xml-calibrate)."),
             *text_input_options(), *featurizer_options(),
