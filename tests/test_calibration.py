@@ -103,6 +103,20 @@ def test_mapped_rows_keep_their_ranking_by_hand():
                                                                  abs=1e-9)
 
 
+def test_the_rows_order_is_the_three_key_sort():
+    """_rows_descending's one-key sort orders entries as the three-key sort
+    (row, written score descending, label): ties in the score, labels in
+    any order, and a span too wide for one key (the three-key sort itself)."""
+    from xmlkit.calibration import _rows_descending
+    rng = np.random.default_rng(0)
+    for spread in (3, 10 ** 6, 10 ** 15):
+        rows = np.sort(rng.integers(0, 40, 600))
+        labels = rng.integers(0, 1000, 600).astype(np.int32)
+        written = rng.integers(-spread, spread, 600).astype(np.float64)
+        assert _rows_descending(written, rows, labels, 1000).tolist() == \
+            np.lexsort((labels, -written, rows)).tolist()
+
+
 def test_bands_by_hand():
     from xmlkit.calibration import bands
     assert bands(5, 50) == [5, 10, 20, 40]
@@ -289,6 +303,31 @@ def test_xml_calibrate_refuses_what_it_cannot_calibrate(tiny, tmp_path, shared):
     write_dataset(tmp_path / "narrow.txt", X[:, :100], Y)
     r = run_cli("xml-calibrate", tmp_path / "narrow.txt", tiny / "fastxml")
     assert one_line_error(r) and "D = 100" in r.stderr, r.stderr
+
+
+def test_calibrate_command_does_not_import_scipy(tiny, tmp_path):
+    """A validation file and a folder, as xml-predict's path: no
+    scipy.sparse (a large share of a short run); the same calibration."""
+    import shutil
+    import subprocess
+    import sys
+    from xmlkit.calibration import Calibration, folder_calibration, ranked
+    from xmlkit.io import read_dataset
+    from xmlkit.models import load_model
+    shutil.copytree(tiny / "fastxml", tmp_path / "m")
+    code = ("import sys; from xmlkit.cli.calibrate import main; sys.argv = ['xml-calibrate', "
+            f"{str(tiny / 'test.txt')!r}, 'm', '-q']\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "sys.exit(1 if any(m.startswith('scipy') for m in sys.modules) else 0)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    X, Y = read_dataset(tiny / "test.txt")
+    model = load_model(tiny / "fastxml")
+    expected = Calibration.fit(Y, model.predict(X, k=50, **ranked(model)))
+    got = folder_calibration(tmp_path / "m")
+    assert got.map.x.tolist() == expected.map.x.tolist()
+    assert got.thresholds.tolist() == expected.thresholds.tolist()
 
 
 @pytest.mark.slow

@@ -135,6 +135,15 @@ def test_calibration_error_by_hand():
     assert calibration(Y, S, k=1)["ECE"] == pytest.approx((0.25 + 0.875 + 0.25) / 3)
     # the dense form of the same scores ranks every entry, zeros included
     assert calibration(Y, S.toarray(), k=1)["ECE"] == pytest.approx((0.25 + 0.875 + 0.25) / 3)
+    # as xmlkit.csr.Rows (xml-calibrate's, read without scipy): a stored 0 is no label
+    from xmlkit.csr import Rows, as_rows
+    from xmlkit.errors import XmlkitError
+    R = Rows(np.array([0, 1, 2, 3]), np.array([0, 1, 2], np.int32),
+             np.array([1, 1, 0], np.float32), (3, 3))
+    assert calibration(R, as_rows(S), k=2, n_bins=2) == c
+    R.data[2] = 2
+    with pytest.raises(XmlkitError, match="must be 0/1, but row 2 holds 2"):
+        calibration(R, as_rows(S), k=2)
 
 
 def test_calibration_bins_are_equal_mass_and_a_calibrated_model_scores_zero():

@@ -92,12 +92,25 @@ def _row_order(S, unit):
     0), the last four in that order."""
     written = np.rint(S.data.astype(np.float64) * unit)
     rows = np.repeat(np.arange(S.shape[0], dtype=np.int64), np.diff(S.indptr))
-    order = np.lexsort((S.indices, -written, rows))
+    order = _rows_descending(written, rows, S.indices, S.shape[1])
     written, rows = written[order], rows[order]
     first = np.r_[True, rows[1:] != rows[:-1]][:len(rows)]
     at = np.arange(len(rows))
     rank = at - np.maximum.accumulate(np.where(first, at, 0))
     return order, written, rows, first, rank
+
+
+def _rows_descending(written, rows, labels, n_labels):
+    """The order of entries (row ids `rows` non-decreasing) by row, then
+    `written` (whole numbers) descending, then label: one sort of the
+    whole-number key (row, top value less the value, label) where it fits
+    62 bits, a three-key sort otherwise."""
+    if len(written):
+        top, span = written.max(), written.max() - written.min() + 1
+        if span * (int(rows[-1]) + 1) * max(int(n_labels), 1) < 2.0 ** 62:
+            key = (rows * np.int64(span) + (top - written).astype(np.int64)) * int(n_labels)
+            return np.argsort(key + labels, kind="stable")
+    return np.lexsort((labels, -written, rows))
 
 
 def _by_rank(cmap, deep, rank, scores):
@@ -174,7 +187,7 @@ def _logit(p):
 def _best_cut(p, relevant, n_relevant):
     """(t, F1): the cut t over probabilities p (keep p >= t) of the best
     micro-F1 2·TP / (n_relevant + kept), ties kept together."""
-    order = np.argsort(-p, kind="stable")
+    order = np.argsort(-p)      # (the order within ties: no cut falls inside them)
     ps, tp = p[order], np.cumsum(relevant[order])
     f1 = 2 * tp / (n_relevant + np.arange(1, len(ps) + 1))
     f1[:-1][ps[1:] == ps[:-1]] = -1         # (a cut only between distinct values)
@@ -276,8 +289,8 @@ class Calibration:
         the thresholds on the probabilities of all of these, with the shift
         prior choose_prior chooses, or `prior`."""
         from xmlkit.csr import Rows
-        from xmlkit.metrics import _binary_csr, _top_entries
-        Y = _binary_csr(Y, "true labels")
+        from xmlkit.metrics import _binary_rows, _top_entries
+        Y = _binary_rows(Y, "true labels")
         labels, s, ranks, hit, rows = _top_entries(Y, S, max(int(k), int(candidates)),
                                                    with_rows=True)
         top = ranks < int(k)

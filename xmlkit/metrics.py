@@ -119,21 +119,45 @@ def _binary_csr(Y, name, strict=True):
     Y = sp.csr_matrix(Y, copy=True)
     Y.eliminate_zeros()
     Y.sum_duplicates()
-    if strict and Y.nnz and not np.all(Y.data == 1):
-        first = int(np.flatnonzero(Y.data != 1)[0])
-        row = int(np.searchsorted(Y.indptr, first, side="right")) - 1
-        raise XmlkitError(f"{name} must be 0/1, but row {row} holds {Y.data[first]:g} "
-                          "(scores given as the truth?)")
+    if strict:
+        _refuse_non_binary(Y.data, Y.indptr, name)
     Y.sort_indices()
     Y.indices = Y.indices.astype(np.int32, copy=False)
     return Y
 
 
+def _binary_rows(Y, name):
+    """_binary_csr(Y, name) as xmlkit.csr.Rows (its indptr, indices and
+    shape are what the calibration's functions read), without importing
+    scipy when Y is a Rows: a validation file read by xml-calibrate."""
+    if not isinstance(Y, Rows):
+        Y = _binary_csr(Y, name)
+        return Rows(Y.indptr, Y.indices, Y.data, Y.shape)
+    Y = summed_duplicates(Y)
+    stored = Y.data != 0
+    if not stored.all():
+        rows = np.repeat(np.arange(Y.shape[0]), np.diff(Y.indptr))[stored]
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=Y.shape[0]))])
+        Y = Rows(indptr, Y.indices[stored], Y.data[stored], Y.shape)
+    _refuse_non_binary(Y.data, Y.indptr, name)
+    return Rows(Y.indptr, np.ascontiguousarray(Y.indices, dtype=np.int32), Y.data, Y.shape)
+
+
+def _refuse_non_binary(data, indptr, name):
+    """XmlkitError unless every stored value of a truth matrix is 1."""
+    if len(data) and not np.all(data == 1):
+        first = int(np.flatnonzero(data != 1)[0])
+        row = int(np.searchsorted(indptr, first, side="right")) - 1
+        raise XmlkitError(f"{name} must be 0/1, but row {row} holds {data[first]:g} "
+                          "(scores given as the truth?)")
+
+
 def _scores_csr(scores):
     """Scores as CSR with float32 data; a dense array ranks every entry."""
+    if isinstance(scores, Rows):     # (sorted rows: no scipy for xml-calibrate's scores)
+        R = summed_duplicates(scores)
+        return _checked_scores(R.indptr, R.indices, R.data, R.shape)
     import scipy.sparse as sp
-    if isinstance(scores, Rows):
-        scores = scores.to_scipy()
     if sp.issparse(scores):
         S = sp.csr_matrix(scores)
         if not S.has_canonical_format:
@@ -146,10 +170,15 @@ def _scores_csr(scores):
         n, m = dense.shape
         S = sp.csr_matrix((dense.ravel(), np.tile(np.arange(m, dtype=np.int32), n),
                            np.arange(0, n * m + 1, m, dtype=np.int64)), shape=(n, m))
-    data = np.ascontiguousarray(S.data, dtype=np.float32)
+    return _checked_scores(S.indptr, S.indices, S.data, S.shape)
+
+
+def _checked_scores(indptr, indices, data, shape):
+    """_scores_csr's arrays, contiguous, the scores float32 and finite."""
+    data = np.ascontiguousarray(data, dtype=np.float32)
     if not np.all(np.isfinite(data)):
         raise XmlkitError("scores contain NaN or inf")
-    return S.indptr, np.ascontiguousarray(S.indices, dtype=np.int32), data, S.shape
+    return indptr, np.ascontiguousarray(indices, dtype=np.int32), data, shape
 
 
 def top_k(scores, k):
@@ -331,7 +360,7 @@ def binned_precision(Y_true, scores, bins, n_bins, k, inv_prop=None):
 def _top_entries(Y, scores, k, with_rows=False):
     """The stored entries of each point's top k, in row then rank order:
     (labels, scores, ranks from 0, relevant) arrays, and their rows with
-    with_rows. Y: the truth as _binary_csr gives it (rows sorted)."""
+    with_rows. Y: the truth as _binary_csr or _binary_rows gives it (rows sorted)."""
     N, L = Y.shape
     kc = min(int(k), max(1, L))         # (no row ranks more: see ranking_metrics)
     indptr, indices, data, shape = _scores_csr(scores)
@@ -357,7 +386,7 @@ def _top_entries(Y, scores, k, with_rows=False):
 def top_entries(Y_true, scores, k):
     """(scores, relevant) of the stored entries of each point's top k, in
     row then rank order: what a calibration map is fitted on."""
-    _, s, _, hit = _top_entries(_binary_csr(Y_true, "true labels"), scores, k)
+    _, s, _, hit = _top_entries(_binary_rows(Y_true, "true labels"), scores, k)
     return s, hit
 
 
@@ -372,7 +401,7 @@ def calibration(Y_true, scores, k=5, n_bins=ECE_BINS):
 def calibrations(Y_true, scores, ks, n_bins=ECE_BINS):
     """calibration(Y_true, scores, k, n_bins) for each k of `ks`: k -> result,
     the top entries found once."""
-    Y = _binary_csr(Y_true, "true labels")
+    Y = _binary_rows(Y_true, "true labels")
     ks = sorted({int(k) for k in ks})
     _, s_all, ranks, y_all = _top_entries(Y, scores, ks[-1])
     # (sorted once: a stable sort keeps ties in row, then rank order, and
