@@ -272,6 +272,43 @@ def test_a_damaged_or_crafted_calibration_is_refused(tiny, tmp_path):
     assert not (tmp_path / "s.txt").exists()
 
 
+@pytest.mark.parametrize("family", ["fastxml", "pfastrexml"])
+def test_a_calibration_maps_only_the_scores_it_was_fitted_to(family, tiny, tmp_path):
+    """Some of the trees, or PfastreXML's trees without the tail classifiers,
+    score otherwise than the model the calibration was fitted to: refused
+    (exit 2, nothing written) unless --raw, by the API too; all the trees
+    picked, or trees_only as the model's, are the same scores."""
+    import shutil
+    from conftest import one_line_error, run_cli
+    from xmlkit.calibration import Calibrated
+    from xmlkit.errors import InvalidParameterError
+    from xmlkit.io import read_dataset
+    m, out = tmp_path / "m", tmp_path / "s.txt"
+    shutil.copytree(tiny / family, m)
+    assert run_cli("xml-calibrate", tiny / "train.txt", m, "-q").returncode == 0
+    refused = [["-t", "1"], ["-s", "1"]] + ([["-S", "1"]] if family == "pfastrexml" else [])
+    for args in refused:
+        r = run_cli("xml-predict", tiny / "test.txt", out, m, *args)
+        assert one_line_error(r) and "calibration" in r.stderr and "--raw" in r.stderr, \
+            (args, r.stderr)
+        assert not out.exists()
+        r = run_cli("xml-predict", tiny / "test.txt", out, m, *args, "--raw", "-q")
+        assert r.returncode == 0, r.stderr
+        out.unlink()
+    same = [["-s", "0", "-t", "2"]] + ([["-S", "0"]] if family == "pfastrexml" else [])
+    for args in same:
+        assert run_cli("xml-predict", tiny / "test.txt", out, m, *args, "-q").returncode == 0
+    with pytest.raises(XmlkitError, match="all its trees"):
+        Calibrated.load(m, trees=[1])
+    X, _ = read_dataset(tiny / "test.txt")
+    model = Calibrated.load(m, trees=[0, 1])
+    if family == "pfastrexml":
+        with pytest.raises(InvalidParameterError, match="trees_only=True gives others"):
+            model.predict(X, trees_only=True)
+        assert model.predict(X, trees_only=False).data.tolist() == \
+            model.predict(X).data.tolist()
+
+
 def test_training_into_a_calibrated_folder_drops_its_map(tiny, tmp_path):
     import shutil
     from conftest import run_cli

@@ -438,6 +438,20 @@ def ranked(model):
     return {}
 
 
+def other_scoring(model, params, folder=None, trees=None):
+    """What makes predict()'s scores with `params` (and the trees `trees` of
+    model folder `folder`, None: all of them) other than those a calibration
+    of the folder was fitted to, the model's own: the names of the predict
+    parameters (model.other_scores), and "trees" for a pick of the trees
+    that is not all of them. Empty when they are the same scores."""
+    names = list(model.other_scores(**params))
+    if trees is not None and folder is not None:
+        from xmlkit.models import tree_indices
+        if sorted(set(int(t) for t in trees)) != tree_indices(folder):
+            names.append("trees")
+    return names
+
+
 class Calibrated:
     """A model with its calibration: ``Calibrated(model).fit(X_valid,
     Y_valid)`` (rows the model was not trained on), or
@@ -472,8 +486,7 @@ class Calibrated:
         every label the model scores), or label sets ("threshold": among the
         calibration's candidates, or the k best when k is given); params go
         to the model's predict."""
-        if self.calibration is None:
-            raise XmlkitError("Calibrated: not fitted (fit, train or load)")
+        self._check(params)
         k = self.calibration.scoring_k(decision, threshold, k)
         S = self.model.predict(X, k=k, threads=threads, progress=progress,
                                **{**ranked(self.model), **params})
@@ -485,24 +498,40 @@ class Calibrated:
         scores the probabilities; contributions that are removal effects
         become effects on the probability (p(s) - p(s - c)), a linear
         model's margin terms stay as they are."""
-        if self.calibration is None:
-            raise XmlkitError("Calibrated: not fitted (fit, train or load)")
+        self._check(params)
         k = self.calibration.scoring_k(decision, threshold, k)
         S = self.model.predict(X, k=k, threads=threads, **{**ranked(self.model), **params})
         return explain_decided(self.model, self.calibration, X, S,
                                self.calibration.decide(S, decision, threshold), n_features,
                                threads, **{**ranked(self.model), **params})
 
+    def _check(self, params):
+        """XmlkitError unless fitted; InvalidParameterError naming a predict
+        parameter that changes the scores the calibration maps."""
+        if self.calibration is None:
+            raise XmlkitError("Calibrated: not fitted (fit, train or load)")
+        other = other_scoring(self.model, params)
+        if other:
+            raise InvalidParameterError(
+                other[0], f"Calibrated: the calibration maps the model's own scores; "
+                          f"{other[0]}={params[other[0]]!r} gives others (predict with the "
+                          "model itself, or calibrate it for them)")
+
     @classmethod
     def load(cls, folder, trees=None, threads=1):
         """The model of folder `folder` with its calibration (XmlkitError when
-        it holds none)."""
+        it holds none, or for `trees` other than all of them: the
+        calibration maps their scores)."""
         from xmlkit.models import load_model
         calibration = folder_calibration(folder)
         if calibration is None:
             raise XmlkitError(f"{folder}: holds no calibration (xml-calibrate, or xml-train's "
                               "calibration)")
-        return cls(load_model(folder, trees, threads=threads), calibration)
+        model = load_model(folder, trees, threads=threads)
+        if other_scoring(model, {}, folder, trees):
+            raise XmlkitError(f"{folder}: its calibration maps the scores of all its trees, "
+                              f"not of trees {list(trees)}")
+        return cls(model, calibration)
 
 
 def explain_decided(model, calibration, X, S, P, n_features, threads=1, **params):

@@ -49,7 +49,9 @@ PIECE_ROWS = 20000      # rows read, scored and written at a time
 @click.option("--raw", "raw", is_flag=True, default=False,
               help="Write the model's own scores where MODEL_DIR holds a calibration "
                    "(xml-calibrate, xml-train --calibrate), instead of the probabilities it "
-                   "maps them to.")
+                   "maps them to. A calibration maps the scores of all the model's trees "
+                   "with its own options: -s/-t picking some, or a family option that "
+                   "scores otherwise (PfastreXML's --trees-only), need --raw.")
 @click.option("--names", is_flag=True, default=False,
               help="With --text: write SCORES as JSON Lines in input order, "
                    "{\"id\", \"labels\": [names, best first], \"scores\": [...]}, "
@@ -103,8 +105,8 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
     timeline.mark("opened")
     if algorithm is not None and model.algorithm != algorithm:
         fail(f"{model_dir} holds a {model.algorithm} model, not {algorithm} (--algorithm)")
-    calibration, calibrate, top_k, family = _calibration(log, model, model_dir, raw, top_k,
-                                                         family)
+    calibration, calibrate, top_k, family = _calibration(log, model, model_dir, trees, raw,
+                                                         top_k, family)
     extra = predict_options(model, **family)
     # rows are read, scored and written in pieces (memory does not grow with
     # the file), except for embed's F1 inference, which needs every row at once
@@ -136,20 +138,30 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
                 index_base, dask_address, dict(k=top_k, threads=threads, **extra), calibrate)
 
 
-def _calibration(log, model, model_dir, raw, top_k, family):
+def _calibration(log, model, model_dir, trees, raw, top_k, family):
     """(calibration, calibrate, k, family): the folder's calibration (or None),
     the function applied to each scored piece
     (MODEL_DIR's calibration: probabilities, or label sets with --decision
     threshold), the k to score and the family options left to the model;
     calibrate is None for --raw, a folder without a calibration, or a
-    decision of the family's own (embed's f1)."""
-    from xmlkit.calibration import DECISIONS, folder_calibration, ranked
+    decision of the family's own (embed's f1). Refused (exit 2) where the
+    trees picked or a family option make scores other than those the
+    calibration was fitted to."""
+    from xmlkit.calibration import DECISIONS, folder_calibration, other_scoring, ranked
     calibration = None if raw else folder_calibration(model_dir)
     if calibration is None:
         return None, None, top_k, family
     decision = family.get("decision") or model.predict_params().get("decision") or DECISIONS[0]
     if decision not in DECISIONS:
         return None, None, top_k, family
+    given = predict_options(model, **{**family, "decision": None, "threshold": None})
+    other = other_scoring(model, given, model_dir, trees)
+    if "trees" in other:
+        fail(f"{model_dir}: its calibration maps the scores of all its trees, not of the "
+             f"{len(trees)} that -s/-t pick: --raw writes their own scores")
+    if other:
+        fail(f"{model_dir}: its calibration maps the model's own scores, not those of "
+             f"--{other[0].replace('_', '-')} {given[other[0]]}: --raw writes those")
     threshold = family.get("threshold")
     top_k = calibration.scoring_k(decision, threshold, top_k)
     log(f"writing {'label sets of ' if decision == DECISIONS[1] else ''}probabilities: the "

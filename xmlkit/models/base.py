@@ -191,6 +191,14 @@ class Estimator:
         self._check_predict(given, out)
         return out
 
+    def other_scores(self, **given):
+        """The predict parameters among `given` whose values change the
+        scores themselves from the model's own (not which labels are scored,
+        nor how they are decided): a calibration maps the model's own
+        scores (xmlkit.calibration.other_scoring). None by default."""
+        self._predict_params(**given)
+        return []
+
     def predict_params(self, **given):
         """The predict parameters predict() would use for these (None or
         missing: the model's recorded value, else the default), checked:

@@ -204,6 +204,17 @@ class PfastreXML(FastXML):
             given = {**given, "trees_only": bool(t)}
         return super()._predict_params(**given)
 
+    def _trees_only(self, used):
+        """Whether predict parameters `used` (_predict_params) score with the
+        trees only: theirs, else the model's."""
+        return bool(self.params.trees_only) if used["trees_only"] is None \
+            else used["trees_only"]
+
+    def other_scores(self, **given):
+        """trees_only, when `given` scores otherwise than the model does."""
+        p = self._predict_params(**given)
+        return ["trees_only"] if self._trees_only(p) != bool(self.params.trees_only) else []
+
     def predict(self, X, k=5, threads=1, progress=None, rerank=None, trees_only=None,
                 decision=None, threshold=None):
         """Scores: the tree scores of the `rerank` best labels per point,
@@ -228,10 +239,8 @@ class PfastreXML(FastXML):
         rows by the tail classifiers, unless trees only)."""
         p = self._predict_params(rerank=rerank, trees_only=trees_only, decision=decision,
                                  threshold=threshold)
-        trees_only = bool(self.params.trees_only) if p["trees_only"] is None \
-            else p["trees_only"]
         forest = self.forest()
-        if trees_only:
+        if self._trees_only(p):
             return forest, {"k": k}
         if getattr(self, "tail_", None) is None:
             raise XmlkitError("the model has no tail classifiers (trained with "
@@ -250,7 +259,7 @@ class PfastreXML(FastXML):
     def _scored_effects(self, R, k, threads, n_top=0, **params):
         """Re-ranked labels are predict's (the trees' best need not be)."""
         p = self._predict_params(**params)
-        if bool(self.params.trees_only) if p["trees_only"] is None else p["trees_only"]:
+        if self._trees_only(p):
             return super()._scored_effects(R, k, threads, n_top, **params)
         return ModelBase._scored_effects(self, R, k, threads, n_top, **params)
 
@@ -267,9 +276,7 @@ class PfastreXML(FastXML):
                                         rows_without, score_at)
         from xmlkit.models.forest import tree_effects
         p = self._predict_params(rerank=rerank, trees_only=trees_only)
-        trees_only = bool(self.params.trees_only) if p["trees_only"] is None \
-            else p["trees_only"]
-        if trees_only:
+        if self._trees_only(p):
             return tree_effects(self.forest(), R, S, threads, n_top)[1:]
         forest = self.forest()
         _, entry, feature, delta, turned = tree_effects(forest, R, S, threads, turned=True)
