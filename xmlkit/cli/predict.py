@@ -49,9 +49,9 @@ PIECE_ROWS = 20000      # rows read, scored and written at a time
 @click.option("--raw", "raw", is_flag=True, default=False,
               help="Write the model's own scores where MODEL_DIR holds a calibration "
                    "(xml-calibrate, xml-train --calibrate), instead of the probabilities it "
-                   "maps them to. A calibration maps the scores of all the model's trees "
-                   "with its own options: -s/-t picking some, or a family option that "
-                   "scores otherwise (PfastreXML's --trees-only), need --raw.")
+                   "maps them to. A calibration maps the scores of the whole model with its "
+                   "own options: -s/-t picking some of its trees, or a family option that "
+                   "scores otherwise, need --raw.")
 @click.option("--names", is_flag=True, default=False,
               help="With --text: write SCORES as JSON Lines in input order, "
                    "{\"id\", \"labels\": [names, best first], \"scores\": [...]}, "
