@@ -126,6 +126,19 @@ def run_cli(*args, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
+def run_without_scipy(command, *args, cwd):
+    """Run xmlkit.cli.<command>'s main with `args` in a fresh interpreter
+    (in `cwd`, outside the source tree: `python -c` imports from the
+    current folder): returncode 0 when it succeeded without importing
+    scipy, 1 when it imported scipy; a failed run fails on its assert."""
+    argv = [f"xml-{command}"] + [str(a) for a in args]
+    code = (f"import sys; from xmlkit.cli.{command} import main; sys.argv = {argv!r}\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "sys.exit(1 if any(m.startswith('scipy') for m in sys.modules) else 0)")
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True,
+                          text=True)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """With XMLKIT_NO_SKIP=1 (set by .ci/run) a skipped test fails the run:
     in CI ../shared and every test extra are there, so a skip means a check

@@ -346,18 +346,12 @@ def test_calibrate_command_does_not_import_scipy(tiny, tmp_path):
     """A validation file and a folder, as xml-predict's path: no
     scipy.sparse (a large share of a short run); the same calibration."""
     import shutil
-    import subprocess
-    import sys
+    from conftest import run_without_scipy
     from xmlkit.calibration import Calibration, folder_calibration, ranked
     from xmlkit.io import read_dataset
     from xmlkit.models import load_model
     shutil.copytree(tiny / "fastxml", tmp_path / "m")
-    code = ("import sys; from xmlkit.cli.calibrate import main; sys.argv = ['xml-calibrate', "
-            f"{str(tiny / 'test.txt')!r}, 'm', '-q']\n"
-            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-            "sys.exit(1 if any(m.startswith('scipy') for m in sys.modules) else 0)")
-    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                       text=True)
+    r = run_without_scipy("calibrate", tiny / "test.txt", "m", "-q", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     X, Y = read_dataset(tiny / "test.txt")
     model = load_model(tiny / "fastxml")

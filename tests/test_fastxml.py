@@ -453,14 +453,9 @@ def test_predict_command_does_not_import_scipy(tmp_path):
 def test_train_command_does_not_import_scipy(tmp_path, algorithm):
     """Nor does xml-train's for the tree families (PfastreXML's tail
     classifiers and propensities included): a whole run, then the modules."""
-    import subprocess
-    import sys
-    code = ("import sys; from xmlkit.cli.train import main; sys.argv = ['xml-train', "
-            f"{str(TRAIN)!r}, 'm', '-t', '2', '--algorithm', {algorithm!r}, '-q']\n"
-            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-            "sys.exit(1 if any(m.startswith('scipy') for m in sys.modules) else 0)")
-    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                       text=True)
+    from conftest import run_without_scipy
+    r = run_without_scipy("train", TRAIN, "m", "-t", "2", "--algorithm", algorithm, "-q",
+                          cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "m" / "manifest.json").exists()
 
