@@ -211,9 +211,10 @@ class PfastreXML(FastXML):
             else used["trees_only"]
 
     def other_scores(self, **given):
-        """trees_only, when `given` scores otherwise than the model does."""
-        p = self._predict_params(**given)
-        return ["trees_only"] if self._trees_only(p) != bool(self.params.trees_only) else []
+        """trees_only, when `given` scores otherwise than the model does with
+        its own predict parameters (those a calibration was fitted to)."""
+        own = self._trees_only(self._predict_params())
+        return ["trees_only"] if self._trees_only(self._predict_params(**given)) != own else []
 
     def predict(self, X, k=5, threads=1, progress=None, rerank=None, trees_only=None,
                 decision=None, threshold=None):
