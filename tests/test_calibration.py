@@ -307,6 +307,12 @@ def test_a_calibration_maps_only_the_scores_it_was_fitted_to(family, tiny, tmp_p
             model.predict(X, trees_only=True)
         assert model.predict(X, trees_only=False).data.tolist() == \
             model.predict(X).data.tolist()
+        # a folder whose predict parameters say trees only: those are its own scores
+        model.model.predict_params_ = {**model.model.predict_params_, "trees_only": True}
+        assert model.predict(X, trees_only=True).data.tolist() == \
+            model.predict(X).data.tolist()
+        with pytest.raises(InvalidParameterError, match="trees_only=False gives others"):
+            model.predict(X, trees_only=False)
 
 
 def test_training_into_a_calibrated_folder_drops_its_map(tiny, tmp_path):
