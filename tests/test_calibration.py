@@ -66,6 +66,38 @@ def test_a_map_fitted_on_held_out_scores_calibrates_new_ones():
     assert m.apply([-5, 5]).tolist() == [m.y[0], m.y[-1]]
 
 
+def test_a_map_on_too_few_outcomes_is_fitted_with_a_warning(tiny, tmp_path):
+    """Fewer than FEW_OUTCOMES relevant labels (or others) among the top k: a
+    map too rough to trust, said (a warning, on the command's stderr);
+    enough of both: nothing said."""
+    import shutil
+    import warnings
+    from conftest import run_cli
+    from xmlkit.calibration import FEW_OUTCOMES, Calibration, ranked
+    from xmlkit.io import read_dataset, write_dataset
+    from xmlkit.models import load_model
+    X, Y = read_dataset(tiny / "train.txt")
+    model = load_model(tiny / "fastxml")
+    S = model.predict(X, k=50, **ranked(model))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Calibration.fit(Y, S)
+    # 3 rows: at most 15 entries in their top 5, fewer than FEW_OUTCOMES of either kind
+    assert FEW_OUTCOMES > 15
+    with pytest.warns(UserWarning, match="among the 5 best of 3 rows: too few"):
+        Calibration.fit(Y[:3], S[:3])
+    # rows without a label: none relevant, said as such
+    empty = Y[:100].copy()
+    empty.data[:] = 0
+    empty.eliminate_zeros()
+    with pytest.warns(UserWarning, match=r"rests on 0 relevant and \d+ other"):
+        Calibration.fit(empty, S[:100])
+    write_dataset(tmp_path / "few.txt", X[:3], Y[:3])
+    shutil.copytree(tiny / "fastxml", tmp_path / "m")
+    r = run_cli("xml-calibrate", tmp_path / "few.txt", tmp_path / "m", "-q")
+    assert r.returncode == 0 and "warning: calibration: the map rests on" in r.stderr, r.stderr
+
+
 def test_ties_in_scores_get_one_value_and_the_knots_are_the_steps_means():
     # scores 0.1 (x2, one relevant), 0.2 (not), 0.3 (x2 relevant): 0.1 and 0.2
     # pool (1 of 3 relevant, mean score 0.4 / 3), then 0.3 alone

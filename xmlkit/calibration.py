@@ -26,6 +26,8 @@ folder keeps them (calibration.npz). Calibrated(model, calibration): a
 model whose predict() writes probabilities or label sets, fitted on
 validation rows (fit) or on rows held out at training (train).
 """
+import warnings
+
 import numpy as np
 
 from xmlkit.errors import InvalidParameterError, XmlkitError
@@ -171,6 +173,9 @@ CANDIDATES = 50
 #: global threshold; the first, no shift at all
 SHIFT_PRIORS = (1e12, 100.0, 20.0, 5.0)
 SHIFT_PRIOR = 20.0
+#: fewer relevant labels, or fewer others, than this among the rows' k best
+#: leave a map too rough to trust: Calibration.fit warns
+FEW_OUTCOMES = 50
 #: what a calibrated model gives: probabilities, or label sets
 DECISIONS = ("scores", "threshold")
 #: the share of the training rows held out at training (xml-train
@@ -296,6 +301,12 @@ class Calibration:
         top = ranks < int(k)
         if not top.any():
             raise XmlkitError("calibration: the model scored no label of these rows")
+        found = int(np.count_nonzero(hit[top]))
+        if min(found, int(top.sum()) - found) < FEW_OUTCOMES:
+            warnings.warn(f"calibration: the map rests on {found} relevant and "
+                          f"{int(top.sum()) - found} other labels among the {int(k)} best of "
+                          f"{Y.shape[0]} rows: too few for steady probabilities (a few hundred "
+                          "rows or more make them steady)", stacklevel=2)
         cmap = IsotonicMap.fit(s[top], hit[top])
         starts = np.array([0] + (bands(k, candidates) if banded else []))
         band = np.searchsorted(starts, ranks, side="right") - 1
