@@ -160,6 +160,24 @@ def test_n_features_keeps_the_largest(tiny, test_rows):
             assert mags == sorted(mags, reverse=True)
 
 
+@pytest.mark.parametrize("family", ["fastxml", "linear"])
+def test_stored_zeros_explain_as_absent(tiny, test_rows, family):
+    """A feature stored as 0 in a row has nothing to remove: the row explains
+    as the row without that entry."""
+    model = load_model(tiny / family)
+    X = sp.csr_matrix(test_rows[:ROWS])
+    absent = [int(np.setdiff1d(np.arange(X.shape[1]), X[i].indices)[0]) for i in range(ROWS)]
+    Z = sp.csr_matrix((np.concatenate([X.data, np.zeros(ROWS)]),
+                       (np.repeat(np.arange(ROWS), np.diff(X.indptr)).tolist() + list(range(ROWS)),
+                        np.concatenate([X.indices, absent]))), shape=X.shape)
+    Z.sum_duplicates()
+    assert Z.nnz == X.nnz + ROWS and not Z.data.all()
+    ref = model.explain(X, k=3, n_features=10_000)
+    got = model.explain(Z, k=3, n_features=10_000)
+    assert np.array_equal(got.features, ref.features)
+    assert np.array_equal(got.contributions, ref.contributions)
+
+
 def test_labels_given_keep_their_scores(tiny, test_rows):
     """labels=: those entries explained, their values the scores reported."""
     model = load_model(tiny / "fastxml")

@@ -72,6 +72,19 @@ def summed_duplicates(R):
     return Rows(S.indptr.astype(np.int64), S.indices.astype(np.int32), S.data, S.shape)
 
 
+def without_zeros(R):
+    """Rows R with its explicitly stored zeros dropped (R itself when it
+    holds none)."""
+    if not R.nnz or R.data.all():
+        return R
+    keep = R.data != 0
+    counts = np.bincount(np.repeat(np.arange(R.shape[0]), np.diff(R.indptr))[keep],
+                         minlength=R.shape[0])
+    ptr = np.zeros(R.shape[0] + 1, np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    return Rows(ptr, R.indices[keep], R.data[keep], R.shape)
+
+
 def model_rows(X, n_features):
     """X (what as_rows takes) as Rows of "the data", refused when it has more
     features than the model's n_features: what every predict starts with."""

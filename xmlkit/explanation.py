@@ -20,7 +20,7 @@ families' kernels.
 """
 import numpy as np
 
-from xmlkit.csr import Rows, as_rows, model_rows, summed_duplicates
+from xmlkit.csr import Rows, as_rows, model_rows, summed_duplicates, without_zeros
 from xmlkit.errors import XmlkitError
 
 #: what a contribution is, by the Explanation's `kind`
@@ -104,15 +104,7 @@ def explained_rows(X, n_features):
     """X as Rows for explanation: checked against the model's features,
     duplicate entries added up, explicit zeros dropped (removing a feature
     removes all of it; a zero has nothing to remove)."""
-    R = summed_duplicates(model_rows(X, n_features))
-    if R.nnz and not R.data.all():
-        keep = R.data != 0
-        counts = np.bincount(np.repeat(np.arange(R.shape[0]), np.diff(R.indptr))[keep],
-                             minlength=R.shape[0])
-        ptr = np.zeros(R.shape[0] + 1, np.int64)
-        np.cumsum(counts, out=ptr[1:])
-        R = Rows(ptr, R.indices[keep], R.data[keep], R.shape)
-    return R
+    return without_zeros(summed_duplicates(model_rows(X, n_features)))
 
 
 def label_rows(labels, n_rows, n_labels):

@@ -27,7 +27,7 @@ probabilities: 0 for a perfectly calibrated model.
 """
 import numpy as np
 
-from xmlkit.csr import Rows, summed_duplicates
+from xmlkit.csr import Rows, summed_duplicates, without_zeros
 from xmlkit.errors import XmlkitError
 
 __all__ = [
@@ -133,12 +133,7 @@ def _binary_rows(Y, name):
     if not isinstance(Y, Rows):
         Y = _binary_csr(Y, name)
         return Rows(Y.indptr, Y.indices, Y.data, Y.shape)
-    Y = summed_duplicates(Y)
-    stored = Y.data != 0
-    if not stored.all():
-        rows = np.repeat(np.arange(Y.shape[0]), np.diff(Y.indptr))[stored]
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=Y.shape[0]))])
-        Y = Rows(indptr, Y.indices[stored], Y.data[stored], Y.shape)
+    Y = without_zeros(summed_duplicates(Y))
     _refuse_non_binary(Y.data, Y.indptr, name)
     return Rows(Y.indptr, np.ascontiguousarray(Y.indices, dtype=np.int32), Y.data, Y.shape)
 
