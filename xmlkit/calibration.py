@@ -302,9 +302,10 @@ class Calibration:
         if not top.any():
             raise XmlkitError("calibration: the model scored no label of these rows")
         found = int(np.count_nonzero(hit[top]))
-        if min(found, int(top.sum()) - found) < FEW_OUTCOMES:
+        others = int(np.count_nonzero(top)) - found
+        if min(found, others) < FEW_OUTCOMES:
             warnings.warn(f"calibration: the map rests on {found} relevant and "
-                          f"{int(top.sum()) - found} other labels among the {int(k)} best of "
+                          f"{others} other labels among the {int(k)} best of "
                           f"{Y.shape[0]} rows: too few for steady probabilities (a few hundred "
                           "rows or more make them steady)", stacklevel=2)
         cmap = IsotonicMap.fit(s[top], hit[top])
