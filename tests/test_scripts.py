@@ -66,3 +66,34 @@ def test_readme_blocks_take_the_results_files(tmp_path):
         mod.update("<!-- begin r/t.md -->\nx\n")
     with pytest.raises(SystemExit, match="does not exist"):
         mod.update("<!-- begin r/none.md -->\n<!-- end r/none.md -->\n")
+
+
+def test_cross_fitted_ece_maps_each_half_by_the_other(tmp_path):
+    import warnings
+
+    import scipy.sparse as sp
+
+    from xmlkit.calibration import Calibration
+    from xmlkit.metrics import calibration
+    spec = importlib.util.spec_from_file_location("bench_calibration",
+                                                  SCRIPTS / "bench_calibration.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rng = np.random.default_rng(0)
+    n, L = 400, 12
+    S = rng.random((n, L))
+    # even rows: relevant with probability the score; odd rows: its cube
+    Y = rng.random((n, L)) < np.where(np.arange(n)[:, None] % 2 == 0, S, S ** 3)
+    S, Y = sp.csr_matrix(S), sp.csr_matrix(Y.astype(np.float64))
+    even, odd = np.arange(0, n, 2), np.arange(1, n, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        by_even, by_odd = Calibration.fit(Y[even], S[even]), Calibration.fit(Y[odd], S[odd])
+    rows = [sp.csr_matrix((by_odd if i % 2 == 0 else by_even).probabilities(S[i]))
+            for i in range(n)]
+    expected = calibration(Y, sp.vstack(rows, format="csr"), 5)["ECE"]
+    assert mod.cross_fitted(Y, S) == pytest.approx(expected, abs=1e-12)
+    # each half mapped by its own half instead: well calibrated, unlike the above
+    own = [sp.csr_matrix((by_even if i % 2 == 0 else by_odd).probabilities(S[i]))
+           for i in range(n)]
+    assert calibration(Y, sp.vstack(own, format="csr"), 5)["ECE"] < expected - 0.02
