@@ -609,3 +609,23 @@ def test_the_held_out_copy_is_trained_with_the_family_fold_params(bibtex):
     est = Spy(n_trees=2)
     fit_held_out(est, X, Y)
     assert len(given) == 1 and np.array_equal(given[0], est.propensities(Y))
+
+
+def test_held_out_split_partitions_the_rows():
+    from xmlkit.calibration import held_out_split
+    (held, kept), = held_out_split(30, holdout=1 / 3, seed=4)
+    assert len(held) == 10 and len(kept) == 20
+    assert np.array_equal(np.sort(np.r_[held, kept]), np.arange(30))
+    assert np.all(np.diff(held) > 0) and np.all(np.diff(kept) > 0)
+    (again, _), = held_out_split(30, holdout=1 / 3, seed=4)
+    assert np.array_equal(held, again)
+    assert not np.array_equal(held, held_out_split(30, holdout=1 / 3, seed=5)[0][0])
+    folds = held_out_split(30, folds=3, seed=4)
+    assert len(folds) == 3
+    assert np.array_equal(np.sort(np.concatenate([h for h, _ in folds])), np.arange(30))
+    for h, k in folds:
+        assert len(h) == 10 and np.array_equal(np.sort(np.r_[h, k]), np.arange(30))
+    with pytest.raises(XmlkitError, match="too few"):
+        held_out_split(1)
+    with pytest.raises(XmlkitError, match="too few"):
+        held_out_split(2, holdout=0.1)

@@ -578,6 +578,22 @@ def fit_held_out(estimator, X, Y, k=FIT_RANKS, candidates=CANDIDATES, holdout=HO
     return Calibration.fit(Y_held, S_held, k, candidates)
 
 
+def held_out_split(n, holdout=HOLDOUT, folds=None, seed=0):
+    """[(held, kept), ...]: the rows of n that held_out_scores scores and
+    those its copy is trained on (sorted row numbers), one pair, or one per
+    fold with `folds` = K."""
+    order = np.random.default_rng(seed).permutation(n)
+    if folds is not None:
+        splits = [(np.flatnonzero(order % folds == f), np.flatnonzero(order % folds != f))
+                  for f in range(int(folds))]
+    else:
+        m = int(round(float(holdout) * n))
+        splits = [(np.sort(order[:m]), np.sort(order[m:]))]
+    if n < 2 or any(len(held) == 0 or len(kept) == 0 for held, kept in splits):
+        raise XmlkitError(f"calibration: {n} training points are too few to hold some out")
+    return splits
+
+
 def held_out_scores(estimator, X, Y, k, holdout=HOLDOUT, folds=None, seed=0, threads=1,
                     log=None):
     """(labels, scores): the k best ranked scores (CSR) of rows that the
@@ -592,16 +608,7 @@ def held_out_scores(estimator, X, Y, k, holdout=HOLDOUT, folds=None, seed=0, thr
     X = as_rows(X, "the training features").to_scipy()
     Y = _binary_csr(as_rows(Y, "the training labels").to_scipy(), "training labels",
                     strict=False)
-    n = X.shape[0]
-    order = np.random.default_rng(seed).permutation(n)
-    if folds is not None:
-        splits = [(np.flatnonzero(order % folds == f), np.flatnonzero(order % folds != f))
-                  for f in range(int(folds))]
-    else:
-        m = int(round(float(holdout) * n))
-        splits = [(np.sort(order[:m]), np.sort(order[m:]))]
-    if n < 2 or any(len(held) == 0 or len(kept) == 0 for held, kept in splits):
-        raise XmlkitError(f"calibration: {n} training points are too few to hold some out")
+    splits = held_out_split(X.shape[0], holdout, folds, seed)
     params = {**estimator.get_params(), **estimator.fold_params(Y)}
     pieces, truth = [], []
     for f, (held, kept) in enumerate(splits):
