@@ -315,7 +315,9 @@ def make_command(algorithm):
                               "training points scored by a model trained on the others (on "
                               "this machine): 1.2 to 2.1 times the training time. A folder can "
                               "also be calibrated later on a validation file "
-                              "(xml-calibrate)."),
+                              "(xml-calibrate): one drawn like the points to be tagged, of a "
+                              "thousand points or more, gives truer probabilities than this "
+                              "(docs/algorithms.md)."),
             *text_input_options(), *featurizer_options(),
             *click_options(algorithm, cls.param_defaults()),
             *(dask_options() if algorithm in DASK_FAMILIES else []),
