@@ -63,3 +63,91 @@ def pav(y, w):
         oe[b] = ends[b]
         om[b] = swy[b] / sw[b]
     return out_ends, out_means
+
+
+cdef void _fit_line(const double* z, const double* w, int64_t n, int64_t stride,
+                    bint down, double* out, vector[double]& y, vector[double]& wt,
+                    vector[double]& sw, vector[double]& swy,
+                    vector[int64_t]& ends) noexcept nogil:
+    """The isotonic fit of the n values z[0], z[stride], ... (weights w
+    alike), non-decreasing, or non-increasing where `down`, into out (same
+    stride)."""
+    cdef int64_t i, j, b, m, start
+    for i in range(n):
+        j = (n - 1 - i) if down else i
+        y[i] = z[j * stride]
+        wt[i] = w[j * stride]
+    m = _pav(&y[0], &wt[0], n, sw, swy, ends)
+    start = 0
+    for b in range(m):
+        for i in range(start, ends[b]):
+            j = (n - 1 - i) if down else i
+            out[j * stride] = swy[b] / sw[b]
+        start = ends[b]
+
+
+def pav_grid(y, w, int max_iter=1000, double tol=1e-10):
+    """The grid closest to y (G×B) in weighted least squares (weights w > 0)
+    that is non-decreasing along each row and non-increasing down each
+    column: Dykstra's alternating projections, onto the rows' isotonic fits
+    (pav) and the columns' antitonic ones, until no value moves by more
+    than `tol` (at most `max_iter` rounds), then each row's isotonic fit of
+    the result, so that the rows hold exactly (the columns to within tol).
+    Returns (fit, rounds)."""
+    cdef double[:, ::1] Y = np.array(y, dtype=np.float64, order="C")
+    cdef const double[:, ::1] W = np.ascontiguousarray(w, dtype=np.float64)
+    cdef Py_ssize_t G = Y.shape[0], B = Y.shape[1]
+    if W.shape[0] != G or W.shape[1] != B:
+        raise ValueError("pav_grid: values and weights of different shapes")
+    if G * B and not (np.all(np.isfinite(Y)) and np.all(np.isfinite(W)) and np.min(W) > 0):
+        raise ValueError("pav_grid: values must be finite and weights finite and positive")
+    X_ = np.array(Y, copy=True)
+    cdef double[:, ::1] X = X_
+    cdef double[:, ::1] P = np.zeros((G, B))
+    cdef double[:, ::1] Q = np.zeros((G, B))
+    cdef double[:, ::1] Z = np.zeros((G, B))
+    cdef double[:, ::1] X1 = np.zeros((G, B))
+    cdef Py_ssize_t n = max(G, B)
+    cdef vector[double] yb, wb, sw, swy
+    cdef vector[int64_t] ends
+    yb.resize(n)
+    wb.resize(n)
+    sw.resize(n)
+    swy.resize(n)
+    ends.resize(n)
+    cdef Py_ssize_t g, b
+    cdef int rounds = 0
+    cdef double moved, d
+    if G * B == 0:
+        return X_, 0
+    with nogil:
+        while rounds < max_iter:
+            rounds += 1
+            for g in range(G):
+                for b in range(B):
+                    Z[g, b] = X[g, b] + P[g, b]
+                _fit_line(&Z[g, 0], &W[g, 0], B, 1, False, &X1[g, 0], yb, wb, sw, swy, ends)
+                for b in range(B):
+                    P[g, b] = Z[g, b] - X1[g, b]
+            for g in range(G):
+                for b in range(B):
+                    Z[g, b] = X1[g, b] + Q[g, b]
+            moved = 0
+            for b in range(B):
+                _fit_line(&Z[0, b], &W[0, b], G, B, True, &X1[0, b], yb, wb, sw, swy, ends)
+            for g in range(G):
+                for b in range(B):
+                    Q[g, b] = Z[g, b] - X1[g, b]
+                    d = X1[g, b] - X[g, b]
+                    if d < 0:
+                        d = -d
+                    if d > moved:
+                        moved = d
+                    X[g, b] = X1[g, b]
+            if moved <= tol:
+                break
+        for g in range(G):
+            for b in range(B):
+                Z[g, b] = X[g, b]
+            _fit_line(&Z[g, 0], &W[g, 0], B, 1, False, &X[g, 0], yb, wb, sw, swy, ends)
+    return X_, rounds
