@@ -1,4 +1,6 @@
 """Calibration maps (xmlkit.calibration) and their isotonic kernel."""
+import re
+
 import numpy as np
 import pytest
 
@@ -40,6 +42,103 @@ def test_pav_refuses_what_it_cannot_fit(y, w):
     from xmlkit._ext.isotonic import pav
     with pytest.raises(ValueError):
         pav(y, w)
+
+
+def test_pav_grid_by_hand():
+    from xmlkit._ext.isotonic import pav_grid
+    # rows non-decreasing, columns non-increasing: the 0 of row 0 and the two
+    # 1 and 0 of row 1 pool to 1/3 (t² + (t - 1)² + t² least at t = 1/3)
+    fit, rounds = pav_grid([[0.0, 1.0], [1.0, 0.0]], np.ones((2, 2)))
+    assert fit == pytest.approx(np.array([[1, 3], [1, 1]]) / 3, abs=1e-9) and rounds >= 1
+    # five values pool to their mean 0.26, the 0.9 stays
+    fit, _ = pav_grid([[0.2, 0.1, 0.9], [0.5, 0.3, 0.2]], np.ones((2, 3)))
+    assert fit == pytest.approx(np.array([[0.26, 0.26, 0.9], [0.26, 0.26, 0.26]]), abs=1e-9)
+    # a grid in both orders already is its own fit, whatever the weights
+    ok = np.array([[0.3, 0.5, 0.9], [0.1, 0.5, 0.7]])
+    assert pav_grid(ok, [[1, 2, 3], [4, 5, 6]])[0] == pytest.approx(ok, abs=1e-12)
+    # weights count as repeated values: 0 (weight 3) and 1 below it pool to 1/4
+    fit, _ = pav_grid([[0.0], [1.0]], [[3.0], [1.0]])
+    assert fit.ravel() == pytest.approx([0.25, 0.25], abs=1e-9)
+    for y, w in (([[1.0, np.nan]], [[1, 1]]), ([[1.0, 2.0]], [[1, 0]]), ([[1.0]], [[1, 1]])):
+        with pytest.raises(ValueError):
+            pav_grid(y, w)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_pav_grid_equals_a_general_solver(seed):
+    """The least-squares fit under both orders, as scipy's SLSQP finds it
+    with the constraints written out."""
+    from scipy.optimize import minimize
+    from xmlkit._ext.isotonic import pav_grid
+    rng = np.random.default_rng(seed)
+    G, B = 3, 5
+    y, w = rng.random((G, B)), rng.uniform(0.5, 3, (G, B))
+    fit, _ = pav_grid(y, w)
+    cons = [{"type": "ineq", "fun": lambda x, g=g, b=b: x[g * B + b + 1] - x[g * B + b]}
+            for g in range(G) for b in range(B - 1)]
+    cons += [{"type": "ineq", "fun": lambda x, g=g, b=b: x[g * B + b] - x[(g + 1) * B + b]}
+             for g in range(G - 1) for b in range(B)]
+    theirs = minimize(lambda x: (w.ravel() * (x - y.ravel()) ** 2).sum(), np.full(G * B, 0.5),
+                      jac=lambda x: 2 * w.ravel() * (x - y.ravel()), constraints=cons,
+                      method="SLSQP", options={"ftol": 1e-14, "maxiter": 1000}).x
+    assert fit.ravel() == pytest.approx(theirs, abs=1e-5)
+    assert np.all(np.diff(fit, axis=1) >= 0) and np.all(np.diff(fit, axis=0) <= 1e-9)
+
+
+def test_rank_maps_by_hand():
+    """Two ranks, two bins of scores: rank 0 relevant 2 in 10 at the low
+    scores, 8 in 10 at the high; rank 1 4 in 10 and 6 in 10. Rank 1 may not
+    pass rank 0 at a score: the low cells pool to 0.3."""
+    from xmlkit.calibration import rank_maps
+    s = np.r_[np.linspace(0.1, 0.2, 10), np.linspace(0.7, 0.8, 10)] * np.ones((2, 1))
+    y = np.zeros((2, 20))
+    y[0, :2] = y[0, 10:18] = y[1, :4] = y[1, 10:16] = 1
+    r = np.repeat([[0], [1]], 20, axis=1)
+    maps = rank_maps(s.ravel(), r.ravel(), y.ravel(), levels=2, bins=2)
+    assert [g for g, _ in maps] == [0, 1]
+    for (_, m), top in zip(maps, (0.8, 0.6)):
+        assert m.x == pytest.approx([0.15, 0.75]) and m.y == pytest.approx([0.3, top])
+    # ranks past the levels count with the last; a rank with the map of the
+    # one before it, or with no entries, has none of its own
+    same = rank_maps(np.r_[s[0], s[0], s[0]], np.r_[[0] * 20, [1] * 20, [5] * 20],
+                     np.r_[y[0], y[0], y[0]], levels=3, bins=2)
+    assert [g for g, _ in same] == [0]
+    assert [g for g, _ in rank_maps(s[0], np.r_[[0] * 10, [2] * 10], y[0], 3, 2)] == [0, 2]
+
+
+def test_maps_by_rank_follow_what_the_rank_tells():
+    """Outcomes relevant with probability s at rank 1 and s/2 lower down:
+    one map for the top 5 is wrong at both, the maps by rank right at each
+    (the ranking kept, the top ranks' ECE lower)."""
+    import scipy.sparse as sp
+    from xmlkit.calibration import Calibration
+    from xmlkit.metrics import calibration, ranking_metrics
+
+    def draw(seed, n=3000, L=40):
+        rng = np.random.default_rng(seed)
+        S = rng.random((n, L)) ** 3
+        order = np.argsort(-S, axis=1, kind="stable")
+        rank = np.empty_like(order)
+        np.put_along_axis(rank, order, np.arange(L)[None, :], axis=1)
+        Y = rng.random((n, L)) < np.where(rank == 0, S, S / 2)
+        return sp.csr_matrix(Y.astype(np.float64)), sp.csr_matrix(S.astype(np.float32))
+
+    Y, S = draw(0)
+    Yt, St = draw(1)
+    rank = np.argsort(np.argsort(-St.toarray(), axis=1, kind="stable"), axis=1)
+    gap, ece = {}, {}
+    for by_rank in (True, False):
+        cal = Calibration.fit(Y, S, by_rank=by_rank)
+        P = cal.probabilities(St)
+        assert ranking_metrics(Yt, P, (1, 3, 5)) == ranking_metrics(Yt, St, (1, 3, 5))
+        # mean probability less the share relevant, at rank 1 and at ranks 2-5
+        gap[by_rank] = [P.toarray()[at].mean() - Yt.toarray()[at].mean()
+                        for at in (rank == 0, (rank >= 1) & (rank < 5))]
+        ece[by_rank] = calibration(Yt, P, 1)["ECE"]
+    assert [r for r, _ in Calibration.fit(Y, S).deep][:4] == [1, 2, 3, 4]
+    assert np.abs(gap[True]).max() < 0.02
+    assert gap[False][0] < -0.1 and gap[False][1] > 0.02     # the top too low, the rest high
+    assert ece[True] < 0.5 * ece[False]
 
 
 def test_a_map_fitted_on_held_out_scores_calibrates_new_ones():
@@ -180,7 +279,7 @@ def test_ranks_past_the_top_k_are_mapped_by_their_band_by_hand():
     assert (Calibration.from_arrays(old, 5).probabilities(S).toarray() ==
             map_rows(S, top).toarray()).all()
     good = cal.arrays()
-    for key, bad in (("deep_ranks", np.array([4, 2])), ("deep_ranks", np.array([1, 4])),
+    for key, bad in (("deep_ranks", np.array([4, 2])), ("deep_ranks", np.array([0, 4])),
                      ("deep_ptr", np.array([0, 2, 3])), ("deep_ptr", np.array([0, 0, 4])),
                      ("deep_x", np.array([0.0, 1.0, 0.5])), ("deep_y", np.array([0.0] * 4)),
                      ("deep_ranks", None)):
@@ -266,7 +365,7 @@ def test_a_calibrated_folder_writes_probabilities_ranked_as_before(family, tiny,
     assert out["k"] == 5 and out["points"] == 300 and out["knots"] >= 1
     assert "calibration.npz" in store.read_manifest(m)["files"]
     info = json.loads(run_cli("xml-info", m, "--json").stdout)
-    assert info["calibration"].startswith(f"isotonic, {out['knots']} knots")
+    assert re.match(rf"isotonic, {out['knots']}(/\d+)* knots", info["calibration"])
     cal, raw = tmp_path / "cal.txt", tmp_path / "raw.txt"
     r = run_cli("xml-predict", tiny / "test.txt", cal, m, "-k", "5")
     assert r.returncode == 0 and "probabilities" in r.stderr, r.stderr

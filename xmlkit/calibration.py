@@ -176,6 +176,9 @@ SHIFT_PRIOR = 20.0
 #: fewer relevant labels, or fewer others, than this among the rows' k best
 #: leave a map too rough to trust: Calibration.fit warns
 FEW_OUTCOMES = 50
+#: the bins of equal counts the scores are cut into for the maps by rank
+#: (rank_maps; docs/algorithms.md: the choice)
+SCORE_BINS = 64
 #: what a calibrated model gives: probabilities, or label sets
 DECISIONS = ("scores", "threshold")
 #: the share of the training rows held out at training (xml-train
@@ -256,6 +259,54 @@ def choose_prior(p, relevant, labels, rows, row_relevant, n_labels, priors=SHIFT
     return chosen
 
 
+def rank_maps(scores, ranks, relevant, levels, bins=SCORE_BINS):
+    """The maps of each row's first `levels` ranks, one per rank, fitted
+    together: the probability p(s, r) of relevance at score s and rank r
+    (from 0) non-decreasing in s and non-increasing in r, so that within a
+    row, where a label ranked before another scores at least as much, it is
+    at least as probable (each row's ranking kept by the maps themselves).
+
+    The scores are cut into `bins` bins of equal counts (their quantiles),
+    and the grid of (rank, bin) cells, each its share of relevant entries
+    weighted by its count, gets its least-squares fit under both orders
+    (xmlkit._ext.isotonic.pav_grid; an empty cell weighs next to nothing).
+    Each rank's map has a knot per run of bins of one fitted value: their
+    mean score and that value. Returns ((rank, IsotonicMap), ...) from rank
+    0, a rank without entries, or with the map of the rank before it,
+    left out (the rank before's map serves it)."""
+    from xmlkit._ext.isotonic import pav_grid
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    r = np.asarray(ranks, dtype=np.int64).ravel()
+    y = np.asarray(relevant, dtype=np.float64).ravel()
+    if not (len(s) == len(r) == len(y) and len(s)):
+        raise XmlkitError("calibration: needs as many scores, ranks and outcomes, at least one")
+    if not np.all(np.isfinite(s)):
+        raise XmlkitError("calibration: scores contain NaN or inf")
+    G = int(levels)
+    edges = np.unique(np.quantile(s, np.linspace(0, 1, int(bins) + 1)[1:-1]))
+    B = len(edges) + 1
+    cell = np.minimum(r, G - 1) * B + np.searchsorted(edges, s, side="right")
+    count = np.bincount(cell, minlength=G * B).reshape(G, B)
+    hits = np.bincount(cell, weights=y, minlength=G * B).reshape(G, B)
+    total = np.bincount(cell, weights=s, minlength=G * B).reshape(G, B)
+    seen = count > 0
+    fit, _ = pav_grid(np.where(seen, hits / np.maximum(count, 1), y.mean()),
+                      np.where(seen, count, 1e-9))
+    fit = np.clip(fit, 0.0, 1.0)
+    maps = []
+    for g in range(G):
+        v, w, sx = fit[g][seen[g]], count[g][seen[g]], total[g][seen[g]]
+        if not len(v):
+            continue
+        run = np.cumsum(np.r_[True, v[1:] != v[:-1]]) - 1
+        m = IsotonicMap(np.bincount(run, weights=sx) / np.bincount(run, weights=w),
+                        v[np.r_[True, v[1:] != v[:-1]]])
+        if maps and np.array_equal(m.x, maps[-1][1].x) and np.array_equal(m.y, maps[-1][1].y):
+            continue
+        maps.append((g, m))
+    return tuple(maps)
+
+
 def bands(k, candidates):
     """The ranks (from 0) where each map but the first starts: k, 2k, 4k,
     ... below `candidates` (a row's k best, the next k, then bands twice
@@ -270,11 +321,13 @@ def bands(k, candidates):
 
 class Calibration:
     """A model's calibration: `map` (IsotonicMap: scores to probabilities)
-    of each row's k best-scored labels and `deep`, ((rank, IsotonicMap),
-    ...), the maps of the labels ranked after them (bands; empty: `map`
-    throughout), per-label `thresholds` and the global cut `threshold` they
-    shift (probabilities; fit_thresholds), the ranks `k` and the
-    `candidates` per row label sets are chosen from."""
+    of each row's best-scored label and `deep`, ((rank, IsotonicMap), ...),
+    ranks increasing, the maps of the labels ranked after it (a label by
+    the map of the last rank it reaches: one per rank up to k, then the
+    bands; empty: `map` throughout), per-label `thresholds` and the global
+    cut `threshold` they shift (probabilities; fit_thresholds), the ranks
+    `k` the first maps were fitted on and the `candidates` per row label
+    sets are chosen from."""
 
     def __init__(self, cmap, thresholds, threshold, k=FIT_RANKS, candidates=CANDIDATES,
                  deep=()):
@@ -286,13 +339,17 @@ class Calibration:
         self.candidates = int(candidates)
 
     @classmethod
-    def fit(cls, Y, S, k=FIT_RANKS, candidates=CANDIDATES, banded=True, prior=None):
+    def fit(cls, Y, S, k=FIT_RANKS, candidates=CANDIDATES, banded=True, prior=None,
+            by_rank=True, bins=SCORE_BINS):
         """The calibration of scores S (CSR: each row's `candidates` best, or
-        more) of held-out rows against their labels Y: `map` fitted on each
-        row's top k, `deep` on the bands of its next best up to `candidates`
-        (bands(); a band no row reaches has no map; none when not `banded`),
-        the thresholds on the probabilities of all of these, with the shift
-        prior choose_prior chooses, or `prior`."""
+        more) of held-out rows against their labels Y: a map per rank of
+        each row's top k, fitted together (rank_maps, the scores in `bins`
+        bins; `map` the first's, the others first in `deep`), or one map of
+        them all where not
+        `by_rank`; then in `deep` the maps of the bands of its next best up
+        to `candidates` (bands(); a band no row reaches has no map; none
+        when not `banded`); the thresholds on the probabilities of all of
+        these, with the shift prior choose_prior chooses, or `prior`."""
         from xmlkit.csr import Rows
         from xmlkit.metrics import _binary_rows, _top_entries
         Y = _binary_rows(Y, "true labels")
@@ -308,11 +365,14 @@ class Calibration:
                           f"{others} other labels among the {int(k)} best of "
                           f"{Y.shape[0]} rows: too few for steady probabilities (a few hundred "
                           "rows or more make them steady)", stacklevel=2)
-        cmap = IsotonicMap.fit(s[top], hit[top])
+        if by_rank:
+            (_, cmap), *deep = rank_maps(s[top], ranks[top], hit[top], k, bins)
+        else:
+            cmap, deep = IsotonicMap.fit(s[top], hit[top]), []
         starts = np.array([0] + (bands(k, candidates) if banded else []))
         band = np.searchsorted(starts, ranks, side="right") - 1
-        deep = [(int(starts[b]), IsotonicMap.fit(s[band == b], hit[band == b]))
-                for b in range(1, len(starts)) if np.any(band == b)]
+        deep += [(int(starts[b]), IsotonicMap.fit(s[band == b], hit[band == b]))
+                 for b in range(1, len(starts)) if np.any(band == b)]
         # (the candidates' probabilities as predict gives them, in their order)
         indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=Y.shape[0]))])
         p = map_rows(Rows(indptr, labels, s.astype(np.float32), Y.shape), cmap,
@@ -324,8 +384,12 @@ class Calibration:
 
     def knots(self):
         """A line on the maps' knots, for logs."""
-        deep = "".join(f", {len(m.x)} from rank {r + 1}" for r, m in self.deep)
-        return f"{len(self.map.x)} knots for each row's {self.k} best{deep}"
+        first = [(0, self.map)] + [(r, m) for r, m in self.deep if r < self.k]
+        deep = "".join(f", {len(m.x)} from rank {r + 1}" for r, m in self.deep if r >= self.k)
+        if len(first) == 1:
+            return f"{len(self.map.x)} knots for each row's {self.k} best{deep}"
+        return (f"{'/'.join(str(len(m.x)) for _, m in first)} knots from ranks "
+                f"{'/'.join(str(r + 1) for r, _ in first)}{deep}")
 
     def probabilities(self, S):
         """The scores S (CSR, Rows or scipy) as probabilities (map_rows)."""
@@ -404,9 +468,6 @@ class Calibration:
         if not ok:
             raise XmlkitError(f"{where}: the calibration's thresholds are damaged (one per "
                               f"label of {n_labels}, probabilities in [0, 1])")
-        if deep and deep[0][0] < ranks[0]:
-            raise XmlkitError(f"{where}: the calibration's bands start within the ranks "
-                              "of its first map")
         return cls(cmap, th, c[0], ranks[0], ranks[1], deep)
 
 
