@@ -14,9 +14,10 @@ from xmlkit.models.base import C_INT_MAX, usable_threads
 @click.argument("model_dir", type=click.Path(file_okay=False))
 @click.option("-k", "--top-k", type=click.IntRange(1, C_INT_MAX), default=FIT_RANKS,
               show_default=True,
-              help="The ranks the first map is fitted on: each point's k best-scored "
-              "labels; the ranks after them, up to --candidates, get a map per band (k to "
-              "2k, 2k to 4k, ...).")
+              help="The ranks with a map each: each point's k best-scored labels, "
+              "their maps fitted together (at one score, a lower rank no more probable); the "
+              "ranks after them, up to --candidates, get a map per band (k to 2k, 2k to "
+              "4k, ...).")
 @click.option("--candidates", type=click.IntRange(1, C_INT_MAX), default=CANDIDATES,
               show_default=True, help="The best-scored labels per point among which the "
               "label sets of xml-predict --decision threshold are chosen (and their "
@@ -31,7 +32,7 @@ def command(data, model_dir, top_k, candidates, threads, index_base, as_json, qu
     """Calibrate the model in MODEL_DIR on DATA (a single-file data set 'N D L' of
     points it was not trained on): fit a monotone map from its scores to the
     probability that a label is relevant (isotonic regression on DATA's top-k
-    scores and labels) and per-label thresholds on those probabilities for the
+    scores, ranks and labels) and per-label thresholds on those probabilities for the
     micro-F1 of label sets, and keep them in the folder (calibration.npz),
     replacing a calibration it held. xml-predict then writes probabilities, each
     row's ranking unchanged (--raw: the model's own scores), and label sets with
