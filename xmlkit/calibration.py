@@ -15,6 +15,10 @@ The knots are two float64 arrays (`arrays()` / `from_arrays()`), checked
 when read back: finite, of one length, strictly increasing, values in
 [0, 1].
 
+rank_maps(scores, ranks, relevant, levels): one such map per rank of each
+row's best-scored labels, fitted together, non-decreasing in the score and
+non-increasing in the rank (the default of a Calibration's first ranks).
+
 map_rows(S, cmap, decimals): a score matrix's entries mapped, each row's
 ranking kept as it is in the file written with `decimals` decimals (see
 its doc), so that P@k, nDCG@k and PSP@k of the mapped scores are the raw
