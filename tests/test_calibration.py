@@ -104,6 +104,8 @@ def test_rank_maps_by_hand():
                      np.r_[y[0], y[0], y[0]], levels=3, bins=2)
     assert [g for g, _ in same] == [0]
     assert [g for g, _ in rank_maps(s[0], np.r_[[0] * 10, [2] * 10], y[0], 3, 2)] == [0, 2]
+    # no more levels than ranks seen: a k of a billion fits two
+    assert len(rank_maps(s.ravel(), r.ravel(), y.ravel(), levels=10 ** 9, bins=2)) == 2
 
 
 def test_maps_by_rank_follow_what_the_rank_tells():

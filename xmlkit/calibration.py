@@ -286,7 +286,7 @@ def rank_maps(scores, ranks, relevant, levels, bins=SCORE_BINS):
         raise XmlkitError("calibration: needs as many scores, ranks and outcomes, at least one")
     if not np.all(np.isfinite(s)):
         raise XmlkitError("calibration: scores contain NaN or inf")
-    G = int(levels)
+    G = int(min(int(levels), r.max() + 1))      # (no more levels than ranks seen)
     edges = np.unique(np.quantile(s, np.linspace(0, 1, int(bins) + 1)[1:-1]))
     B = len(edges) + 1
     cell = np.minimum(r, G - 1) * B + np.searchsorted(edges, s, side="right")
@@ -349,11 +349,11 @@ class Calibration:
         more) of held-out rows against their labels Y: a map per rank of
         each row's top k, fitted together (rank_maps, the scores in `bins`
         bins; `map` the first's, the others first in `deep`), or one map of
-        them all where not
-        `by_rank`; then in `deep` the maps of the bands of its next best up
-        to `candidates` (bands(); a band no row reaches has no map; none
-        when not `banded`); the thresholds on the probabilities of all of
-        these, with the shift prior choose_prior chooses, or `prior`."""
+        them all where not `by_rank`; then in `deep` the maps of the bands
+        of its next best up to `candidates` (bands(); a band no row reaches
+        has no map; none when not `banded`); the thresholds on the
+        probabilities of all of these, with the shift prior choose_prior
+        chooses, or `prior`."""
         from xmlkit.csr import Rows
         from xmlkit.metrics import _binary_rows, _top_entries
         Y = _binary_rows(Y, "true labels")
