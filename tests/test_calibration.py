@@ -48,8 +48,10 @@ def test_pav_grid_by_hand():
     from xmlkit._ext.isotonic import pav_grid
     # rows non-decreasing, columns non-increasing: the 0 of row 0 and the two
     # 1 and 0 of row 1 pool to 1/3 (t² + (t - 1)² + t² least at t = 1/3)
-    fit, rounds = pav_grid([[0.0, 1.0], [1.0, 0.0]], np.ones((2, 2)))
+    y = np.array([[0.0, 1.0], [1.0, 0.0]])
+    fit, rounds = pav_grid(y, np.ones((2, 2)))
     assert fit == pytest.approx(np.array([[1, 3], [1, 1]]) / 3, abs=1e-9) and rounds >= 1
+    assert (y == [[0, 1], [1, 0]]).all()                     # (the values are not touched)
     # five values pool to their mean 0.26, the 0.9 stays
     fit, _ = pav_grid([[0.2, 0.1, 0.9], [0.5, 0.3, 0.2]], np.ones((2, 3)))
     assert fit == pytest.approx(np.array([[0.26, 0.26, 0.9], [0.26, 0.26, 0.26]]), abs=1e-9)
@@ -104,6 +106,8 @@ def test_rank_maps_by_hand():
                      np.r_[y[0], y[0], y[0]], levels=3, bins=2)
     assert [g for g, _ in same] == [0]
     assert [g for g, _ in rank_maps(s[0], np.r_[[0] * 10, [2] * 10], y[0], 3, 2)] == [0, 2]
+    with pytest.raises(XmlkitError, match="ranks"):
+        rank_maps(s.ravel(), r.ravel()[1:], y.ravel(), levels=2)
     # no more levels than ranks seen: a k of a billion fits two
     assert len(rank_maps(s.ravel(), r.ravel(), y.ravel(), levels=10 ** 9, bins=2)) == 2
 

@@ -48,13 +48,7 @@ class IsotonicMap:
     def fit(cls, scores, relevant):
         """The isotonic map of `relevant` (bool or 0/1) on `scores`."""
         from xmlkit._ext.isotonic import pav
-        s = np.asarray(scores, dtype=np.float64).ravel()
-        r = np.asarray(relevant, dtype=np.float64).ravel()
-        if s.shape != r.shape or not len(s):
-            raise XmlkitError(f"calibration: {len(s)} scores and {len(r)} outcomes; "
-                              "needs as many, at least one")
-        if not np.all(np.isfinite(s)):
-            raise XmlkitError("calibration: scores contain NaN or inf")
+        s, r = _scores_and_outcomes(scores, relevant)
         # (the distinct scores, each with its count and its number relevant)
         xs, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
         hits = np.bincount(inverse, weights=r, minlength=len(xs))
@@ -89,6 +83,19 @@ class IsotonicMap:
             raise XmlkitError(f"{where}: the calibration's knots are damaged (they must be "
                               "finite, strictly increasing, with values in [0, 1])")
         return cls(x, y)
+
+
+def _scores_and_outcomes(scores, relevant):
+    """(scores, outcomes) as flat float64 arrays, checked: as many of each,
+    at least one, the scores finite (XmlkitError)."""
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    y = np.asarray(relevant, dtype=np.float64).ravel()
+    if s.shape != y.shape or not len(s):
+        raise XmlkitError(f"calibration: {len(s)} scores and {len(y)} outcomes; "
+                          "needs as many, at least one")
+    if not np.all(np.isfinite(s)):
+        raise XmlkitError("calibration: scores contain NaN or inf")
+    return s, y
 
 
 def _row_order(S, unit):
@@ -279,13 +286,10 @@ def rank_maps(scores, ranks, relevant, levels, bins=SCORE_BINS):
     0, a rank without entries, or with the map of the rank before it,
     left out (the rank before's map serves it)."""
     from xmlkit._ext.isotonic import pav_grid
-    s = np.asarray(scores, dtype=np.float64).ravel()
+    s, y = _scores_and_outcomes(scores, relevant)
     r = np.asarray(ranks, dtype=np.int64).ravel()
-    y = np.asarray(relevant, dtype=np.float64).ravel()
-    if not (len(s) == len(r) == len(y) and len(s)):
-        raise XmlkitError("calibration: needs as many scores, ranks and outcomes, at least one")
-    if not np.all(np.isfinite(s)):
-        raise XmlkitError("calibration: scores contain NaN or inf")
+    if len(r) != len(s):
+        raise XmlkitError(f"calibration: {len(s)} scores and {len(r)} ranks; needs as many")
     G = int(min(int(levels), r.max() + 1))      # (no more levels than ranks seen)
     edges = np.unique(np.quantile(s, np.linspace(0, 1, int(bins) + 1)[1:-1]))
     B = len(edges) + 1
@@ -302,9 +306,9 @@ def rank_maps(scores, ranks, relevant, levels, bins=SCORE_BINS):
         v, w, sx = fit[g][seen[g]], count[g][seen[g]], total[g][seen[g]]
         if not len(v):
             continue
-        run = np.cumsum(np.r_[True, v[1:] != v[:-1]]) - 1
-        m = IsotonicMap(np.bincount(run, weights=sx) / np.bincount(run, weights=w),
-                        v[np.r_[True, v[1:] != v[:-1]]])
+        new = np.r_[True, v[1:] != v[:-1]]        # (each run's first bin)
+        run = np.cumsum(new) - 1
+        m = IsotonicMap(np.bincount(run, weights=sx) / np.bincount(run, weights=w), v[new])
         if maps and np.array_equal(m.x, maps[-1][1].x) and np.array_equal(m.y, maps[-1][1].y):
             continue
         maps.append((g, m))

@@ -94,15 +94,14 @@ def pav_grid(y, w, int max_iter=1000, double tol=1e-10):
     than `tol` (at most `max_iter` rounds), then each row's isotonic fit of
     the result, so that the rows hold exactly (the columns to within tol).
     Returns (fit, rounds)."""
-    cdef double[:, ::1] Y = np.array(y, dtype=np.float64, order="C")
+    X_ = np.array(y, dtype=np.float64, order="C")     # (a copy: the fit, in place)
+    cdef double[:, ::1] X = X_
     cdef const double[:, ::1] W = np.ascontiguousarray(w, dtype=np.float64)
-    cdef Py_ssize_t G = Y.shape[0], B = Y.shape[1]
+    cdef Py_ssize_t G = X.shape[0], B = X.shape[1]
     if W.shape[0] != G or W.shape[1] != B:
         raise ValueError("pav_grid: values and weights of different shapes")
-    if G * B and not (np.all(np.isfinite(Y)) and np.all(np.isfinite(W)) and np.min(W) > 0):
+    if G * B and not (np.all(np.isfinite(X_)) and np.all(np.isfinite(W)) and np.min(W) > 0):
         raise ValueError("pav_grid: values must be finite and weights finite and positive")
-    X_ = np.array(Y, copy=True)
-    cdef double[:, ::1] X = X_
     cdef double[:, ::1] P = np.zeros((G, B))
     cdef double[:, ::1] Q = np.zeros((G, B))
     cdef double[:, ::1] Z = np.zeros((G, B))
