@@ -12,7 +12,8 @@ from xmlkit.errors import InputFormatError, XmlkitError
 #: (so that a command imports what it runs: xml-predict starts sooner)
 _LAZY = {"FastXML": "xmlkit.models.fastxml", "PfastreXML": "xmlkit.models.pfastrexml",
          "LdSM": "xmlkit.models.ldsm", "Embed": "xmlkit.models.embed",
-         "Linear": "xmlkit.models.linear", "REGISTRY": "xmlkit.models",
+         "Linear": "xmlkit.models.linear", "Parabel": "xmlkit.models.parabel",
+         "REGISTRY": "xmlkit.models",
          "load_model": "xmlkit.models", "fit_folder": "xmlkit.driver",
          "Calibrated": "xmlkit.calibration"}
 

@@ -111,6 +111,22 @@ def unit_rows(R):
                 R.shape)
 
 
+def with_bias(R, bias):
+    """CSR arrays of R with a last column `bias` appended (numpy only)."""
+    n, d = R.shape
+    counts = np.diff(R.indptr) + 1
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    idx = np.empty(ptr[-1], np.int32)
+    val = np.empty(ptr[-1], np.float32)
+    last = ptr[1:] - 1
+    mask = np.ones(ptr[-1], bool)
+    mask[last] = False
+    idx[mask], val[mask] = R.indices, R.data
+    idx[last], val[last] = d, bias
+    return ptr, idx, val
+
+
 # -- blocks of rows: scoring in chunks on threads, stacking the pieces
 #: rows a scoring kernel handles per call
 CHUNK_ROWS = 256

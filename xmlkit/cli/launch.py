@@ -12,7 +12,7 @@ import os
 import sys
 
 #: families whose prediction makes no BLAS call
-NO_BLAS = ("fastxml", "pfastrexml", "ldsm")
+NO_BLAS = ("fastxml", "pfastrexml", "parabel", "ldsm")
 
 
 def forest_folder(args):

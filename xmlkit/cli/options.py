@@ -131,6 +131,41 @@ LDSM = (
     SEED_TREES,
 )
 
+PARABEL = (
+    _trees("Number of trees to grow."),
+    Opt("start_tree", ("-s", "--start-tree"),
+        "Index of the first tree: trees -s .. -s+t-1 are grown (shards of one model "
+        "use different ranges)."),
+    Opt("threads", ("-T", "--threads"), "Nodes trained in parallel (threads): the nodes "
+        "of one level of a tree at once."),
+    Opt("arity", ("--arity",), "Children per internal node: 2 (Parabel) or more (Bonsai's "
+        "wide trees, up to 100 and beyond)."),
+    Opt("max_leaf", ("-m", "--max-leaf"), "Labels per leaf: balanced trees with "
+        "--max-depth auto are as deep as the C++ tool's, ceil(log_arity(L / max-leaf)) "
+        "levels below the root; unbalanced ones split nodes of more labels."),
+    Opt("max_depth", ("--max-depth",), "Levels of a tree at most (1: the root alone); "
+        "auto: see --max-leaf.", type=AutoOr(click.IntRange(1, C_INT_MAX))),
+    Opt("balanced", ("--balanced",), "Clusters of equal sizes (Parabel), or each label to "
+        "its nearest centre (--unbalanced: Bonsai).", off="--unbalanced"),
+    Opt("cluster_eps", ("-e", "--cluster-eps"), "The label k-means stops when the mean "
+        "cosine of the labels to their centres gains less than this."),
+    Opt("centroid_threshold", ("--centroid-threshold",), "Label-centroid entries of "
+        "magnitude at most this are dropped before clustering."),
+    Opt("loss", ("--loss",), "Loss of the nodes' linear classifiers: squared_hinge "
+        "(L2-loss SVC, the C++ tool's -k 0) or log (logistic regression, -k 1)."),
+    Opt("C", ("-c", "--cost"), "Cost C of the classifiers' loss (log: times the training "
+        "points over the node's)."),
+    BIAS,
+    Opt("max_iter", ("-n", "--max-iter"), "Passes of each classifier's dual coordinate "
+        "descent at most."),
+    Opt("tol", ("--tol",), "Stopping tolerance of the classifiers' solver (liblinear's "
+        "eps)."),
+    Opt("weight_threshold", ("--weight-threshold",), "Classifier weights of magnitude at "
+        "most this are dropped (what keeps the model small)."),
+    Opt("seed", ("--seed",), "Random seed; node i of tree t draws from a stream derived "
+        "from (seed, t, i), so a tree does not depend on -T."),
+)
+
 EMBED = (
     Opt("rank", ("--rank",), "Embedding dimension k; 0: the smallest k whose top "
                              "eigenvalues of YᵀY hold 90% of their sum (above 4000 labels "
@@ -195,8 +230,8 @@ LINEAR = (
 )
 
 #: xml-train's options, per family
-TRAIN_OPTIONS = {"fastxml": FASTXML, "pfastrexml": PFASTREXML, "ldsm": LDSM,
-                 "embed": EMBED, "linear": LINEAR}
+TRAIN_OPTIONS = {"fastxml": FASTXML, "pfastrexml": PFASTREXML, "parabel": PARABEL,
+                 "ldsm": LDSM, "embed": EMBED, "linear": LINEAR}
 
 
 #: xml-predict's family options: flag and help per family; their defaults
@@ -215,6 +250,11 @@ _RANKED = (
 PREDICT_OPTIONS = {
     "fastxml": _RANKED,
     "ldsm": _RANKED,
+    "parabel": (
+        *_RANKED,
+        Opt("beam_width", ("-B", "--beam-width"), "nodes kept per level of each tree by the "
+            "beam search.", type=click.IntRange(1, C_INT_MAX)),
+    ),
     "pfastrexml": (
         *_RANKED,
         Opt("rerank", ("-n", "--rerank"), "tree-scored labels per point re-ranked by the "

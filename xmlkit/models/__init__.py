@@ -7,9 +7,11 @@ from xmlkit.models.tree_family import stored_trees
 from xmlkit.models.fastxml import FastXML
 from xmlkit.models.ldsm import LdSM
 from xmlkit.models.linear import Linear
+from xmlkit.models.parabel import Parabel
 from xmlkit.models.pfastrexml import PfastreXML
 
-REGISTRY = {cls.algorithm: cls for cls in (FastXML, PfastreXML, LdSM, Embed, Linear)}
+REGISTRY = {cls.algorithm: cls for cls in (FastXML, PfastreXML, Parabel, LdSM, Embed,
+                                                 Linear)}
 
 
 def get_class(algorithm):

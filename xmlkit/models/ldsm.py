@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from xmlkit import checks
-from xmlkit.csr import dense_rows, like, model_rows, score_rows
+from xmlkit.csr import dense_rows, like, model_rows, score_rows, with_bias
 from xmlkit.errors import XmlkitWarning
 from xmlkit.models.base import (MAX_TREES, SEED, auto_or, boolean, integer, real,
                                 usable_threads)
@@ -55,22 +55,6 @@ SCALING = "feature_scaling"
 
 TREE_KEYS = ("first_child", "depth", "reg_row", "reg_ptr", "reg_idx", "reg_val", "l_ptr",
              "l_idx", "l_val")
-
-
-def with_bias(R, bias):
-    """CSR arrays of R with a last column `bias` appended (numpy only)."""
-    n, d = R.shape
-    counts = np.diff(R.indptr) + 1
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    idx = np.empty(ptr[-1], np.int32)
-    val = np.empty(ptr[-1], np.float32)
-    last = ptr[1:] - 1
-    mask = np.ones(ptr[-1], bool)
-    mask[last] = False
-    idx[mask], val[mask] = R.indices, R.data
-    idx[last], val[last] = d, bias
-    return ptr, idx, val
 
 
 def dense_scaling(X):

@@ -1,0 +1,582 @@
+# Parabel's growth, node by node (Prabhu et al., WWW 2018): a node's labels
+# are split by (balanced) spherical k-means over their centroids, and the
+# node trains one L2-regularised linear classifier per child (an internal
+# node) or per label (a leaf) over the points that carry one of its labels,
+# by dual coordinate descent (liblinear's L2R_L2LOSS_SVC_DUAL and
+# L2R_LR_DUAL, no shrinking).
+#
+# The classifiers of a node are trained together, a block of them at a time:
+# the block's weights are a dense (local features x block) matrix, so that a
+# point's margins for every classifier of the block are one pass over its
+# non-zeros, each reading a contiguous row of the block, and its updates one
+# more. Each classifier follows its own coordinate-descent path (its own dual
+# variables and stopping test) along one random order of the points per pass.
+#
+# A node's random stream is seeded from (seed, tree, node), so that a tree
+# does not depend on which thread grows which node.
+
+from libc.math cimport fabs, log, sqrt
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libcpp.vector cimport vector
+from libcpp.utility cimport pair
+from libcpp.algorithm cimport sort
+
+cimport numpy as cnp
+
+import numpy as np
+from sparse_rows cimport csr_pieces, mt19937, padded, tree_seed
+
+cnp.import_array()
+
+cdef enum:
+    # a block's dense weights take at most BLOCK_BYTES (local features x
+    # classifiers floats), with MIN_BLOCK to MAX_BLOCK classifiers
+    BLOCK_BYTES = 8388608
+    MIN_BLOCK = 8
+    MAX_BLOCK = 128
+    # Newton steps at most per coordinate (logistic loss), as liblinear
+    MAX_INNER = 100
+
+
+def node_seed(uint64_t seed, uint64_t tree, uint64_t node):
+    """The seed of node `node` of tree `tree` (its k-means start and solver
+    orders)."""
+    return tree_seed(tree_seed(seed, tree), node)
+
+
+def label_centroids(const int64_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
+                    const int64_t[::1] lp, const int32_t[::1] li, int64_t n_features,
+                    double threshold):
+    """The centroid of each label: the sum of the rows (xp, xi, xv: CSR, unit
+    rows without the bias) of its points (lp, li: the points of each label),
+    scaled to unit length, entries of magnitude <= threshold dropped: CSR
+    pieces (indptr, indices ascending, data)."""
+    cdef vector[int64_t] ptr
+    cdef vector[int32_t] idx
+    cdef vector[float] val
+    with nogil:
+        _centroids(&xp[0], &xi[0], &xv[0], &lp[0], &li[0], lp.shape[0] - 1, n_features,
+                   threshold, ptr, idx, val)
+    return csr_pieces(ptr, idx, val)
+
+
+cdef void _centroids(const int64_t* xp, const int32_t* xi, const float* xv, const int64_t* lp,
+                     const int32_t* li, int64_t L, int64_t D, double threshold,
+                     vector[int64_t]& ptr, vector[int32_t]& idx,
+                     vector[float]& val) except + nogil:
+    cdef vector[double] acc
+    cdef vector[char] mark
+    cdef vector[int32_t] touched
+    cdef int64_t l, q, r, a
+    cdef int32_t p, f
+    cdef double norm
+    acc.resize(D, 0.0)
+    mark.resize(D, 0)
+    ptr.push_back(0)
+    for l in range(L):
+        touched.clear()
+        for q in range(lp[l], lp[l + 1]):
+            p = li[q]
+            for r in range(xp[p], xp[p + 1]):
+                f = xi[r]
+                if not mark[f]:
+                    mark[f] = 1
+                    touched.push_back(f)
+                acc[f] += xv[r]
+        sort(touched.begin(), touched.end())
+        norm = 0
+        for a in range(<int64_t> touched.size()):
+            norm += acc[touched[a]] * acc[touched[a]]
+        norm = sqrt(norm) if norm > 0 else 1.0
+        for a in range(<int64_t> touched.size()):
+            f = touched[a]
+            if fabs(acc[f] / norm) > threshold:
+                idx.push_back(f)
+                val.push_back(<float> (acc[f] / norm))
+            acc[f] = 0
+            mark[f] = 0
+        ptr.push_back(idx.size())
+
+
+cdef class ParabelData:
+    """The training data of a Parabel forest, shared (read-only) by every
+    node of every tree. Members: see parabel_tree.pxd."""
+
+    def __init__(self, xp, xi, xv, yp, yi, lp, li, cp, ci, cv, int64_t d, int64_t L):
+        """xp, xi, xv: the unit rows with the bias column (d - 1) appended;
+        yp, yi: the labels of each point; lp, li: the points of each label,
+        ascending; cp, ci, cv: the label centroids (label_centroids)."""
+        self.xp = np.ascontiguousarray(xp, dtype=np.int64)
+        self.xi, self.xv = padded(xi, np.int32), padded(xv, np.float32)
+        self.yp = np.ascontiguousarray(yp, dtype=np.int64)
+        self.yi = padded(yi, np.int32)
+        self.lp = np.ascontiguousarray(lp, dtype=np.int64)
+        self.li = padded(li, np.int32)
+        self.cp = np.ascontiguousarray(cp, dtype=np.int64)
+        self.ci, self.cv = padded(ci, np.int32), padded(cv, np.float32)
+        self.n = self.xp.shape[0] - 1
+        self.d = d
+        self.L = L
+        if self.yp.shape[0] != self.n + 1 or self.lp.shape[0] != L + 1 \
+                or self.cp.shape[0] != L + 1:
+            raise ValueError("the arrays disagree in length")
+
+
+cdef inline int64_t _rand_below(mt19937& rng, int64_t n) noexcept nogil:
+    return <int64_t> (rng() % <uint64_t> n)
+
+
+cdef class ParabelNode:
+    """Trains the nodes of Parabel trees, one node a call, on one thread (a
+    thread keeps its own). Members: see parabel_tree.pxd."""
+
+    def __init__(self, ParabelData data, int arity, bint balanced, double cluster_eps, int loss,
+                 double C, int max_iter, double tol, double threshold):
+        self.arity = arity
+        self.balanced = balanced
+        self.cluster_eps = cluster_eps
+        self.loss = loss
+        self.C = C
+        self.max_iter = max_iter
+        self.tol = tol
+        self.threshold = threshold
+        self.n_trn = data.n
+        self.pmap.resize(data.n, -1)
+        self.fmap.resize(data.d, -1)
+        self.lmap.resize(data.L, -1)
+
+    def split(self, ParabelData data, labels, uint32_t seed):
+        """Split a node of labels `labels` (int32, ascending): (group of each
+        label, the number of children, and the children's classifiers as CSR
+        pieces over the features, a row per child)."""
+        cdef const int32_t[::1] lab = padded(labels, np.int32)
+        cdef int64_t m = np.shape(labels)[0]
+        group_arr = np.zeros(max(m, 1), np.int32)
+        cdef int32_t[::1] group = group_arr
+        cdef int64_t j, n_child = 0
+        self.wp.clear(); self.wi.clear(); self.wv.clear()
+        with nogil:
+            self.rng.seed(seed)
+            self._gather(data, &lab[0], m)
+            self._cluster(data, &lab[0], m, &group[0])
+            for j in range(m):
+                if group[j] + 1 > n_child:
+                    n_child = group[j] + 1
+            self._targets(data, &lab[0], m, &group[0])
+            self._solve(n_child)
+            self._release()
+        return (group_arr[:m], int(n_child), *csr_pieces(self.wp, self.wi, self.wv))
+
+    def leaf(self, ParabelData data, labels, uint32_t seed):
+        """The classifiers of a leaf of labels `labels` (int32, ascending): CSR
+        pieces over the features, a row per label."""
+        cdef const int32_t[::1] lab = padded(labels, np.int32)
+        cdef int64_t m = np.shape(labels)[0]
+        cdef vector[int32_t] group
+        cdef int64_t j
+        self.wp.clear(); self.wi.clear(); self.wv.clear()
+        with nogil:
+            self.rng.seed(seed)
+            self._gather(data, &lab[0], m)
+            for j in range(m):
+                group.push_back(<int32_t> j)
+            self._targets(data, &lab[0], m, group.data())
+            self._solve(m)
+            self._release()
+        return csr_pieces(self.wp, self.wi, self.wv)
+
+    cdef void _gather(self, ParabelData data, const int32_t* labels, int64_t m) except + nogil:
+        """The node's points (those of its labels) and their features, as
+        local rows (pts, feats, rp, ri, rv, sq)."""
+        cdef int64_t j, q, r, a
+        cdef int32_t p, f
+        cdef double s
+        self.pts.clear()
+        self.feats.clear()
+        for j in range(m):
+            for q in range(data.lp[labels[j]], data.lp[labels[j] + 1]):
+                p = data.li[q]
+                if self.pmap[p] < 0:
+                    self.pmap[p] = 0
+                    self.pts.push_back(p)
+        sort(self.pts.begin(), self.pts.end())
+        for a in range(<int64_t> self.pts.size()):
+            p = self.pts[a]
+            self.pmap[p] = <int32_t> a
+            for r in range(data.xp[p], data.xp[p + 1]):
+                f = data.xi[r]
+                if self.fmap[f] < 0:
+                    self.fmap[f] = 0
+                    self.feats.push_back(f)
+        sort(self.feats.begin(), self.feats.end())
+        for a in range(<int64_t> self.feats.size()):
+            self.fmap[self.feats[a]] = <int32_t> a
+        self.rp.clear(); self.ri.clear(); self.rv.clear(); self.sq.clear()
+        self.rp.push_back(0)
+        for a in range(<int64_t> self.pts.size()):
+            p = self.pts[a]
+            s = 0
+            for r in range(data.xp[p], data.xp[p + 1]):
+                self.ri.push_back(self.fmap[data.xi[r]])
+                self.rv.push_back(data.xv[r])
+                s += <double> data.xv[r] * data.xv[r]
+            self.rp.push_back(self.ri.size())
+            self.sq.push_back(<float> s)
+
+    cdef void _release(self) noexcept nogil:
+        """Reset the marks the node set."""
+        cdef size_t a
+        for a in range(self.pts.size()):
+            self.pmap[self.pts[a]] = -1
+        for a in range(self.feats.size()):
+            self.fmap[self.feats[a]] = -1
+
+    cdef void _targets(self, ParabelData data, const int32_t* labels, int64_t m,
+                       const int32_t* group) except + nogil:
+        """tp, ti: for each local point, the classifiers it is a positive of
+        (the groups of its labels in the node), ascending."""
+        cdef int64_t j, a, q, start
+        cdef int32_t p, g
+        for j in range(m):
+            self.lmap[labels[j]] = group[j]
+        self.tp.clear(); self.ti.clear()
+        self.tp.push_back(0)
+        for a in range(<int64_t> self.pts.size()):
+            p = self.pts[a]
+            start = self.ti.size()
+            for q in range(data.yp[p], data.yp[p + 1]):
+                g = self.lmap[data.yi[q]]
+                if g >= 0:
+                    self.ti.push_back(g)
+            sort(self.ti.begin() + start, self.ti.end())
+            # (distinct groups: several labels of a point may share a child)
+            j = start
+            for q in range(start, <int64_t> self.ti.size()):
+                if q == start or self.ti[q] != self.ti[q - 1]:
+                    self.ti[j] = self.ti[q]
+                    j += 1
+            self.ti.resize(j)
+            self.tp.push_back(j)
+        for j in range(m):
+            self.lmap[labels[j]] = -1
+
+    cdef void _solve(self, int64_t n_cls) except + nogil:
+        """Train the n_cls classifiers of the node, a block at a time, and
+        append their thresholded weights (global feature ids) to wp, wi, wv."""
+        cdef int64_t nf = self.feats.size(), n = self.pts.size()
+        cdef int64_t bw, b0, j, f
+        cdef vector[float] W
+        cdef float v
+        if self.wp.size() == 0:
+            self.wp.push_back(0)
+        bw = BLOCK_BYTES // (4 * (nf if nf > 0 else 1))
+        bw = MIN_BLOCK if bw < MIN_BLOCK else (MAX_BLOCK if bw > MAX_BLOCK else bw)
+        if bw > n_cls:
+            bw = n_cls
+        b0 = 0
+        while b0 < n_cls:
+            if b0 + bw > n_cls:
+                bw = n_cls - b0
+            W.assign(nf * bw, 0.0)
+            if n > 0:
+                _coordinate_descent(self, b0, bw, W)
+            for j in range(bw):
+                for f in range(nf):
+                    v = W[f * bw + j]
+                    if fabs(v) > self.threshold:
+                        self.wi.push_back(self.feats[f])
+                        self.wv.push_back(v)
+                self.wp.push_back(self.wi.size())
+            b0 += bw
+
+    cdef void _cluster(self, ParabelData data, const int32_t* labels, int64_t m,
+                       int32_t* group) except + nogil:
+        """group[j]: the child of label j, children numbered from 0 in the
+        order of their clusters, none empty (at least 2 when m >= 2)."""
+        cdef int64_t K = self.arity if self.arity < m else m
+        cdef int64_t j, c, used
+        cdef vector[int32_t] renum
+        if m < 2:
+            for j in range(m):
+                group[j] = 0
+            return
+        _kmeans(self, data, labels, m, K, self.balanced, group)
+        renum.resize(K, -1)
+        used = 0
+        for j in range(m):
+            if renum[group[j]] < 0:
+                renum[group[j]] = 0
+        for c in range(K):
+            if renum[c] >= 0:
+                renum[c] = <int32_t> used
+                used += 1
+        if used < 2:
+            # (every label went to one cluster: split it in two balanced halves)
+            _kmeans(self, data, labels, m, 2, True, group)
+            return
+        for j in range(m):
+            group[j] = renum[group[j]]
+
+
+
+cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int64_t m,
+                  int64_t K, bint balanced, int32_t* group) except + nogil:
+    """Spherical k-means of the node's label centroids into K clusters
+    (group[j] in 0..K-1), started from K distinct labels drawn at random and
+    stopped when the mean cosine of the labels to their centres gains less
+    than cluster_eps. Balanced: K = 2 sorts the labels by their cosine to
+    centre 0 minus centre 1 and gives the first half to centre 0; K > 2 gives
+    (label, centre) pairs by descending cosine to centres with room left
+    (ceil(m / K) labels each). Else every label goes to its best centre."""
+    cdef int64_t nf = node.feats.size()
+    cdef vector[double] centre, cos, norm
+    cdef vector[int32_t] pick
+    cdef vector[pair[double, int64_t]] order
+    cdef vector[int64_t] count
+    cdef int64_t j, c, a, q, l, best, cap, rounds = 0
+    cdef int32_t f
+    cdef double old_obj = -10000, obj = -1, s
+    centre.resize(nf * K, 0.0)
+    cos.resize(m * K, 0.0)
+    norm.resize(K, 0.0)
+    count.resize(K, 0)
+    while <int64_t> pick.size() < K:
+        j = _rand_below(node.rng, m)
+        for a in range(<int64_t> pick.size()):
+            if pick[a] == j:
+                j = -1
+                break
+        if j >= 0:
+            pick.push_back(<int32_t> j)
+    for c in range(K):
+        l = labels[pick[c]]
+        for q in range(data.cp[l], data.cp[l + 1]):
+            f = node.fmap[data.ci[q]]
+            if f >= 0:
+                centre[f * K + c] = data.cv[q]
+    while obj - old_obj >= node.cluster_eps and rounds < 10000:
+        rounds += 1
+        for j in range(m):
+            l = labels[j]
+            for c in range(K):
+                cos[j * K + c] = 0
+            for q in range(data.cp[l], data.cp[l + 1]):
+                f = node.fmap[data.ci[q]]
+                if f >= 0:
+                    for c in range(K):
+                        cos[j * K + c] += data.cv[q] * centre[f * K + c]
+        if balanced and K == 2:
+            order.clear()
+            for j in range(m):
+                order.push_back(pair[double, int64_t](cos[j * 2 + 1] - cos[j * 2], j))
+            sort(order.begin(), order.end())
+            for a in range(m):
+                group[order[a].second] = 0 if a < m // 2 else 1
+        elif balanced:
+            order.clear()
+            for j in range(m * K):
+                order.push_back(pair[double, int64_t](-cos[j], j))
+            sort(order.begin(), order.end())
+            cap = (m + K - 1) // K
+            for j in range(m):
+                group[j] = -1
+            for c in range(K):
+                count[c] = 0
+            for a in range(m * K):
+                j, c = order[a].second // K, order[a].second % K
+                if group[j] < 0 and count[c] < cap:
+                    group[j] = <int32_t> c
+                    count[c] += 1
+        else:
+            for j in range(m):
+                best = 0
+                for c in range(1, K):
+                    if cos[j * K + c] > cos[j * K + best]:
+                        best = c
+                group[j] = <int32_t> best
+        old_obj = obj
+        obj = 0
+        for j in range(m):
+            obj += cos[j * K + group[j]]
+        obj /= m
+        for a in range(nf * K):
+            centre[a] = 0
+        for j in range(m):
+            l, c = labels[j], group[j]
+            for q in range(data.cp[l], data.cp[l + 1]):
+                f = node.fmap[data.ci[q]]
+                if f >= 0:
+                    centre[f * K + c] += data.cv[q]
+        for c in range(K):
+            norm[c] = 0
+        for a in range(nf * K):
+            norm[a % K] += centre[a] * centre[a]
+        for c in range(K):
+            norm[c] = sqrt(norm[c]) if norm[c] > 0 else 1.0
+        for a in range(nf * K):
+            centre[a] /= norm[a % K]
+
+
+cdef inline float _svc_step(double zj, double y, double* alpha, double diag, double qd,
+                            double* pgmax, double* pgmin) noexcept nogil:
+    """One dual coordinate step of the squared-hinge SVC for a point of
+    margin zj and label y (liblinear's L2R_L2LOSS_SVC_DUAL, no shrinking):
+    returns the step of the weights along the point."""
+    cdef double G = y * zj - 1 + alpha[0] * diag
+    cdef double PG = G
+    cdef double old
+    if alpha[0] == 0 and G > 0:
+        PG = 0
+    if PG > pgmax[0]:
+        pgmax[0] = PG
+    if PG < pgmin[0]:
+        pgmin[0] = PG
+    if fabs(PG) > 1e-12:
+        old = alpha[0]
+        alpha[0] = old - G / qd
+        if alpha[0] < 0:
+            alpha[0] = 0
+        return <float> ((alpha[0] - old) * y)
+    return 0
+
+
+cdef inline float _lr_step(double zj, double y, double* a1, double* a2, double xisq, double C,
+                           double innereps, int64_t* newton, double* gmax) noexcept nogil:
+    """One dual coordinate step of the logistic regression for a point of
+    margin zj and label y (liblinear's L2R_LR_DUAL: a1 = alpha, a2 = C -
+    alpha, Newton steps on the sub-problem): returns the step of the weights
+    along the point."""
+    cdef double b = y * zj, sign = 1, old, z, gp, gpp, tmpz
+    cdef double* p1 = a1
+    cdef double* p2 = a2
+    cdef int inner = 0
+    if 0.5 * xisq * (a2[0] - a1[0]) + b < 0:
+        p1, p2, sign = a2, a1, -1
+    old = p1[0]
+    z = old
+    if C - z < 0.5 * C:
+        z = 0.1 * z
+    gp = xisq * (z - old) + sign * b + log(z / (C - z))
+    if fabs(gp) > gmax[0]:
+        gmax[0] = fabs(gp)
+    while inner <= MAX_INNER:
+        if fabs(gp) < innereps:
+            break
+        gpp = xisq + C / (C - z) / z
+        tmpz = z - gp / gpp
+        z = z * 0.1 if tmpz <= 0 else tmpz
+        gp = xisq * (z - old) + sign * b + log(z / (C - z))
+        newton[0] += 1
+        inner += 1
+    if inner > 0:
+        p1[0] = z
+        p2[0] = C - z
+        return <float> (sign * (z - old) * y)
+    return 0
+
+
+cdef void _coordinate_descent(ParabelNode node, int64_t b0, int64_t bw,
+                              vector[float]& W) except + nogil:
+    """Train classifiers b0 .. b0 + bw - 1 of the node together: W (local
+    features x bw) their weights. Each pass visits the points in a new
+    random order; a classifier stops once its own test passes (squared
+    hinge: the projected gradient's range <= tol; logistic: its largest
+    |gradient| < tol), all stop after max_iter passes."""
+    cdef int64_t n = node.pts.size()
+    cdef bint lr = node.loss == 1
+    cdef double C = node.C * node.n_trn / n if lr else node.C
+    cdef double diag = 0.5 / node.C
+    cdef double a0 = 0.001 * C if 0.001 * C < 1e-8 else 1e-8
+    cdef double innereps_min = 1e-8 if 1e-8 < node.tol else node.tol
+    cdef vector[int32_t] perm
+    cdef vector[double] alpha, pgmax, pgmin, innereps
+    cdef vector[float] y, z, delta
+    cdef vector[char] done
+    cdef vector[int64_t] newton
+    cdef int64_t it, s, i, j, q, t, k, left
+    cdef float v
+    cdef float* row
+    cdef bint moved
+    perm.resize(n)
+    alpha.resize(n * bw * (2 if lr else 1), 0.0)
+    y.resize(bw); z.resize(bw); delta.resize(bw)
+    done.resize(bw, 0); pgmax.resize(bw); pgmin.resize(bw)
+    innereps.resize(bw, 1e-2); newton.resize(bw)
+    for i in range(n):
+        perm[i] = <int32_t> i
+        if lr:
+            _signs(node, i, b0, bw, y)
+            for j in range(bw):
+                alpha[2 * (i * bw + j)] = a0
+                alpha[2 * (i * bw + j) + 1] = C - a0
+                delta[j] = y[j] * a0
+            _axpy(node, i, bw, delta, W)
+    for it in range(node.max_iter):
+        for i in range(n):
+            k = i + _rand_below(node.rng, n - i)
+            perm[i], perm[k] = perm[k], perm[i]
+        for j in range(bw):
+            pgmax[j], pgmin[j], newton[j] = (0 if lr else -1e300), 1e300, 0
+        for s in range(n):
+            i = perm[s]
+            for j in range(bw):
+                z[j] = 0
+            for q in range(node.rp[i], node.rp[i + 1]):
+                row = &W[node.ri[q] * bw]
+                v = node.rv[q]
+                for j in range(bw):
+                    z[j] += v * row[j]
+            _signs(node, i, b0, bw, y)
+            moved = False
+            for j in range(bw):
+                if done[j]:
+                    delta[j] = 0
+                elif lr:
+                    delta[j] = _lr_step(z[j], y[j], &alpha[2 * (i * bw + j)],
+                                        &alpha[2 * (i * bw + j) + 1], node.sq[i], C,
+                                        innereps[j], &newton[j], &pgmax[j])
+                else:
+                    delta[j] = _svc_step(z[j], y[j], &alpha[i * bw + j], diag,
+                                         node.sq[i] + diag, &pgmax[j], &pgmin[j])
+                moved = moved or delta[j] != 0
+            if moved:
+                _axpy(node, i, bw, delta, W)
+        left = 0
+        for j in range(bw):
+            if done[j]:
+                continue
+            if (lr and pgmax[j] < node.tol) or (not lr and pgmax[j] - pgmin[j] <= node.tol):
+                done[j] = 1
+            else:
+                left += 1
+                if lr and newton[j] <= n // 10:
+                    innereps[j] = 0.1 * innereps[j]
+                    if innereps[j] < innereps_min:
+                        innereps[j] = innereps_min
+        if left == 0:
+            break
+
+
+cdef inline void _signs(ParabelNode node, int64_t i, int64_t b0, int64_t bw,
+                        vector[float]& y) noexcept nogil:
+    """y[j]: +1 when local point i is a positive of classifier b0 + j, else -1."""
+    cdef int64_t j, q, t
+    for j in range(bw):
+        y[j] = -1
+    for q in range(node.tp[i], node.tp[i + 1]):
+        t = node.ti[q] - b0
+        if 0 <= t < bw:
+            y[t] = 1
+
+
+cdef inline void _axpy(ParabelNode node, int64_t i, int64_t bw, vector[float]& delta,
+                       vector[float]& W) noexcept nogil:
+    """W += x_i delta (each non-zero of local point i adds delta to its row)."""
+    cdef int64_t q, j
+    cdef float v
+    cdef float* row
+    for q in range(node.rp[i], node.rp[i + 1]):
+        row = &W[node.ri[q] * bw]
+        v = node.rv[q]
+        for j in range(bw):
+            row[j] += v * delta[j]

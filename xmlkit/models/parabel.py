@@ -1,0 +1,385 @@
+"""Parabel: partitioned label trees (Prabhu, Kag, Harsola, Agrawal & Varma,
+WWW 2018), as the C++ tool of the Tree_Extreme_Classifiers suite trains
+them, and Bonsai's wide shallow trees (Khandelwal et al., 2019) by its
+parameters.
+
+Training rows are scaled to unit length; each label's centroid is the unit
+sum of its points' rows. A tree splits the labels of a node by spherical
+k-means of their centroids into `arity` clusters (balanced: equal sizes; the
+C++ tool's 2-means sorts by the difference of the two cosines and halves),
+down to the leaves: depth ceil(log_arity(L // max_leaf)) by default, as the
+C++ tool (balanced), or nodes of at most max_leaf labels (unbalanced), or
+max_depth levels when given. Every node trains, over the points carrying one
+of its labels (the bias feature appended), one L2-regularised linear
+classifier per child (positives: the points with a label of that child) or,
+at a leaf, per label: squared-hinge SVC or logistic regression by dual
+coordinate descent, weights of magnitude <= weight_threshold dropped.
+
+Prediction: a beam of `beam_width` nodes per tree descends level by level,
+a node's log-score its parent's plus its classifier's log-likelihood; a
+label of a leaf of the final beam scores exp(leaf score + its classifier's
+log-likelihood), averaged over the trees.
+
+The trees are seeded by (seed, tree, node) and grown node by node on
+`threads` threads: the model does not depend on the thread count.
+"""
+import queue
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from xmlkit import checks
+from xmlkit.csr import dense_rows, like, model_rows, score_rows, unit_rows, with_bias
+from xmlkit.errors import InvalidParameterError
+from xmlkit.models.base import (C_INT_MAX, MAX_TREES, RANKED_DECISION, SEED, auto_or,
+                                boolean, check_ranked_decision, integer, one_of, real,
+                                usable_threads)
+from xmlkit.models.tree_family import TreeEnsemble
+
+#: the classifiers' losses (the C++ tool's -k 0 and 1)
+LOSSES = ("squared_hinge", "log")
+TREE_KEYS = ("c_ptr", "depth", "l_ptr", "l_idx", "w_ptr", "w_idx", "w_val")
+
+
+def leaf_depth(n_labels, max_leaf, arity, max_depth, balanced):
+    """The depth of the leaves: max_depth - 1 when given; "auto": balanced
+    trees the C++ tool's ceil(log_arity(n_labels // max_leaf)) (0 when there
+    are fewer labels than 2 max_leaf), unbalanced ones none (nodes of at
+    most max_leaf labels are leaves)."""
+    if max_depth != "auto":
+        return max_depth - 1
+    if not balanced:
+        return C_INT_MAX
+    q, d = n_labels // max_leaf, 0
+    while arity ** d < q:
+        d += 1
+    return d
+
+
+class Parabel(TreeEnsemble):
+    """Parabel label-tree ensemble: ``Parabel(n_trees=3, ...).fit(X, Y)``,
+    then ``predict(X, k)``. X: sparse N×D features, Y: sparse N×L labels."""
+
+    algorithm = "parabel"
+    _parameter_constraints = {
+        "n_trees": integer(1, MAX_TREES), "start_tree": integer(0), "threads": integer(1),
+        "arity": integer(2, 1 << 16), "max_leaf": integer(1), "max_depth": auto_or(integer(1)),
+        "balanced": boolean(), "cluster_eps": real(0), "centroid_threshold": real(0),
+        "loss": one_of(*LOSSES), "C": real(0, lo_open=True), "bias": real(),
+        "max_iter": integer(1), "tol": real(0, lo_open=True), "weight_threshold": real(0),
+        "seed": SEED,
+    }
+    PREDICT_PARAMS = {**RANKED_DECISION, "beam_width": (10, integer(1, C_INT_MAX))}
+    PARAM_GROUPS = (
+        ("Tree", ("n_trees", "arity", "max_leaf", "max_depth", "balanced", "cluster_eps",
+                  "centroid_threshold")),
+        ("Classifier", ("loss", "C", "bias", "max_iter", "tol", "weight_threshold")),
+        ("Run", ("start_tree", "threads", "seed")),
+    )
+    MODEL_KEYS = ("arity", "max_leaf", "max_depth", "balanced", "cluster_eps",
+                  "centroid_threshold", "loss", "C", "bias", "max_iter", "tol",
+                  "weight_threshold")
+    SHAPE_KEYS = ("c_ptr", "depth")
+
+    def __init__(self, *, n_trees=3, arity=2, max_leaf=100, max_depth="auto", balanced=True,
+                 cluster_eps=1e-4, centroid_threshold=0.0, loss="squared_hinge", C=1.0,
+                 bias=1.0, max_iter=20, tol=0.1, weight_threshold=0.1, start_tree=0,
+                 threads=1, seed=0):
+        """
+        Tree parameters
+        ---------------
+        n_trees : number of trees to grow.
+        arity : children per internal node (2: Parabel; up to 100 and more:
+            Bonsai's wide trees).
+        max_leaf : labels per leaf: balanced trees with max_depth "auto"
+            are as deep as the C++ tool's, ceil(log_arity(L // max_leaf))
+            levels below the root; unbalanced ones split nodes of more than
+            max_leaf labels.
+        max_depth : levels of a tree at most (the root alone: 1); "auto":
+            see max_leaf.
+        balanced : clusters of equal sizes (Parabel); False: each label
+            to its nearest centre (Bonsai).
+        cluster_eps : k-means stops when the labels' mean cosine to their
+            centres gains less than this.
+        centroid_threshold : label-centroid entries of magnitude at most
+            this are dropped before clustering.
+
+        Classifier parameters
+        ---------------------
+        loss : "squared_hinge" (L2-loss SVC, the C++ tool's default) or
+            "log" (logistic regression, its cost scaled by the training
+            points over the node's).
+        C : cost of the classifiers' loss.
+        bias : value of the bias feature added to every point.
+        max_iter : passes of the dual coordinate descent at most.
+        tol : the solver's stopping tolerance (liblinear's eps).
+        weight_threshold : weights of magnitude at most this are dropped
+            (what keeps the model small).
+
+        Run parameters
+        --------------
+        start_tree : index of the first tree (trees start_tree .. start_tree
+            + n_trees - 1 are grown; shards of one model use different
+            ranges).
+        threads : nodes trained in parallel (threads); the trees do not
+            depend on it.
+        seed : random seed; node i of tree t draws from a stream derived
+            from (seed, t, i).
+        """
+        self.n_trees = n_trees
+        self.arity = arity
+        self.max_leaf = max_leaf
+        self.max_depth = max_depth
+        self.balanced = balanced
+        self.cluster_eps = cluster_eps
+        self.centroid_threshold = centroid_threshold
+        self.loss = loss
+        self.C = C
+        self.bias = bias
+        self.max_iter = max_iter
+        self.tol = tol
+        self.weight_threshold = weight_threshold
+        self.start_tree = start_tree
+        self.threads = threads
+        self.seed = seed
+
+    def _check_more(self):
+        last = self.start_tree + self.n_trees - 1
+        if last > C_INT_MAX:
+            raise InvalidParameterError(
+                "start_tree", f"Parabel: start_tree {self.start_tree} with {self.n_trees} "
+                              f"trees reaches tree {last}, past the last tree index, {C_INT_MAX}")
+
+    def _check_predict(self, given, used):
+        check_ranked_decision(type(self).__name__, used)
+
+    def other_scores(self, **given):
+        """beam_width, when `given` sets another than the model's own: it
+        changes the scores a calibration was fitted to."""
+        own = self._predict_params()["beam_width"]
+        return ["beam_width"] if self._predict_params(**given)["beam_width"] != own else []
+
+    # -- training
+    def _wanted_trees(self):
+        return list(range(self.start_tree, self.start_tree + self.n_trees))
+
+    def _data(self, X, Y):
+        """The training data as the node kernels read them (ParabelData)."""
+        from xmlkit._ext.parabel_tree import ParabelData, label_centroids
+        n, D = X.shape
+        L = Y.shape[1]
+        U = unit_rows(X)
+        xp, xi, xv = with_bias(U, self.bias)
+        yi = np.ascontiguousarray(Y.indices, dtype=np.int32)
+        order = np.argsort(yi, kind="stable")
+        li = np.repeat(np.arange(n, dtype=np.int32), np.diff(Y.indptr))[order]
+        lp = np.zeros(L + 1, np.int64)
+        np.cumsum(np.bincount(yi, minlength=L), out=lp[1:])
+        cp, ci, cv = label_centroids(np.ascontiguousarray(U.indptr, dtype=np.int64),
+                                     U.indices, U.data, lp, li, D,
+                                     float(self.centroid_threshold))
+        return ParabelData(xp, xi, xv, np.ascontiguousarray(Y.indptr, dtype=np.int64), yi,
+                           lp, li, cp, ci, cv, D + 1, L)
+
+    def _builder(self, data):
+        from xmlkit._ext.parabel_tree import ParabelNode
+        p = self.params
+        return ParabelNode(data, p.arity, p.balanced, p.cluster_eps, LOSSES.index(p.loss), p.C,
+                           p.max_iter, p.tol, p.weight_threshold)
+
+    def _grow_trees(self, X, Y, todo, after=None):
+        """Grow the trees `todo` one after the other, the nodes of a level on
+        `threads` threads, yielding (t, tree); after(t, tree) runs first."""
+        if not todo:
+            return
+        data = self._data(X, Y)
+        threads = usable_threads(self.params.threads)
+        builders = queue.SimpleQueue()
+        for _ in range(threads):
+            builders.put(self._builder(data))
+
+        def train(task):
+            b = builders.get()
+            try:
+                return _train_node(b, data, *task)
+            finally:
+                builders.put(b)
+        pool = ThreadPoolExecutor(threads) if threads > 1 else None
+        run = (lambda tasks: list(pool.map(train, tasks))) if pool else \
+            (lambda tasks: [train(task) for task in tasks])
+        try:
+            for t in todo:
+                tree = self._grow_tree(t, run)
+                if after is not None:
+                    after(t, tree)
+                yield t, tree
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+
+    def tree_grower(self, X, Y):
+        """grow(t) -> tree t over X, Y on the calling thread (the prepared data
+        and a node trainer kept between calls)."""
+        data = self._data(X, Y)
+        builder = self._builder(data)
+        return lambda t: self._grow_tree(t, lambda tasks: [_train_node(builder, data, *task)
+                                                           for task in tasks])
+
+    def _grow_tree(self, t, run):
+        """Tree t, grown level by level: run(tasks) trains the nodes of a
+        level ((labels, is_leaf, seed) each) and returns their results in
+        order (see _train_node)."""
+        from xmlkit._ext.parabel_tree import node_seed
+        p, L = self.params, self.n_labels_
+        limit = leaf_depth(L, p.max_leaf, p.arity, p.max_depth, p.balanced)
+        small = p.max_leaf if not p.balanced else 1
+        labels, depth, n_child = [np.arange(L, dtype=np.int32)], [0], []
+        rows = [(np.zeros(0, np.int32), np.zeros(0, np.float32))]
+        leaves = {}
+        level = [0]
+        while level:
+            tasks = [(labels[i], depth[i] >= limit or len(labels[i]) <= small,
+                      node_seed(p.seed, t, i)) for i in level]
+            nxt = []
+            for i, task, res in zip(level, tasks, run(tasks)):
+                if task[1]:
+                    leaves[i] = res
+                    n_child.append(0)
+                    continue
+                group, nc, wp, wi, wv = res
+                order = np.argsort(group, kind="stable")
+                bounds = np.searchsorted(group[order], np.arange(nc + 1))
+                for c in range(nc):
+                    nxt.append(len(labels))
+                    labels.append(labels[i][order[bounds[c]:bounds[c + 1]]])
+                    depth.append(depth[i] + 1)
+                    rows.append((wi[wp[c]:wp[c + 1]], wv[wp[c]:wp[c + 1]]))
+                n_child.append(nc)
+            level = nxt
+        return _assemble(labels, depth, n_child, rows, leaves)
+
+    # -- prediction
+    def _kernel(self):
+        """The kernel over the trees, kept while they are the same objects:
+        each tree's arrays where they lie, with dense copies of its long
+        classifier rows."""
+        from xmlkit._ext.parabel_predict import ParabelKernel
+        self._require_whole_trees()
+        trees = tuple(self.trees_.items())
+        cached = getattr(self, "_packed", None)
+        if cached is not None and cached[0] == trees:
+            return cached[1]
+        d = self.n_features_in_ + 1
+        ready = []
+        for t in sorted(self.trees_):
+            tree = self.trees_[t]
+            dense_id, dense = dense_rows(tree["w_ptr"], tree["w_idx"], tree["w_val"], d)
+            ready.append({**tree, "dense_id": dense_id, "dense": dense})
+        kernel = ParabelKernel(ready, d, self.bias, self.n_labels_, LOSSES.index(self.loss))
+        self._packed = (trees, kernel)
+        return kernel
+
+    def predict(self, X, k=5, threads=1, progress=None, beam_width=None, decision=None,
+                threshold=None):
+        """Scores: per tree, a beam of beam_width nodes (None: the model's,
+        PREDICT_PARAMS: 10) searched level by level, each label of a reached
+        leaf scored by the product of its path's probabilities; the mean over
+        the trees; the k best per row (k=None: all). Rows in, Rows out; else
+        a scipy csr_matrix. decision, threshold: scores only (label sets:
+        xmlkit.Calibrated)."""
+        used = self._predict_params(beam_width=beam_width, decision=decision,
+                                    threshold=threshold)
+        R = model_rows(X, self.n_features_in_)
+        kernel = self._kernel()
+        topk = 0 if k is None else int(k)
+        beam = used["beam_width"]
+        return like(X, score_rows(lambda r0, r1: kernel.predict_rows(R, r0, r1, topk, beam),
+                                  R.shape[0], self.n_labels_, usable_threads(threads),
+                                  progress))
+
+    def _effects(self, R, S, threads, n_top=0, **params):
+        """Exact leave-one-feature-out effects, by scoring each row once per
+        feature without it: a removal changes the row's length, so every
+        margin on its path and the beam itself may change."""
+        from xmlkit.explanation import removal_effects
+        return removal_effects(
+            lambda rows: self.predict(rows, k=None, threads=threads, **params), R, S)
+
+    # -- the tree files (written by xmlkit.driver and models.folders, read by the latter)
+    @staticmethod
+    def _encode_tree(tree, compact=False):
+        return {k: tree[k] for k in TREE_KEYS}
+
+    def _decode_tree(self, arrays, name):
+        tree = {k: arrays[k] for k in TREE_KEYS if k in arrays}
+        return check_tree(tree, self.n_features_in_, self.n_labels_, name)
+
+    def stats(self):
+        trees = list(self.trees_.values())
+        return {"nodes": float(np.mean([len(t["c_ptr"]) - 1 for t in trees])),
+                "leaves": float(np.mean([(np.diff(t["c_ptr"]) == 0).sum() for t in trees])),
+                "max_depth": float(np.mean([t["depth"].max() for t in trees]))}
+
+
+def _train_node(builder, data, labels, leaf, seed):
+    """A node's classifiers: leaf: CSR pieces (a row per label); else
+    (group of each label, children, CSR pieces with a row per child)."""
+    return builder.leaf(data, labels, seed) if leaf else builder.split(data, labels, seed)
+
+
+def _assemble(labels, depth, n_child, rows, leaves):
+    """A tree's arrays (TREE_KEYS) from its nodes in breadth-first order: the
+    children counts, the nodes' classifier rows, the leaves' (label rows)."""
+    n = len(labels)
+    c_ptr = np.empty(n + 1, np.int64)
+    c_ptr[0] = 1
+    np.cumsum(n_child, out=c_ptr[1:])
+    c_ptr[1:] += 1
+    leaf_ids = sorted(leaves)
+    counts = np.zeros(n, np.int64)
+    counts[leaf_ids] = [len(labels[i]) for i in leaf_ids]
+    l_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=l_ptr[1:])
+    l_idx = np.concatenate([labels[i] for i in leaf_ids]).astype(np.int32)
+    pieces_i = [r[0] for r in rows]
+    pieces_v = [r[1] for r in rows]
+    sizes = [len(r[0]) for r in rows]
+    for i in leaf_ids:
+        wp, wi, wv = leaves[i]
+        pieces_i.append(wi)
+        pieces_v.append(wv)
+        sizes.extend(np.diff(wp).tolist())
+    w_ptr = np.zeros(len(sizes) + 1, np.int64)
+    np.cumsum(sizes, out=w_ptr[1:])
+    return {"c_ptr": c_ptr, "depth": np.asarray(depth, np.int32), "l_ptr": l_ptr,
+            "l_idx": l_idx, "w_ptr": w_ptr,
+            "w_idx": np.concatenate(pieces_i).astype(np.int32),
+            "w_val": np.concatenate(pieces_v).astype(np.float32)}
+
+
+def check_tree(tree, n_features, n_labels, name):
+    """Validate a stored Parabel tree completely, so that prediction can trust
+    it: children after their parent, each node one parent's child (nodes in
+    breadth-first order: the child ranges tile 1..n-1), depths one below the
+    parent's, labels only at leaves, a classifier row per node and per leaf
+    entry, indices in range, finite values. Returns the tree."""
+    checks.need(tree, TREE_KEYS, name)
+    cp = checks.ints(tree["c_ptr"], name, "c_ptr").astype(np.int64)
+    if cp.ndim != 1 or len(cp) < 2:
+        raise checks.DamagedModel(name, "c_ptr is not a vector of at least 2 entries")
+    n = len(cp) - 1
+    counts = np.diff(cp)
+    internal = np.flatnonzero(counts > 0)
+    if cp[0] != 1 or cp[-1] != n or np.any(counts < 0) or np.any(cp[internal] <= internal):
+        raise checks.DamagedModel(name, "child links do not form a tree")
+    depth = checks.ints(tree["depth"], name, "depth", (n,)).astype(np.int64)
+    parent = np.repeat(np.arange(n), counts)
+    if depth[0] != 0 or not np.array_equal(depth[1:], depth[parent] + 1):
+        raise checks.DamagedModel(name, "depths do not follow the child links")
+    lp = checks.pointers(tree["l_ptr"], n, name, "leaf label pointers")
+    li = checks.in_range(tree["l_idx"], 0, n_labels, name, "leaf labels")
+    if li.ndim != 1 or lp[-1] != len(li) or np.any(np.diff(lp)[internal] != 0):
+        raise checks.DamagedModel(name, "leaf labels disagree with the leaves")
+    checks.csr(tree["w_ptr"], tree["w_idx"], tree["w_val"], n + len(li), n_features + 1, name,
+               "classifier")
+    return tree
