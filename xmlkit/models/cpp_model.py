@@ -1,4 +1,5 @@
-"""Reading model folders of the original C++ FastXML (v2) and PfastreXML tools.
+"""Reading model folders of the original C++ FastXML (v2), PfastreXML and
+Parabel tools.
 
     <folder>/param     10 lines: num_Xf num_Y log_loss_coeff max_leaf lbl_per_leaf
                        bias num_thread start_tree num_tree quiet
@@ -9,8 +10,16 @@
                        'pos neg' children, depth, training point list,
                        'k id:val ...' (leaf labels or split weights)
 
-The trees are converted to xmlkit's in-memory layout (xmlkit.models.forest);
-the training point lists are skipped.
+Parabel's folder (the param file's 15 values, PARABEL_KEYS):
+
+    <folder>/<t>.tree  num_Xf + 1 (the bias), num_Y, node count, then per node:
+                       is_leaf, 'pos neg' children, depth, 'k y1 .. yk' (its
+                       labels), and its classifiers as a sparse matrix: 'nc nr'
+                       then nc lines 'id:val ...' (a leaf: one per label, in
+                       order; else the pos child's, then the neg child's)
+
+The trees are converted to xmlkit's in-memory layouts (xmlkit.models.forest,
+xmlkit.models.parabel); the training point lists are skipped.
 """
 from pathlib import Path
 
@@ -23,6 +32,9 @@ from xmlkit.models.forest import check_tree
 PARAM_KEYS = ("num_Xf", "num_Y", "log_loss_coeff", "max_leaf", "lbl_per_leaf", "bias",
               "num_thread", "start_tree", "num_tree", "quiet")
 PFASTRE_KEYS = ("pfswitch", "gamma", "alpha")
+PARABEL_KEYS = ("num_Xf", "num_Y", "num_thread", "start_tree", "num_tree", "classifier_cost",
+                "max_leaf", "bias", "classifier_threshold", "centroid_threshold",
+                "clustering_eps", "classifier_maxitr", "classifier_kind", "quiet", "beam_width")
 
 
 def is_cpp_model(folder):
@@ -36,19 +48,25 @@ def read_param(folder):
         lines = path.read_text().split()
     except (OSError, UnicodeDecodeError) as exc:
         raise XmlkitError(f"{path}: unreadable ({exc})") from None
-    if len(lines) not in (len(PARAM_KEYS), len(PARAM_KEYS) + len(PFASTRE_KEYS)):
-        raise XmlkitError(f"{path}: expected {len(PARAM_KEYS)} values (FastXML) or "
-                          f"{len(PARAM_KEYS) + len(PFASTRE_KEYS)} (PfastreXML), found {len(lines)}")
+    if len(lines) not in (len(PARAM_KEYS), len(PARAM_KEYS) + len(PFASTRE_KEYS),
+                          len(PARABEL_KEYS)):
+        raise XmlkitError(f"{path}: expected {len(PARAM_KEYS)} values (FastXML), "
+                          f"{len(PARAM_KEYS) + len(PFASTRE_KEYS)} (PfastreXML) or "
+                          f"{len(PARABEL_KEYS)} (Parabel), found {len(lines)}")
     try:
         values = [float(v) for v in lines]
     except ValueError:
         raise XmlkitError(f"{path}: malformed value") from None
-    param = dict(zip(PARAM_KEYS + PFASTRE_KEYS, values))
+    keys = PARABEL_KEYS if len(lines) == len(PARABEL_KEYS) else PARAM_KEYS + PFASTRE_KEYS
+    param = dict(zip(keys, values))
     for key, v in param.items():
         if not np.isfinite(v):
             raise XmlkitError(f"{path}: {key} must be a finite number, got {v:g}")
     for key, lo in (("num_Xf", 1), ("num_Y", 1), ("start_tree", 0), ("num_tree", 0),
-                    ("max_leaf", 1), ("lbl_per_leaf", 1)):
+                    ("max_leaf", 1), ("lbl_per_leaf", 1), ("classifier_maxitr", 1),
+                    ("classifier_kind", 0), ("beam_width", 1)):
+        if key not in param:
+            continue
         v = param[key]
         if not (v == int(v) and lo <= v <= C_INT_MAX):
             raise XmlkitError(f"{path}: {key} must be a whole number in [{lo}, 2^31), got {v:g}")
@@ -129,6 +147,8 @@ def load_cpp_model(folder, trees=None):
     from xmlkit.models.fastxml import FastXML
     from xmlkit.models.pfastrexml import PfastreXML
     param = read_param(folder)
+    if "beam_width" in param:
+        return load_cpp_parabel(folder, param, trees)
     start, num = int(param["start_tree"]), int(param["num_tree"])
     wanted = list(range(start, start + num)) if trees is None else list(trees)
     common = dict(bias=param["bias"], log_loss_coeff=param["log_loss_coeff"],
@@ -193,3 +213,137 @@ def read_centroids(path, n_features, n_labels):
                           f"{n_labels} x {n_features + 1}")
     ptr, lab, val = transpose_rows(R, n_features + 1)
     return check_tail(ptr, lab, val, n_features, n_labels, str(path))
+
+
+def load_cpp_parabel(folder, param, trees=None):
+    """A Parabel model (xmlkit.models.parabel) from the C++ tool's folder;
+    `trees` defaults to the range its param file names."""
+    from xmlkit.models.parabel import LOSSES, Parabel, check_tree as check_parabel
+    start, num = int(param["start_tree"]), int(param["num_tree"])
+    wanted = list(range(start, start + num)) if trees is None else list(trees)
+    if param["classifier_kind"] not in (0, 1):
+        raise XmlkitError(f"{folder}/param: classifier_kind must be 0 or 1, got "
+                          f"{param['classifier_kind']:g}")
+    model = Parabel(n_trees=max(1, num), start_tree=start, max_leaf=int(param["max_leaf"]),
+                    C=param["classifier_cost"], bias=param["bias"],
+                    weight_threshold=param["classifier_threshold"],
+                    centroid_threshold=param["centroid_threshold"],
+                    cluster_eps=param["clustering_eps"],
+                    max_iter=int(param["classifier_maxitr"]),
+                    loss=LOSSES[int(param["classifier_kind"])])
+    try:
+        model._validate_params()
+    except InvalidParameterError as exc:
+        raise XmlkitError(f"{folder}/param: {exc}") from None
+    model.n_features_in_, model.n_labels_ = int(param["num_Xf"]), int(param["num_Y"])
+    model.predict_params_ = {**model.predict_defaults(), "beam_width": int(param["beam_width"])}
+    model.trees_ = {}
+    for t in wanted:
+        path = Path(folder) / f"{t}.tree"
+        if not path.is_file():
+            raise XmlkitError(f"{folder}: has no tree file {t}.tree")
+        tree = read_parabel_tree(path, model.n_features_in_, model.n_labels_)
+        model.trees_[t] = check_parabel(tree, model.n_features_in_, model.n_labels_, str(path))
+    return model
+
+
+def _ints(path, lineno, line, n=None):
+    try:
+        v = [int(x) for x in line.split()]
+    except ValueError:
+        raise XmlkitError(f"{path}:{lineno}: expected whole numbers") from None
+    if n is not None and len(v) != n:
+        raise XmlkitError(f"{path}:{lineno}: expected {n} numbers, found {len(v)}")
+    return v
+
+
+def _weights(path, lineno, line):
+    flat = line.replace(":", " ").split()
+    try:
+        idx = np.array(flat[0::2], dtype=np.int64)
+        val = np.array(flat[1::2], dtype=np.float64)
+    except (ValueError, OverflowError):
+        raise XmlkitError(f"{path}:{lineno}: malformed 'id:val ...' line") from None
+    if len(idx) != len(val) or line.count(":") != len(idx):
+        raise XmlkitError(f"{path}:{lineno}: malformed 'id:val ...' line")
+    return idx, val
+
+
+def read_parabel_tree(path, n_features, n_labels):
+    """A C++ Parabel tree file as xmlkit's tree arrays (nodes renumbered in
+    breadth-first order from the root, children pos then neg)."""
+    path = Path(path)
+    try:
+        lines = path.read_text().split("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise XmlkitError(f"{path}: unreadable ({exc})") from None
+    head = [_ints(path, i + 1, lines[i] if i < len(lines) else "", 1)[0] for i in range(3)]
+    if head[0] != n_features + 1 or head[1] != n_labels:
+        raise XmlkitError(f"{path}: the tree is for {head[0] - 1} features and {head[1]} "
+                          f"labels, the param file says {n_features} and {n_labels}")
+    n, at, nodes = head[2], 3, []
+    if not 1 <= n <= len(lines):
+        raise XmlkitError(f"{path}:3: node count {n} is not in [1, {len(lines)}]")
+    for i in range(n):
+        if at + 5 > len(lines):
+            raise XmlkitError(f"{path}: truncated in node {i}")
+        leaf = _ints(path, at + 1, lines[at], 1)[0] == 1
+        kids = _ints(path, at + 2, lines[at + 1], 2)
+        labels = _ints(path, at + 4, lines[at + 3])
+        if not labels or labels[0] != len(labels) - 1:
+            raise XmlkitError(f"{path}:{at + 4}: says {labels[:1]} labels but holds "
+                              f"{len(labels) - 1}")
+        nc, nr = _ints(path, at + 5, lines[at + 4], 2)
+        if nc != (len(labels) - 1 if leaf else 2) or nr != n_features + 1 \
+                or at + 5 + nc > len(lines):
+            raise XmlkitError(f"{path}:{at + 5}: node {i} holds {nc} classifiers over {nr} "
+                              "features, not one per " + ("label" if leaf else "child")
+                              + f" over {n_features + 1}")
+        w = [_weights(path, at + 6 + c, lines[at + 5 + c]) for c in range(nc)]
+        nodes.append((leaf, kids, np.asarray(labels[1:], np.int64), w))
+        at += 5 + nc
+    return _parabel_arrays(path, nodes)
+
+
+def _parabel_arrays(path, nodes):
+    """The arrays of xmlkit.models.parabel from the C++ nodes, breadth-first
+    from the root; a node reached twice, or a child outside the tree, is
+    refused."""
+    n = len(nodes)
+    order, seen, rows = [0], {0}, {0: (np.zeros(0, np.int64), np.zeros(0))}
+    n_child, a = [], 0
+    while a < len(order):
+        leaf, kids, _, w = nodes[order[a]]
+        if not leaf:
+            for c, k in enumerate(kids):
+                if not 0 <= k < n or k in seen:
+                    raise XmlkitError(f"{path}: node {order[a]}'s children {kids} are not "
+                                      "nodes of a tree")
+                seen.add(k)
+                order.append(k)
+                rows[k] = w[c]
+        n_child.append(0 if leaf else 2)
+        a += 1
+    new_rows = [rows[i] for i in order]
+    leaf_rows, l_idx, counts = [], [], []
+    for i in order:
+        leaf, _, labels, w = nodes[i]
+        counts.append(len(labels) if leaf else 0)
+        if leaf:
+            l_idx.append(labels)
+            leaf_rows.extend(w)
+    all_rows = new_rows + leaf_rows
+    c_ptr = np.concatenate([[1], 1 + np.cumsum(n_child)]).astype(np.int64)
+    depth = np.zeros(len(order), np.int32)
+    parent = np.repeat(np.arange(len(order)), n_child)
+    for j in range(1, len(order)):
+        depth[j] = depth[parent[j - 1]] + 1
+    def cat(parts, dtype):
+        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+    return {"c_ptr": c_ptr, "depth": depth,
+            "l_ptr": np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+            "l_idx": cat(l_idx, np.int32),
+            "w_ptr": np.concatenate([[0], np.cumsum([len(r[0]) for r in all_rows])]
+                                    ).astype(np.int64),
+            "w_idx": cat([r[0] for r in all_rows], np.int32),
+            "w_val": cat([r[1] for r in all_rows], np.float32)}
