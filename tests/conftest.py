@@ -34,6 +34,7 @@ FAMILIES = {
     "fastxml": ["-t", "2"],
     "pfastrexml": ["--algorithm", "pfastrexml", "-t", "2"],
     "ldsm": ["--algorithm", "ldsm", "-t", "2", "--max-nodes", "40", "--epochs", "2"],
+    "parabel": ["--algorithm", "parabel", "-t", "2", "-m", "20"],
     "embed": ["--algorithm", "embed"],
     "linear": ["--algorithm", "linear", "--epochs", "1"],
 }
@@ -93,6 +94,7 @@ def one_line_error(r, code=2):
 #: per family, options that make another model (for tiny_others)
 OTHER_PARAMS = {"fastxml": ["-l", "50", "-m", "20"], "pfastrexml": ["-g", "10"],
                 "ldsm": ["--lambda1", "2"], "embed": ["--ridge", "0.1"],
+                "parabel": ["--weight-threshold", "0.05"],
                 "linear": ["--l2", "1e-4"]}
 
 

@@ -13,12 +13,15 @@ import xmlkit
 from xmlkit.cli.options import TRAIN_OPTIONS
 from conftest import TRAIN, run_cli
 
-FAMILIES = [xmlkit.FastXML, xmlkit.PfastreXML, xmlkit.LdSM, xmlkit.Embed, xmlkit.Linear]
+FAMILIES = [xmlkit.FastXML, xmlkit.PfastreXML, xmlkit.Parabel, xmlkit.LdSM, xmlkit.Embed,
+            xmlkit.Linear]
 #: a small setting per family, for fits that must be quick
 QUICK = {"fastxml": dict(n_trees=2), "pfastrexml": dict(n_trees=2), "ldsm": dict(n_trees=1),
+         "parabel": dict(n_trees=1, max_leaf=20),
          "embed": dict(rank=8, num_features=64), "linear": dict(epochs=2)}
 #: one out-of-range value per family, and the parameter it names
 BAD = {"fastxml": ("max_leaf", 0), "pfastrexml": ("alpha", 1.5), "ldsm": ("arity", 9),
+       "parabel": ("arity", 1),
        "embed": ("momentum", 1.0), "linear": ("threshold_holdout", 1.0)}
 
 

@@ -17,6 +17,7 @@ from xmlkit.io import read_matrix
 
 FAMILIES = sorted(xmlkit.REGISTRY.values(), key=lambda c: c.algorithm)
 SMALL = {"fastxml": dict(n_trees=2), "pfastrexml": dict(n_trees=2), "ldsm": dict(n_trees=1),
+         "parabel": dict(n_trees=1, max_leaf=20),
          "embed": dict(rank=8, num_features=64), "linear": dict(epochs=1)}
 
 
