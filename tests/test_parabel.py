@@ -1,0 +1,187 @@
+"""Parabel: the leaf depth, centroids and beam search by hand, the node solver
+against liblinear, the trees' shapes, determinism across thread counts, CLI =
+API, damaged trees refused."""
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import xmlkit
+from xmlkit.checks import DamagedModel
+from xmlkit.metrics import ranking_metrics
+from xmlkit.models.base import C_INT_MAX
+from xmlkit.models.parabel import check_tree, leaf_depth
+
+from conftest import TEST, TRAIN, run_cli
+
+
+def test_leaf_depth_by_hand():
+    # the C++ tool: ceil(log2(L // max_leaf)), L // max_leaf in whole numbers
+    assert leaf_depth(159, 100, 2, "auto", True) == 0        # 159 // 100 = 1: the root
+    assert leaf_depth(99, 100, 2, "auto", True) == 0         # 0: the root
+    assert leaf_depth(400, 100, 2, "auto", True) == 2        # log2 4
+    assert leaf_depth(401, 100, 2, "auto", True) == 2
+    assert leaf_depth(569, 100, 2, "auto", True) == 3        # 5 -> 3
+    assert leaf_depth(2146, 100, 2, "auto", True) == 5       # 21 -> 5 (32 leaves of 67)
+    assert leaf_depth(2146, 10, 16, "auto", True) == 2       # 214 -> 16^2 = 256
+    assert leaf_depth(2146, 100, 100, "auto", False) == C_INT_MAX    # by size only
+    assert leaf_depth(2146, 100, 100, 3, False) == 2
+
+
+def test_label_centroids_by_hand():
+    from xmlkit._ext.parabel_tree import label_centroids
+    # unit rows: p0 = (0.6, 0.8, 0), p1 = (0, 0, 1), p2 = (1, 0, 0)
+    xp = np.array([0, 2, 3, 4], np.int64)
+    xi = np.array([0, 1, 2, 0], np.int32)
+    xv = np.array([0.6, 0.8, 1.0, 1.0], np.float32)
+    # label 0: p0, p2 -> (1.6, 0.8, 0) / sqrt(3.2); label 1: p1 -> (0, 0, 1); label 2: none
+    lp = np.array([0, 2, 3, 3], np.int64)
+    li = np.array([0, 2, 1], np.int32)
+    ptr, idx, val = label_centroids(xp, xi, xv, lp, li, 3, 0.0)
+    assert ptr.tolist() == [0, 2, 3, 3] and idx.tolist() == [0, 1, 2]
+    assert val == pytest.approx([1.6 / 3.2 ** 0.5, 0.8 / 3.2 ** 0.5, 1.0], abs=1e-6)
+    # a threshold of 0.5 drops 0.8 / 1.789 = 0.447
+    ptr, idx, val = label_centroids(xp, xi, xv, lp, li, 3, 0.5)
+    assert ptr.tolist() == [0, 1, 2, 2] and idx.tolist() == [0, 2]
+
+
+def _hand_tree():
+    """A root with two leaves (one label each) over D = 2 features (bias: 2)."""
+    return {"c_ptr": np.array([1, 3, 3, 3], np.int64), "depth": np.array([0, 1, 1], np.int32),
+            "l_ptr": np.array([0, 0, 1, 2], np.int64), "l_idx": np.array([0, 1], np.int32),
+            # rows: root (empty), child 1: w = (1, 0, 0), child 2: (0, 1, 0.5),
+            # leaf 1's label 0: (0, 0, 2), leaf 2's label 1: (-1, 0, 0)
+            "w_ptr": np.array([0, 0, 1, 3, 4, 5], np.int64),
+            "w_idx": np.array([0, 1, 2, 2, 0], np.int32),
+            "w_val": np.array([1, 1, 0.5, 2, -1], np.float32)}
+
+
+@pytest.mark.parametrize("loss", ["squared_hinge", "log"])
+def test_beam_search_by_hand(loss):
+    m = xmlkit.Parabel(loss=loss)
+    m.n_features_in_, m.n_labels_ = 2, 2
+    m.trees_ = {0: check_tree(_hand_tree(), 2, 2, "hand")}
+    X = sp.csr_matrix(np.array([[3.0, 4.0]]))          # unit: (0.6, 0.8), bias 1
+    if loss == "squared_hinge":
+        def ll(z):
+            return -max(0.0, 1 - z) ** 2
+    else:
+        def ll(z):
+            return -np.log1p(np.exp(-z))
+    # child 1: z = 0.6; child 2: z = 0.8 + 0.5 = 1.3; label 0: z = 2; label 1: z = -0.6
+    s0 = np.exp(ll(0.6) + ll(2.0))
+    s1 = np.exp(ll(1.3) + ll(-0.6))
+    both = m.predict(X, k=None, beam_width=2).toarray()[0]
+    assert both == pytest.approx([s0, s1], rel=1e-6)
+    # a beam of one keeps child 2 alone (log-score ll(1.3) > ll(0.6))
+    one = m.predict(X, k=None, beam_width=1).toarray()[0]
+    assert one == pytest.approx([0.0, s1], rel=1e-6)
+
+
+def test_leaf_classifier_is_liblinears_l2_svc():
+    """A root leaf's classifier, solved to a tight tolerance without the weight
+    threshold, is liblinear's L2R_L2LOSS_SVC_DUAL solution on the unit rows
+    with the bias feature (the same strictly convex problem)."""
+    from liblinear.liblinearutil import parameter, problem, train
+    from xmlkit.csr import unit_rows, as_rows
+    from xmlkit.io import read_dataset
+    X, Y = read_dataset(TRAIN)
+    X, Y = X[:300], Y[:300]
+    m = xmlkit.Parabel(n_trees=1, max_leaf=1000, weight_threshold=0.0, tol=1e-5,
+                       max_iter=2000).fit(X, Y)
+    tree = m.trees_[0]
+    assert len(tree["c_ptr"]) == 2                       # the root alone, a leaf
+    U = unit_rows(as_rows(X)).to_scipy()
+    counts = np.asarray(Y.sum(axis=0)).ravel()
+    for lab in np.flatnonzero(counts >= 5)[:2]:
+        q = int(np.flatnonzero(tree["l_idx"] == lab)[0])
+        row = 1 + q
+        w = np.zeros(X.shape[1] + 1)
+        lo, hi = tree["w_ptr"][row], tree["w_ptr"][row + 1]
+        w[tree["w_idx"][lo:hi]] = tree["w_val"][lo:hi]
+        y = np.where(Y[:, lab].toarray().ravel() > 0, 1.0, -1.0)
+        model = train(problem(y, U), parameter("-s 1 -c 1 -e 1e-7 -B 1 -q"))
+        ref, bias = model.get_decfun()
+        # (liblinear's first label is the positive side of its weights)
+        ref = np.asarray(ref + [bias]) * (1 if model.get_labels()[0] == 1 else -1)
+        assert np.abs(w - ref).max() < 2e-3, lab
+
+
+@pytest.fixture(scope="module")
+def small_model(bibtex):
+    X, Y, _, _ = bibtex
+    return xmlkit.Parabel(n_trees=2, max_leaf=20, threads=1).fit(X, Y)
+
+
+def test_balanced_trees_shape(small_model):
+    """159 labels, max_leaf 20: 159 // 20 = 7 -> 3 levels below the root, 8
+    leaves of 19 or 20 labels; every label in exactly one leaf per tree."""
+    for tree in small_model.trees_.values():
+        counts = np.diff(tree["c_ptr"])
+        leaves = np.flatnonzero(counts == 0)
+        assert len(leaves) == 8 and set(counts[counts > 0]) == {2}
+        assert np.all(tree["depth"][leaves] == 3)
+        sizes = np.diff(tree["l_ptr"])[leaves]
+        assert set(sizes) <= {19, 20} and sorted(tree["l_idx"]) == list(range(159))
+
+
+def test_unbalanced_wide_trees(bibtex):
+    X, Y, Xt, Yt = bibtex
+    m = xmlkit.Parabel(n_trees=1, arity=10, balanced=False, max_leaf=30, max_depth=2).fit(X, Y)
+    tree = m.trees_[0]
+    counts = np.diff(tree["c_ptr"])
+    assert 2 <= counts[0] <= 10 and np.all(counts[1:] == 0)      # a root and its leaves
+    assert sorted(tree["l_idx"]) == list(range(159))
+    assert ranking_metrics(Yt, m.predict(Xt), (1,))["P@1"] > 0.55
+
+
+@pytest.mark.slow
+def test_deterministic_at_any_thread_count_and_cli_equals_api(tmp_path, bibtex, small_model):
+    X, Y, Xt, Yt = bibtex
+    b = xmlkit.Parabel(n_trees=2, max_leaf=20, threads=2).fit(X, Y)
+    for t in small_model.trees_:
+        for key in small_model.trees_[t]:
+            assert np.array_equal(small_model.trees_[t][key], b.trees_[t][key]), key
+    S = small_model.predict(Xt, k=5)
+    assert ranking_metrics(Yt, S, (1,))["P@1"] > 0.6       # the C++ tool: 63.9 (3 trees)
+    folder = tmp_path / "m"
+    r = run_cli("xml-train", TRAIN, folder, "--algorithm", "parabel", "-t", "2", "-m", "20",
+                "-T", "2", "-q")
+    assert r.returncode == 0, r.stderr
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["algorithm"] == "parabel" and manifest["params"]["max_leaf"] == 20
+    r = run_cli("xml-predict", TEST, tmp_path / "s.txt", folder, "-k", "5", "-q")
+    assert r.returncode == 0, r.stderr
+    from xmlkit.io import read_matrix
+
+    def same(path, scores):          # (the file rounds to 6 decimals)
+        got = read_matrix(path)
+        return np.array_equal(got.indices, scores.indices) and \
+            np.abs(got.data - scores.data).max() <= 6e-7     # (half a 6th decimal)
+    assert same(tmp_path / "s.txt", S)
+    # a narrower beam from the command line is the API's
+    r = run_cli("xml-predict", TEST, tmp_path / "b.txt", folder, "-k", "5", "-B", "1", "-q")
+    assert r.returncode == 0, r.stderr
+    S1 = small_model.predict(Xt, k=5, beam_width=1)
+    assert same(tmp_path / "b.txt", S1) and not same(tmp_path / "b.txt", S)
+
+
+@pytest.mark.parametrize("edit", ["self_child", "shared_child", "depth", "label_at_node",
+                                  "feature", "rows"])
+def test_damaged_tree_is_refused(edit):
+    tree = {k: v.copy() for k, v in _hand_tree().items()}
+    if edit == "self_child":
+        tree["c_ptr"] = np.array([0, 3, 3, 3], np.int64)         # the root its own child
+    elif edit == "shared_child":
+        tree["c_ptr"] = np.array([1, 3, 3, 2], np.int64)
+    elif edit == "depth":
+        tree["depth"][2] = 2
+    elif edit == "label_at_node":
+        tree["l_ptr"] = np.array([0, 1, 1, 2], np.int64)
+    elif edit == "feature":
+        tree["w_idx"][0] = 3                                      # past the bias (2)
+    else:
+        tree["w_ptr"] = tree["w_ptr"][:-1]
+    with pytest.raises(DamagedModel):
+        check_tree(tree, 2, 2, "t")
