@@ -718,20 +718,21 @@ def cli(doc, name, add_args, make_steps, make_report):
     save(text, a.markdown)
 
 
-def add_model_args(ap, default_configs):
+def add_model_args(ap, default_configs, trees=50):
     ap.add_argument("--configs", nargs="+", default=default_configs, choices=default_configs,
                     help="settings to run")
     ap.add_argument("--seeds", nargs="+", type=int, default=list(range(10)))
     ap.add_argument("--timing-seeds", nargs="+", type=int, default=[0, 1, 2],
                     help="seeds also run at every thread count (the rest: at the largest)")
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
-    ap.add_argument("--trees", type=int, default=50)
+    ap.add_argument("--trees", type=int, default=trees)
     ap.add_argument("--rounds", type=int, default=3,
                     help="side-by-side rounds (C++ tool and xmlkit alternately)")
 
 
-def main(doc, name, configs, title, columns):
-    """Command line of a tree-model benchmark over `configs` (a list of dicts)."""
+def main(doc, name, configs, title, columns, trees=50):
+    """Command line of a tree-model benchmark over `configs` (a list of dicts);
+    `trees` the default of --trees."""
     def chosen(a):
         return [dict(c, train_args=["-t", a.trees, *c["train_args"]]) for c in configs
                 if c["name"] in a.configs]
@@ -758,7 +759,8 @@ def main(doc, name, configs, title, columns):
                                       ["P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5"],
                                       max(a.threads)) + "\n"
                 + side_by_side_report(chosen(a), sbs))
-    cli(doc, name, lambda ap: add_model_args(ap, [c["name"] for c in configs]), steps, render)
+    cli(doc, name, lambda ap: add_model_args(ap, [c["name"] for c in configs], trees), steps,
+        render)
 
 
 if __name__ == "__main__":
