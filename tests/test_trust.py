@@ -98,6 +98,8 @@ EDITS = {
     "pfastrexml": [("params", "alpha", 0.5), ("predict_params", "rerank", 7),
                    ("params", "inv_propensity_sha256", "0" * 64)],
     "ldsm": [("params", "route_threshold", 0.9), ("params", "bias", 2.0)],
+    "parabel": [("params", "loss", "log"), ("params", "bias", 2.0),
+                ("predict_params", "beam_width", 3)],
     "embed": [("params", "ridge", 1.0), ("predict_params", "threshold", 0.9)],
     "linear": [("params", "unit_rows", False), ("predict_params", "decision", "threshold")],
 }
