@@ -43,7 +43,7 @@ def same_folders(a, b):
 
 @pytest.mark.parametrize("algorithm,args", [
     ("fastxml", ["-t", "4"]), ("pfastrexml", ["-t", "3"]),
-    ("ldsm", ["-t", "2", "--max-nodes", "200"]),
+    ("ldsm", ["-t", "2", "--max-nodes", "200"]), ("parabel", ["-t", "2", "-m", "20"]),
     ("linear", ["--label-blocks", "4", "--epochs", "2"])])
 @pytest.mark.slow
 def test_local_cluster_equals_local_run(tmp_path, small, algorithm, args):
