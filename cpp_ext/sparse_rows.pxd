@@ -18,6 +18,12 @@ ctypedef fused indptr_t:
     int64_t
 
 
+# Feature values the kernels read: float32, or float64 where sums must be exact.
+ctypedef fused value_t:
+    float
+    double
+
+
 cimport numpy as cnp
 from libc.string cimport memcpy
 
@@ -70,6 +76,28 @@ cdef inline void emit_top(vector[pair[double, int32_t]]& items, int topk,
         out.idx.push_back(sel[k].first)
         out.val.push_back(sel[k].second)
     out.ptr.push_back(out.idx.size())
+
+
+cdef inline int64_t add_label_rows(const int64_t* xp, const int32_t* xi, const value_t* xv,
+                                   const int32_t* pts, int64_t n_pts, double c, double* acc,
+                                   signed char* seen, int32_t* touched) noexcept nogil:
+    """acc[f] += c * value for every entry (f, value) of the rows pts[0 ..
+    n_pts - 1] (CSR xp, xi, xv), points in the given order: a label's sum of
+    its points' rows. Features not marked in `seen` yet are marked and
+    listed in `touched`, which is sorted ascending; returns their number
+    (the caller resets acc and seen on them)."""
+    cdef int64_t k, e, n_touched = 0
+    cdef int32_t f
+    for k in range(n_pts):
+        for e in range(xp[pts[k]], xp[pts[k] + 1]):
+            f = xi[e]
+            if not seen[f]:
+                seen[f] = 1
+                touched[n_touched] = f
+                n_touched += 1
+            acc[f] += c * xv[e]
+    sort(touched, touched + n_touched)
+    return n_touched
 
 
 cdef inline uint32_t tree_seed(uint64_t seed, uint64_t tree) noexcept nogil:

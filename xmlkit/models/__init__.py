@@ -10,8 +10,8 @@ from xmlkit.models.linear import Linear
 from xmlkit.models.parabel import Parabel
 from xmlkit.models.pfastrexml import PfastreXML
 
-REGISTRY = {cls.algorithm: cls for cls in (FastXML, PfastreXML, Parabel, LdSM, Embed,
-                                                 Linear)}
+REGISTRY = {cls.algorithm: cls
+            for cls in (FastXML, PfastreXML, Parabel, LdSM, Embed, Linear)}
 
 
 def get_class(algorithm):

@@ -87,6 +87,11 @@ def _pairs(path, lineno, line):
     return idx, val
 
 
+def _cat(parts, dtype):
+    """The arrays `parts` end to end, as dtype (empty when there are none)."""
+    return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
+
 def read_tree(path, n_features, n_labels):
     path = Path(path)
     try:
@@ -127,13 +132,11 @@ def read_tree(path, n_features, n_labels):
         w_ptr.append(w_ptr[-1] + (0 if leaf else len(idx)))
         l_ptr.append(l_ptr[-1] + (len(idx) if leaf else 0))
 
-    def cat(parts, dtype):
-        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
     tree = {"child": child, "depth": depth,
-            "w_ptr": np.asarray(w_ptr, np.int64), "w_idx": cat(w_idx, np.int32),
-            "w_val": cat(w_val, np.float32),
-            "l_ptr": np.asarray(l_ptr, np.int64), "l_idx": cat(l_idx, np.int32),
-            "l_val": cat(l_val, np.float32)}
+            "w_ptr": np.asarray(w_ptr, np.int64), "w_idx": _cat(w_idx, np.int32),
+            "w_val": _cat(w_val, np.float32),
+            "l_ptr": np.asarray(l_ptr, np.int64), "l_idx": _cat(l_idx, np.int32),
+            "l_val": _cat(l_val, np.float32)}
     check_tree(tree, n_features, n_labels, str(path))
     return tree
 
@@ -306,44 +309,26 @@ def read_parabel_tree(path, n_features, n_labels):
 
 
 def _parabel_arrays(path, nodes):
-    """The arrays of xmlkit.models.parabel from the C++ nodes, breadth-first
-    from the root; a node reached twice, or a child outside the tree, is
-    refused."""
-    n = len(nodes)
-    order, seen, rows = [0], {0}, {0: (np.zeros(0, np.int64), np.zeros(0))}
-    n_child, a = [], 0
-    while a < len(order):
-        leaf, kids, _, w = nodes[order[a]]
-        if not leaf:
-            for c, k in enumerate(kids):
-                if not 0 <= k < n or k in seen:
-                    raise XmlkitError(f"{path}: node {order[a]}'s children {kids} are not "
-                                      "nodes of a tree")
-                seen.add(k)
-                order.append(k)
-                rows[k] = w[c]
+    """The arrays of xmlkit.models.parabel from the C++ nodes, renumbered
+    breadth-first from the root (xmlkit.models.parabel.assemble_tree); a
+    node reached twice, or a child outside the tree, is refused."""
+    from xmlkit.models.parabel import assemble_tree
+    order, seen = [0], {0}
+    labels, depth, n_child, leaves = [], [0], [], {}
+    rows = [(np.zeros(0, np.int64), np.zeros(0))]
+    for a, i in enumerate(order):           # (order grows as it is read)
+        leaf, kids, y, w = nodes[i]
+        labels.append(y)
         n_child.append(0 if leaf else 2)
-        a += 1
-    new_rows = [rows[i] for i in order]
-    leaf_rows, l_idx, counts = [], [], []
-    for i in order:
-        leaf, _, labels, w = nodes[i]
-        counts.append(len(labels) if leaf else 0)
         if leaf:
-            l_idx.append(labels)
-            leaf_rows.extend(w)
-    all_rows = new_rows + leaf_rows
-    c_ptr = np.concatenate([[1], 1 + np.cumsum(n_child)]).astype(np.int64)
-    depth = np.zeros(len(order), np.int32)
-    parent = np.repeat(np.arange(len(order)), n_child)
-    for j in range(1, len(order)):
-        depth[j] = depth[parent[j - 1]] + 1
-    def cat(parts, dtype):
-        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
-    return {"c_ptr": c_ptr, "depth": depth,
-            "l_ptr": np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-            "l_idx": cat(l_idx, np.int32),
-            "w_ptr": np.concatenate([[0], np.cumsum([len(r[0]) for r in all_rows])]
-                                    ).astype(np.int64),
-            "w_idx": cat([r[0] for r in all_rows], np.int32),
-            "w_val": cat([r[1] for r in all_rows], np.float32)}
+            leaves[a] = (np.concatenate([[0], np.cumsum([len(r[0]) for r in w])]),
+                         _cat([r[0] for r in w], np.int64), _cat([r[1] for r in w], np.float64))
+            continue
+        for c, k in enumerate(kids):
+            if not 0 <= k < len(nodes) or k in seen:
+                raise XmlkitError(f"{path}: node {i}'s children {kids} are not nodes of a tree")
+            seen.add(k)
+            order.append(k)
+            depth.append(depth[a] + 1)
+            rows.append(w[c])
+    return assemble_tree(labels, depth, n_child, rows, leaves)

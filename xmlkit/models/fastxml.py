@@ -23,9 +23,9 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 import numpy as np
 
 from xmlkit.csr import Rows, as_rows, like
-from xmlkit.errors import InvalidParameterError, XmlkitError
-from xmlkit.models.base import C_INT_MAX, MAX_TREES, SEED, integer, one_of, real
-from xmlkit.models.tree_family import TreeEnsemble
+from xmlkit.errors import XmlkitError
+from xmlkit.models.base import MAX_TREES, SEED, integer, one_of, real
+from xmlkit.models.tree_family import TreeEnsemble, check_tree_range
 from xmlkit.models.forest import Forest, decode_tree, encode_tree, tree_effects, tree_stats
 
 
@@ -337,12 +337,7 @@ class FastXML(TreeEnsemble):
             _GROWER = None
 
     def _check_more(self):
-        last = self.start_tree + self.n_trees - 1
-        if last > C_INT_MAX:
-            raise InvalidParameterError(
-                "start_tree", f"{type(self).__name__}: start_tree {self.start_tree} with "
-                              f"{self.n_trees} trees reaches tree {last}, past the last tree "
-                              f"index, {C_INT_MAX}")
+        check_tree_range(self)
 
     @classmethod
     def from_manifest(cls, manifest, folder="the model"):

@@ -30,11 +30,9 @@ import numpy as np
 
 from xmlkit import checks
 from xmlkit.csr import dense_rows, like, model_rows, score_rows, unit_rows, with_bias
-from xmlkit.errors import InvalidParameterError
 from xmlkit.models.base import (C_INT_MAX, MAX_TREES, RANKED_DECISION, SEED, auto_or,
-                                boolean, check_ranked_decision, integer, one_of, real,
-                                usable_threads)
-from xmlkit.models.tree_family import TreeEnsemble
+                                boolean, integer, one_of, real, usable_threads)
+from xmlkit.models.tree_family import TreeEnsemble, check_tree_range
 
 #: the classifiers' losses (the C++ tool's -k 0 and 1)
 LOSSES = ("squared_hinge", "log")
@@ -144,14 +142,7 @@ class Parabel(TreeEnsemble):
         self.seed = seed
 
     def _check_more(self):
-        last = self.start_tree + self.n_trees - 1
-        if last > C_INT_MAX:
-            raise InvalidParameterError(
-                "start_tree", f"Parabel: start_tree {self.start_tree} with {self.n_trees} "
-                              f"trees reaches tree {last}, past the last tree index, {C_INT_MAX}")
-
-    def _check_predict(self, given, used):
-        check_ranked_decision(type(self).__name__, used)
+        check_tree_range(self)
 
     def other_scores(self, **given):
         """beam_width, when `given` sets another than the model's own: it
@@ -201,7 +192,7 @@ class Parabel(TreeEnsemble):
         def train(task):
             b = builders.get()
             try:
-                return _train_node(b, data, *task)
+                return b.node(data, *task)
             finally:
                 builders.put(b)
         pool = ThreadPoolExecutor(threads) if threads > 1 else None
@@ -222,13 +213,13 @@ class Parabel(TreeEnsemble):
         and a node trainer kept between calls)."""
         data = self._data(X, Y)
         builder = self._builder(data)
-        return lambda t: self._grow_tree(t, lambda tasks: [_train_node(builder, data, *task)
+        return lambda t: self._grow_tree(t, lambda tasks: [builder.node(data, *task)
                                                            for task in tasks])
 
     def _grow_tree(self, t, run):
         """Tree t, grown level by level: run(tasks) trains the nodes of a
-        level ((labels, is_leaf, seed) each) and returns their results in
-        order (see _train_node)."""
+        level ((labels, seed, is_leaf) each) and returns their results in
+        order (ParabelNode.node)."""
         from xmlkit._ext.parabel_tree import node_seed
         p, L = self.params, self.n_labels_
         limit = leaf_depth(L, p.max_leaf, p.arity, p.max_depth, p.balanced)
@@ -238,15 +229,14 @@ class Parabel(TreeEnsemble):
         leaves = {}
         level = [0]
         while level:
-            tasks = [(labels[i], depth[i] >= limit or len(labels[i]) <= small,
-                      node_seed(p.seed, t, i)) for i in level]
+            tasks = [(labels[i], node_seed(p.seed, t, i),
+                      depth[i] >= limit or len(labels[i]) <= small) for i in level]
             nxt = []
-            for i, task, res in zip(level, tasks, run(tasks)):
-                if task[1]:
-                    leaves[i] = res
+            for i, task, (group, nc, wp, wi, wv) in zip(level, tasks, run(tasks)):
+                if task[2]:
+                    leaves[i] = (wp, wi, wv)
                     n_child.append(0)
                     continue
-                group, nc, wp, wi, wv = res
                 order = np.argsort(group, kind="stable")
                 bounds = np.searchsorted(group[order], np.arange(nc + 1))
                 for c in range(nc):
@@ -256,7 +246,7 @@ class Parabel(TreeEnsemble):
                     rows.append((wi[wp[c]:wp[c + 1]], wv[wp[c]:wp[c + 1]]))
                 n_child.append(nc)
             level = nxt
-        return _assemble(labels, depth, n_child, rows, leaves)
+        return assemble_tree(labels, depth, n_child, rows, leaves)
 
     # -- prediction
     def _kernel(self):
@@ -321,15 +311,12 @@ class Parabel(TreeEnsemble):
                 "max_depth": float(np.mean([t["depth"].max() for t in trees]))}
 
 
-def _train_node(builder, data, labels, leaf, seed):
-    """A node's classifiers: leaf: CSR pieces (a row per label); else
-    (group of each label, children, CSR pieces with a row per child)."""
-    return builder.leaf(data, labels, seed) if leaf else builder.split(data, labels, seed)
-
-
-def _assemble(labels, depth, n_child, rows, leaves):
-    """A tree's arrays (TREE_KEYS) from its nodes in breadth-first order: the
-    children counts, the nodes' classifier rows, the leaves' (label rows)."""
+def assemble_tree(labels, depth, n_child, rows, leaves):
+    """A tree's arrays (TREE_KEYS) from its nodes in breadth-first order (the
+    children of a node follow those of the nodes before it): each node's
+    labels, depth and number of children, its classifier row (idx, val;
+    the root's empty), and per leaf the CSR pieces (ptr, idx, val) of its
+    labels' classifiers."""
     n = len(labels)
     c_ptr = np.empty(n + 1, np.int64)
     c_ptr[0] = 1

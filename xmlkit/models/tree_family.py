@@ -4,8 +4,8 @@ as the parts that are grown, kept, resumed and shipped to workers."""
 import numpy as np
 
 from xmlkit import store
-from xmlkit.errors import XmlkitError
-from xmlkit.models.base import RANKED_DECISION, check_ranked_decision
+from xmlkit.errors import InvalidParameterError, XmlkitError
+from xmlkit.models.base import C_INT_MAX, RANKED_DECISION, check_ranked_decision
 from xmlkit.models.family import ModelBase
 
 #: the array of a tree file holding the model's (n_features, n_labels)
@@ -24,6 +24,17 @@ def stored_trees(folder, manifest=None):
     if names is None:
         names = store.array_names(folder, "tree_")
     return sorted(int(n.split("_")[1]) for n in names)
+
+
+def check_tree_range(model):
+    """Raise InvalidParameterError unless the trees model.start_tree ..
+    start_tree + n_trees - 1 are all tree indices (C ints)."""
+    last = model.start_tree + model.n_trees - 1
+    if last > C_INT_MAX:
+        raise InvalidParameterError(
+            "start_tree", f"{type(model).__name__}: start_tree {model.start_tree} with "
+                          f"{model.n_trees} trees reaches tree {last}, past the last tree "
+                          f"index, {C_INT_MAX}")
 
 
 class TreeEnsemble(ModelBase):

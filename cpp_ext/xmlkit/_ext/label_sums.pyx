@@ -4,11 +4,10 @@
 
 from libc.stdint cimport int32_t, int64_t
 from libcpp.vector cimport vector
-from libcpp.algorithm cimport sort
 
 import numpy as np
 
-from sparse_rows cimport indptr_t
+from sparse_rows cimport add_label_rows, indptr_t
 
 
 def add_rows_by_label(float[:, ::1] acc, const double[:, ::1] rows,
@@ -46,7 +45,7 @@ def centroids_by_label(const int64_t[::1] xp, const int32_t[::1] xi, const doubl
     Each mean is added up over the points in ascending order, each term
     (1 / count) * value, and a column whose sum is exactly 0 is left out:
     what scipy's sparse product gave (the earlier code), to the bit."""
-    cdef int64_t n = xp.shape[0] - 1, n_labels = lptr.shape[0] - 1, i, e, l, k, nnz = 0
+    cdef int64_t n = xp.shape[0] - 1, n_labels = lptr.shape[0] - 1, l, k, nnz = 0
     cdef int32_t f
     cdef double c
     if lptr[n_labels] > lpts.shape[0] or (
@@ -70,17 +69,9 @@ def centroids_by_label(const int64_t[::1] xp, const int32_t[::1] xi, const doubl
             if lptr[l + 1] == lptr[l]:
                 continue
             c = 1.0 / <double> (lptr[l + 1] - lptr[l])
-            n_touched = 0
-            for k in range(lptr[l], lptr[l + 1]):
-                i = lpts[k]
-                for e in range(xp[i], xp[i + 1]):
-                    f = xi[e]
-                    if not seen[f]:
-                        seen[f] = 1
-                        touched[n_touched] = f
-                        n_touched += 1
-                    acc[f] += c * xb[e]
-            sort(&touched[0], &touched[0] + n_touched)
+            n_touched = add_label_rows(&xp[0], &xi[0], &xb[0], &lpts[lptr[l]],
+                                       lptr[l + 1] - lptr[l], c, &acc[0], &seen[0],
+                                       &touched[0])
             for k in range(n_touched):
                 f = touched[k]
                 if acc[f] != 0.0:

@@ -24,7 +24,7 @@ from libcpp.algorithm cimport sort
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport csr_pieces, mt19937, padded, tree_seed
+from sparse_rows cimport add_label_rows, csr_pieces, mt19937, padded, tree_seed
 
 cnp.import_array()
 
@@ -65,30 +65,23 @@ cdef void _centroids(const int64_t* xp, const int32_t* xi, const float* xv, cons
                      vector[int64_t]& ptr, vector[int32_t]& idx,
                      vector[float]& val) except + nogil:
     cdef vector[double] acc
-    cdef vector[char] mark
+    cdef vector[signed char] mark
     cdef vector[int32_t] touched
-    cdef int64_t l, q, r, a
-    cdef int32_t p, f
+    cdef int64_t l, a, n_touched
+    cdef int32_t f
     cdef double norm
-    acc.resize(D, 0.0)
-    mark.resize(D, 0)
+    acc.resize(D + 1, 0.0)
+    mark.resize(D + 1, 0)
+    touched.resize(D + 1)
     ptr.push_back(0)
     for l in range(L):
-        touched.clear()
-        for q in range(lp[l], lp[l + 1]):
-            p = li[q]
-            for r in range(xp[p], xp[p + 1]):
-                f = xi[r]
-                if not mark[f]:
-                    mark[f] = 1
-                    touched.push_back(f)
-                acc[f] += xv[r]
-        sort(touched.begin(), touched.end())
+        n_touched = add_label_rows(xp, xi, xv, &li[lp[l]], lp[l + 1] - lp[l], 1.0, acc.data(),
+                                   mark.data(), touched.data())
         norm = 0
-        for a in range(<int64_t> touched.size()):
+        for a in range(n_touched):
             norm += acc[touched[a]] * acc[touched[a]]
         norm = sqrt(norm) if norm > 0 else 1.0
-        for a in range(<int64_t> touched.size()):
+        for a in range(n_touched):
             f = touched[a]
             if fabs(acc[f] / norm) > threshold:
                 idx.push_back(f)
@@ -145,45 +138,33 @@ cdef class ParabelNode:
         self.fmap.resize(data.d, -1)
         self.lmap.resize(data.L, -1)
 
-    def split(self, ParabelData data, labels, uint32_t seed):
-        """Split a node of labels `labels` (int32, ascending): (group of each
-        label, the number of children, and the children's classifiers as CSR
-        pieces over the features, a row per child)."""
+    def node(self, ParabelData data, labels, uint32_t seed, bint leaf):
+        """Train a node of labels `labels` (int32, ascending): a leaf, one
+        classifier per label; else the labels clustered into children, one
+        classifier per child. Returns (the classifier of each label: its
+        own, or its child's; the number of classifiers; their weights as CSR
+        pieces over the features, a row per classifier)."""
         cdef const int32_t[::1] lab = padded(labels, np.int32)
         cdef int64_t m = np.shape(labels)[0]
         group_arr = np.zeros(max(m, 1), np.int32)
         cdef int32_t[::1] group = group_arr
-        cdef int64_t j, n_child = 0
+        cdef int64_t j, n_cls = 0
         self.wp.clear(); self.wi.clear(); self.wv.clear()
         with nogil:
             self.rng.seed(seed)
             self._gather(data, &lab[0], m)
-            self._cluster(data, &lab[0], m, &group[0])
+            if leaf:
+                for j in range(m):
+                    group[j] = <int32_t> j
+            else:
+                self._cluster(data, &lab[0], m, &group[0])
             for j in range(m):
-                if group[j] + 1 > n_child:
-                    n_child = group[j] + 1
+                if group[j] + 1 > n_cls:
+                    n_cls = group[j] + 1
             self._targets(data, &lab[0], m, &group[0])
-            self._solve(n_child)
+            self._solve(n_cls)
             self._release()
-        return (group_arr[:m], int(n_child), *csr_pieces(self.wp, self.wi, self.wv))
-
-    def leaf(self, ParabelData data, labels, uint32_t seed):
-        """The classifiers of a leaf of labels `labels` (int32, ascending): CSR
-        pieces over the features, a row per label."""
-        cdef const int32_t[::1] lab = padded(labels, np.int32)
-        cdef int64_t m = np.shape(labels)[0]
-        cdef vector[int32_t] group
-        cdef int64_t j
-        self.wp.clear(); self.wi.clear(); self.wv.clear()
-        with nogil:
-            self.rng.seed(seed)
-            self._gather(data, &lab[0], m)
-            for j in range(m):
-                group.push_back(<int32_t> j)
-            self._targets(data, &lab[0], m, group.data())
-            self._solve(m)
-            self._release()
-        return csr_pieces(self.wp, self.wi, self.wv)
+        return (group_arr[:m], int(n_cls), *csr_pieces(self.wp, self.wi, self.wv))
 
     cdef void _gather(self, ParabelData data, const int32_t* labels, int64_t m) except + nogil:
         """The node's points (those of its labels) and their features, as
