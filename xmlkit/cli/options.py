@@ -45,11 +45,13 @@ SEED_TREES = Opt("seed", ("--seed",), "Random seed; tree t draws from a stream d
                                       "from (seed, t), so a tree does not depend on -T.")
 BIAS = Opt("bias", ("-b", "--bias"), "Value of the bias feature added to every point.")
 
+START_TREE = Opt("start_tree", ("-s", "--start-tree"),
+                 "Index of the first tree: trees -s .. -s+t-1 are grown (shards of one "
+                 "model use different ranges).")
+
 FASTXML = (
     _trees("Number of trees to grow."),
-    Opt("start_tree", ("-s", "--start-tree"),
-        "Index of the first tree: trees -s .. -s+t-1 are grown (shards of one model "
-        "use different ranges)."),
+    START_TREE,
     Opt("threads", ("-T", "--threads"), "Trees grown in parallel (threads; worker "
                                         "processes with --solver liblinear); a thread "
                                         "left without a tree grows nodes of the trees "
@@ -133,9 +135,7 @@ LDSM = (
 
 PARABEL = (
     _trees("Number of trees to grow."),
-    Opt("start_tree", ("-s", "--start-tree"),
-        "Index of the first tree: trees -s .. -s+t-1 are grown (shards of one model "
-        "use different ranges)."),
+    START_TREE,
     Opt("threads", ("-T", "--threads"), "Nodes trained in parallel (threads): the nodes "
         "of one level of a tree at once."),
     Opt("arity", ("--arity",), "Children per internal node: 2 (Parabel) or more (Bonsai's "
