@@ -88,13 +88,14 @@ def test_every_family_follows_the_family_recipe(family):
     """Each family is where the recipe puts it: its module, its registry
     entry, its option table, its generated option block in algorithms.md
     (the embedding and the linear model have theirs in docs/cli.md only),
-    and the tests' tiny settings."""
+    its name on the package, and the tests' tiny settings."""
     from conftest import FAMILIES, OTHER_PARAMS
-    from xmlkit.cli.options import TRAIN_OPTIONS
+    from xmlkit.cli.options import PREDICT_OPTIONS, TRAIN_OPTIONS
     cls = xmlkit.REGISTRY[family]
     assert (ROOT / "xmlkit" / "models" / f"{family}.py").is_file()
     assert inspect.getsourcefile(cls).endswith(f"{family}.py")
     assert family in TRAIN_OPTIONS and family in FAMILIES and family in OTHER_PARAMS
+    assert family in PREDICT_OPTIONS and getattr(xmlkit, cls.__name__) is cls
     text = (ROOT / "docs" / "algorithms.md").read_text()
     assert f"<!-- begin options-{family} -->" in text
 
