@@ -127,6 +127,16 @@ def with_bias(R, bias):
     return ptr, idx, val
 
 
+def transpose_rows(R, n_cols):
+    """CSR arrays of the transpose of Rows R (numpy only, stable: the rows of
+    a column ascending): (ptr int64, row indices int32, values)."""
+    order = np.argsort(R.indices, kind="stable")
+    rows = np.repeat(np.arange(R.shape[0], dtype=np.int32), np.diff(R.indptr))
+    ptr = np.zeros(n_cols + 1, np.int64)
+    np.cumsum(np.bincount(R.indices, minlength=n_cols), out=ptr[1:])
+    return ptr, rows[order], R.data[order]
+
+
 # -- blocks of rows: scoring in chunks on threads, stacking the pieces
 #: rows a scoring kernel handles per call
 CHUNK_ROWS = 256

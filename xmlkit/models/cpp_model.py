@@ -206,7 +206,8 @@ def read_centroids(path, n_features, n_labels):
     """PfastreXML's `w` file (one centroid row per label over D + 1 features)
     as the by-feature arrays xmlkit.models.pfastrexml re-ranks with."""
     from xmlkit.io import read_xc
-    from xmlkit.models.pfastrexml import check_tail, transpose_rows
+    from xmlkit.csr import transpose_rows
+    from xmlkit.models.pfastrexml import check_tail
     if not Path(path).is_file():
         raise XmlkitError(f"{path}: missing (the model was trained without tail "
                           "classifiers: predict with trees only)")

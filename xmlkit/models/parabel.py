@@ -29,7 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from xmlkit import checks
-from xmlkit.csr import dense_rows, like, model_rows, score_rows, unit_rows, with_bias
+from xmlkit.csr import (dense_rows, like, model_rows, score_rows, transpose_rows, unit_rows,
+                        with_bias)
 from xmlkit.models.base import (C_INT_MAX, MAX_TREES, RANKED_DECISION, SEED, auto_or,
                                 boolean, integer, one_of, real, usable_threads)
 from xmlkit.models.tree_family import TreeEnsemble, check_tree_range
@@ -157,20 +158,15 @@ class Parabel(TreeEnsemble):
     def _data(self, X, Y):
         """The training data as the node kernels read them (ParabelData)."""
         from xmlkit._ext.parabel_tree import ParabelData, label_centroids
-        n, D = X.shape
-        L = Y.shape[1]
+        D, L = X.shape[1], Y.shape[1]
         U = unit_rows(X)
         xp, xi, xv = with_bias(U, self.bias)
-        yi = np.ascontiguousarray(Y.indices, dtype=np.int32)
-        order = np.argsort(yi, kind="stable")
-        li = np.repeat(np.arange(n, dtype=np.int32), np.diff(Y.indptr))[order]
-        lp = np.zeros(L + 1, np.int64)
-        np.cumsum(np.bincount(yi, minlength=L), out=lp[1:])
+        lp, li, _ = transpose_rows(Y, L)
         cp, ci, cv = label_centroids(np.ascontiguousarray(U.indptr, dtype=np.int64),
                                      U.indices, U.data, lp, li, D,
                                      float(self.centroid_threshold))
-        return ParabelData(xp, xi, xv, np.ascontiguousarray(Y.indptr, dtype=np.int64), yi,
-                           lp, li, cp, ci, cv, D + 1, L)
+        return ParabelData(xp, xi, xv, np.ascontiguousarray(Y.indptr, dtype=np.int64),
+                           Y.indices, lp, li, cp, ci, cv, D + 1, L)
 
     def _builder(self, data):
         from xmlkit._ext.parabel_tree import ParabelNode

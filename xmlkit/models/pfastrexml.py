@@ -13,7 +13,7 @@ import numpy as np
 
 from xmlkit import checks
 
-from xmlkit.csr import Rows, as_rows, like, summed_duplicates
+from xmlkit.csr import Rows, as_rows, like, summed_duplicates, transpose_rows
 from xmlkit.errors import InvalidParameterError, XmlkitError
 from xmlkit.arrayfile import sha256
 from xmlkit.metrics import PROPENSITY_PRESETS, inverse_propensity, propensity_ab
@@ -66,15 +66,6 @@ def centroids_by_feature(X, Y, bias):
     # each label's points, ascending
     label_ptr, label_points, _ = transpose_rows(Y, Y.shape[1])
     return centroids_by_label(ptr, idx, val, label_ptr, label_points, d + 1)
-
-
-def transpose_rows(R, n_cols):
-    """CSR arrays of the transpose of Rows R (numpy only, stable)."""
-    order = np.argsort(R.indices, kind="stable")
-    rows = np.repeat(np.arange(R.shape[0], dtype=np.int32), np.diff(R.indptr))
-    ptr = np.zeros(n_cols + 1, np.int64)
-    np.cumsum(np.bincount(R.indices, minlength=n_cols), out=ptr[1:])
-    return ptr, rows[order], R.data[order]
 
 
 class PfastreXML(FastXML):

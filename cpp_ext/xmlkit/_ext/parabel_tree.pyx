@@ -299,7 +299,6 @@ cdef class ParabelNode:
             group[j] = renum[group[j]]
 
 
-
 cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int64_t m,
                   int64_t K, bint balanced, int32_t* group) except + nogil:
     """Spherical k-means of the node's label centroids into K clusters
@@ -316,7 +315,7 @@ cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int
     cdef vector[int64_t] count
     cdef int64_t j, c, a, q, l, best, cap, rounds = 0
     cdef int32_t f
-    cdef double old_obj = -10000, obj = -1, s
+    cdef double old_obj = -10000, obj = -1
     centre.resize(nf * K, 0.0)
     cos.resize(m * K, 0.0)
     norm.resize(K, 0.0)
