@@ -186,8 +186,9 @@ def cpp_files(xc_path):
 def side_by_side_steps(cfg, work, threads, rounds):
     """One timed step per configuration and thread count: `rounds` rounds,
     each running the C++ tool's training, then xmlkit's, then both
-    predictions (alternating, so both see the same machine state)."""
-    if cpp_bin() is None:
+    predictions (alternating, so both see the same machine state); none for
+    a configuration without the C++ tool's commands."""
+    if cpp_bin() is None or "cpp_train" not in cfg:
         return []
     train = cfg.get("train_file") or data_file(cfg["set"], "train")
     test = cfg.get("test_file") or data_file(cfg["set"], "test")
