@@ -185,3 +185,20 @@ def test_damaged_tree_is_refused(edit):
         tree["w_ptr"] = tree["w_ptr"][:-1]
     with pytest.raises(DamagedModel):
         check_tree(tree, 2, 2, "t")
+
+
+def test_root_too_large_for_memory_is_refused(tmp_path):
+    """A root the k-means cannot hold (10^5 labels into 65536 balanced
+    clusters: cosines and sorted pairs of 6.5 10^9 entries) is refused before it
+    is allocated: one line, exit 2, no tree; the same data at arity 2 train."""
+    rows = [f"{i % 100},{100 + i * 991 % (10**5 - 100)} {i % 50}:1.0 {50 + i % 7}:0.5"
+            for i in range(200)]
+    data = tmp_path / "many.txt"
+    data.write_text(f"200 60 {10**5}\n" + "\n".join(rows) + "\n")
+    r = run_cli("xml-train", data, tmp_path / "m", "--algorithm", "parabel", "--arity",
+                "65536", "-t", "1")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "out of memory" in r.stderr and "arity 65536" in r.stderr
+    assert not (tmp_path / "m" / "tree_00000.npz").exists()
+    r = run_cli("xml-train", data, tmp_path / "m2", "--algorithm", "parabel", "-t", "1", "-q")
+    assert r.returncode == 0 and (tmp_path / "m2" / "tree_00000.npz").exists(), r.stderr

@@ -152,6 +152,30 @@ class Parabel(TreeEnsemble):
         return ["beam_width"] if self._predict_params(**given)["beam_width"] != own else []
 
     # -- training
+    def start_fit(self, X, Y):
+        """The shared checks, then the memory the root node needs on each
+        thread, refused before it is allocated (xmlkit._memory): its k-means
+        (centres over the features the points use and cosines of the labels,
+        arity each,
+        float64; balanced arity > 2 also sorts every (label, centre) pair)
+        or its classifiers (the dual variables of a block of classifiers
+        per point, and the block's weights: parabel_tree.BLOCK)."""
+        X, Y = super().start_fit(X, Y)
+        from xmlkit._memory import require_memory
+        from xmlkit._ext.parabel_tree import BLOCK
+        max_block, block_bytes = BLOCK
+        p = self.params
+        (n, D), L = X.shape, Y.shape[1]
+        K = min(p.arity, L)
+        used = int(np.count_nonzero(np.bincount(X.indices, minlength=D))) + 1   # (the bias)
+        kmeans = 8 * K * (used + L) + (16 * K * L if p.balanced and K > 2 else 0)
+        solver = n * min(K, max_block) * (16 if p.loss == "log" else 8) + block_bytes
+        require_memory(p.threads * max(kmeans, solver),
+                       f"Parabel's root node (arity {K}) on {n} points, {D} features and "
+                       f"{L} labels with {p.threads} thread(s)",
+                       "; a smaller --arity or fewer threads may help")
+        return X, Y
+
     def _wanted_trees(self):
         return list(range(self.start_tree, self.start_tree + self.n_trees))
 

@@ -37,6 +37,10 @@ cdef enum:
     # Newton steps at most per coordinate (logistic loss), as liblinear
     MAX_INNER = 100
 
+#: (classifiers trained together at most, bytes of their dense weights): what
+#: a node's solver holds (xmlkit.models.parabel checks the memory for it)
+BLOCK = (MAX_BLOCK, BLOCK_BYTES)
+
 
 def node_seed(uint64_t seed, uint64_t tree, uint64_t node):
     """The seed of node `node` of tree `tree` (its k-means start and solver
