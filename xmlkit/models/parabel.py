@@ -173,7 +173,7 @@ class Parabel(TreeEnsemble):
         require_memory(p.threads * max(kmeans, solver),
                        f"Parabel's root node (arity {K}) on {n} points, {D} features and "
                        f"{L} labels with {p.threads} thread(s)",
-                       "; a smaller --arity or fewer threads may help")
+                       "; a smaller arity or fewer threads may help")
         return X, Y
 
     def _wanted_trees(self):
