@@ -2,9 +2,10 @@
 size of xmlkit's Parabel through the command line, with the C++ defaults (3
 trees, -m 100, squared-hinge classifiers, beam 10), on Bibtex, Delicious and
 the two real text sets of ../shared/data (debtags: short descriptions;
-manpages: long documents), next to the original C++ tool.
+manpages: long documents) and Mulan's Yeast (dense) and Corel5k, next to the
+original C++ tool.
 
-    python scripts/bench_parabel.py [--configs bibtex delicious debtags manpages]
+    python scripts/bench_parabel.py [--configs bibtex delicious debtags manpages ...]
         [--seeds 0 1 2 3 4] [--timing-seeds 0 1 2] [--threads 1 2] [--trees 3]
         [--rounds 3] [--markdown results/parabel.md]
 
@@ -31,7 +32,8 @@ CONFIGS = [
     *({"name": name, "label": f"{label} Parabel", "set": name, "train_args": ARGS, **SBS,
        "variants": [("", "", [], {"cpp": {}, "target": "P@k ≥ the C++ tool's − 0.2"})]}
       for name, label in (("bibtex", "Bibtex"), ("delicious", "Delicious"),
-                          ("debtags", "debtags"), ("manpages", "manpages"))),
+                          ("debtags", "debtags"), ("manpages", "manpages"),
+                          ("yeast", "Yeast"), ("corel5k", "Corel5k"))),
     *({"name": f"{name}_bonsai", "label": f"{label} wide trees (Bonsai)", "set": name,
        "train_args": BONSAI, "variants": [("", "", [], {})]}
       for name, label in (("debtags", "debtags"), ("manpages", "manpages"))),
