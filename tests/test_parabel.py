@@ -79,6 +79,30 @@ def test_beam_search_by_hand(loss):
     assert one == pytest.approx([0.0, s1], rel=1e-6)
 
 
+def test_weights_grouped_by_node_by_hand():
+    """The kernel's layout of the hand tree: group i holds node i's children's
+    classifiers (internal) or its labels' (leaf), feature-major, features in
+    the order first met; a pointer or index out of range is refused."""
+    from xmlkit._ext.parabel_predict import group_weights
+    t = _hand_tree()
+    g_ptr, u_feat, u_ptr, e_col, e_val = group_weights(
+        t["c_ptr"], t["l_ptr"], t["w_ptr"], t["w_idx"], t["w_val"], 3)
+    # root: children 1 (w: f0 = 1) and 2 (f1 = 1, bias f2 = 0.5); leaf 1: label entry
+    # 0 (f2 = 2); leaf 2: label entry 1 (f0 = -1)
+    assert g_ptr.tolist() == [0, 3, 4, 5]
+    assert u_feat[:5].tolist() == [0, 1, 2, 2, 0]
+    assert u_ptr.tolist() == [0, 1, 2, 3, 4, 5]
+    assert e_col[:5].tolist() == [0, 1, 1, 0, 0]
+    assert e_val[:5].tolist() == [1, 1, 0.5, 2, -1]
+    for key, bad in (("w_idx", np.array([0, 1, 3, 2, 0], np.int32)),
+                     ("w_ptr", np.array([0, 0, 1, 9, 4, 5], np.int64)),
+                     ("l_ptr", np.array([0, 0, 3, 2], np.int64))):
+        arrays = {**t, key: bad}
+        with pytest.raises(ValueError):
+            group_weights(arrays["c_ptr"], arrays["l_ptr"], arrays["w_ptr"], arrays["w_idx"],
+                          arrays["w_val"], 3)
+
+
 def test_leaf_classifier_is_liblinears_l2_svc():
     """A root leaf's classifier, solved to a tight tolerance without the weight
     threshold, is liblinear's L2R_L2LOSS_SVC_DUAL solution on the unit rows

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from xmlkit import checks
-from xmlkit.csr import (dense_rows, like, model_rows, score_rows, transpose_rows, unit_rows,
+from xmlkit.csr import (like, model_rows, score_rows, transpose_rows, unit_rows,
                         with_bias)
 from xmlkit.models.base import (C_INT_MAX, MAX_TREES, RANKED_DECISION, SEED, auto_or,
                                 boolean, integer, one_of, real, usable_threads)
@@ -271,21 +271,17 @@ class Parabel(TreeEnsemble):
     # -- prediction
     def _kernel(self):
         """The kernel over the trees, kept while they are the same objects:
-        each tree's arrays where they lie, with dense copies of its long
-        classifier rows."""
+        each tree's links where they lie, its classifiers regrouped by the
+        node that scores them."""
         from xmlkit._ext.parabel_predict import ParabelKernel
         self._require_whole_trees()
         trees = tuple(self.trees_.items())
         cached = getattr(self, "_packed", None)
         if cached is not None and cached[0] == trees:
             return cached[1]
-        d = self.n_features_in_ + 1
-        ready = []
-        for t in sorted(self.trees_):
-            tree = self.trees_[t]
-            dense_id, dense = dense_rows(tree["w_ptr"], tree["w_idx"], tree["w_val"], d)
-            ready.append({**tree, "dense_id": dense_id, "dense": dense})
-        kernel = ParabelKernel(ready, d, self.bias, self.n_labels_, LOSSES.index(self.loss))
+        kernel = ParabelKernel([self.trees_[t] for t in sorted(self.trees_)],
+                               self.n_features_in_ + 1, self.bias, self.n_labels_,
+                               LOSSES.index(self.loss))
         self._packed = (trees, kernel)
         return kernel
 

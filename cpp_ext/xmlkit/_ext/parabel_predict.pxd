@@ -7,17 +7,19 @@ from libcpp.vector cimport vector
 
 
 cdef struct ParabelTree:
-    # one tree's arrays, read where they lie (nodes in breadth-first order; the root is 0)
-    int64_t n_nodes                      # nodes of the tree
+    # one tree, its classifiers regrouped by the node that scores them: group i
+    # holds node i's children's classifiers (an internal node) or its labels'
+    # (a leaf), feature-major, so that scoring a point at node i costs its
+    # non-zeros and the weights they meet, not group size x non-zeros
+    int64_t n_nodes                      # nodes of the tree (breadth-first; the root is 0)
     const int64_t* c_ptr                 # children of node i: nodes c_ptr[i] .. c_ptr[i + 1] - 1
     const int64_t* l_ptr                 # labels of node i (a leaf): l_idx[l_ptr[i] .. l_ptr[i + 1] - 1]
     const int32_t* l_idx                 # label of each leaf entry
-    const int64_t* w_ptr                 # classifier rows: node i's is row i (the root's is empty),
-                                         # leaf entry q's is row n_nodes + q
-    const int32_t* w_idx                 # feature of each weight (d - 1: the bias)
-    const float* w_val                   # value of each weight
-    const int64_t* dense_id              # row of `dense` holding classifier row j, or -1
-    const float* dense                   # long classifier rows as dense rows (d wide)
+    const int64_t* g_ptr                 # features of group i: u_feat[g_ptr[i] .. g_ptr[i + 1] - 1]
+    const int32_t* u_feat                # feature of each group feature (d - 1: the bias)
+    const int64_t* u_ptr                 # weights of group feature u: e_col/e_val[u_ptr[u] .. u_ptr[u + 1] - 1]
+    const int32_t* e_col                 # classifier of each weight, 0-based within its group
+    const float* e_val                   # value of each weight
 
 
 cdef class ParabelKernel:
@@ -26,4 +28,5 @@ cdef class ParabelKernel:
     cdef int64_t d                       # feature columns with the bias column (index d - 1)
     cdef double bias                     # value of the bias feature
     cdef int64_t n_labels                # label columns
+    cdef int64_t widest                  # classifiers of the largest group
     cdef int loss                        # 0: squared hinge, 1: logistic

@@ -30,83 +30,59 @@ cdef inline double _loglik(double z, int loss) noexcept nogil:
     return -(1 - z) * (1 - z) if z < 1 else 0.0
 
 
-cdef inline const float* _open_row(const ParabelTree* tv, int64_t row, int64_t d,
-                                   vector[float]& wd) noexcept nogil:
-    """Classifier row `row` as a dense row of d floats: its dense copy, else
-    scattered into wd (zero it again with _close_row)."""
-    cdef int64_t q, dr = tv.dense_id[row]
-    if dr >= 0:
-        return tv.dense + dr * d
-    for q in range(tv.w_ptr[row], tv.w_ptr[row + 1]):
-        wd[tv.w_idx[q]] = tv.w_val[q]
-    return wd.data()
-
-
-cdef inline void _close_row(const ParabelTree* tv, int64_t row,
-                            vector[float]& wd) noexcept nogil:
-    cdef int64_t q
-    if tv.dense_id[row] < 0:
-        for q in range(tv.w_ptr[row], tv.w_ptr[row + 1]):
-            wd[tv.w_idx[q]] = 0
-
-
-cdef inline double _margin(const float* w, int64_t d, double bias, const int64_t* rp,
-                           const int32_t* xi, const float* sv, int64_t r) noexcept nogil:
-    """w.x of a dense classifier row and chunk row r (unit values sv, the
-    bias last): summed over the row's entries in order, whatever the chunk."""
-    cdef int64_t q
-    cdef double z = 0
-    for q in range(rp[r], rp[r + 1]):
-        z += w[xi[q]] * sv[q]
-    return z + w[d - 1] * bias
-
-
-cdef void _expand(const ParabelTree* tv, int loss, int64_t d, double bias, const int64_t* rp,
-                  const int32_t* xi, const float* sv, vector[Visit]& visits,
-                  vector[vector[pair[double, int32_t]]]& nxt, vector[float]& wd) noexcept nogil:
-    """Score the visits ((child, row), parent's -log-score), grouped by node
-    so that a classifier row is made dense once for all its rows; each row's
-    candidates go to nxt[row] as (-log-score, node)."""
-    cdef size_t a = 0, b
-    cdef int32_t node
-    cdef const float* w
+cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int64_t* rp,
+                        const int32_t* xi, const float* sv, vector[Visit]& visits,
+                        vector[int32_t]& slot, vector[double]& acc,
+                        vector[vector[pair[double, int32_t]]]& nxt,
+                        vector[vector[pair[int32_t, double]]]& items, int64_t d) noexcept nogil:
+    """Score the visits ((node, row), node's -log-score), grouped by node so
+    that a group's features are laid out once (slot: feature -> its place in
+    the group, else -1) for all the rows that reach it. Each margin is the sum
+    over the row's entries in order, then the bias: the same sum, to the bit,
+    as a classifier row's dot product. An internal node's children go to
+    nxt[row] as (-log-score, child); a leaf's labels to items[row] as (label,
+    probability)."""
+    cdef size_t a = 0, b, c
+    cdef int32_t node, u
+    cdef int64_t g0, g1, q, e, k, width, row, first, bias_u
+    cdef bint leaf
+    cdef double s
     sort(visits.begin(), visits.end())
     while a < visits.size():
         node = visits[a].first.first
-        w = _open_row(tv, node, d, wd)
         b = a
         while b < visits.size() and visits[b].first.first == node:
-            nxt[visits[b].first.second].push_back(pair[double, int32_t](
-                visits[b].second - _loglik(_margin(w, d, bias, rp, xi, sv,
-                                                   visits[b].first.second), loss), node))
             b += 1
-        _close_row(tv, node, wd)
-        a = b
-
-
-cdef void _leaves(const ParabelTree* tv, int loss, int64_t d, double bias, const int64_t* rp,
-                  const int32_t* xi, const float* sv, vector[Visit]& visits,
-                  vector[vector[pair[int32_t, double]]]& items, vector[float]& wd) noexcept nogil:
-    """The labels of the visited leaves ((leaf, row), leaf's -log-score):
-    items[row] gets (label, probability) for each, leaf by leaf."""
-    cdef size_t a = 0, b, c
-    cdef int32_t leaf
-    cdef int64_t e, row
-    cdef const float* w
-    sort(visits.begin(), visits.end())
-    while a < visits.size():
-        leaf = visits[a].first.first
-        b = a
-        while b < visits.size() and visits[b].first.first == leaf:
-            b += 1
-        for e in range(tv.l_ptr[leaf], tv.l_ptr[leaf + 1]):
-            row = tv.n_nodes + e
-            w = _open_row(tv, row, d, wd)
-            for c in range(a, b):
-                items[visits[c].first.second].push_back(pair[int32_t, double](
-                    tv.l_idx[e], exp(-visits[c].second + _loglik(
-                        _margin(w, d, bias, rp, xi, sv, visits[c].first.second), loss))))
-            _close_row(tv, row, wd)
+        leaf = tv.c_ptr[node] == tv.c_ptr[node + 1]
+        if leaf:
+            first, width = tv.l_ptr[node], tv.l_ptr[node + 1] - tv.l_ptr[node]
+        else:
+            first, width = tv.c_ptr[node], tv.c_ptr[node + 1] - tv.c_ptr[node]
+        g0, g1 = tv.g_ptr[node], tv.g_ptr[node + 1]
+        for q in range(g0, g1):
+            slot[tv.u_feat[q]] = <int32_t> (q - g0)
+        bias_u = slot[d - 1]
+        for c in range(a, b):
+            row = visits[c].first.second
+            for q in range(rp[row], rp[row + 1]):
+                u = slot[xi[q]]
+                if u >= 0:
+                    for e in range(tv.u_ptr[g0 + u], tv.u_ptr[g0 + u + 1]):
+                        acc[tv.e_col[e]] += tv.e_val[e] * sv[q]
+            if bias_u >= 0:
+                for e in range(tv.u_ptr[g0 + bias_u], tv.u_ptr[g0 + bias_u + 1]):
+                    acc[tv.e_col[e]] = acc[tv.e_col[e]] + tv.e_val[e] * bias
+            s = visits[c].second
+            for k in range(width):
+                if leaf:
+                    items[row].push_back(pair[int32_t, double](
+                        tv.l_idx[first + k], exp(-s + _loglik(acc[k], loss))))
+                else:
+                    nxt[row].push_back(pair[double, int32_t](
+                        s - _loglik(acc[k], loss), <int32_t> (first + k)))
+                acc[k] = 0
+        for q in range(g0, g1):
+            slot[tv.u_feat[q]] = -1
         a = b
 
 
@@ -114,12 +90,14 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
                   int64_t nr, const int64_t* rp, const int32_t* xi, const float* sv,
                   vector[vector[pair[double, int32_t]]]& cur,
                   vector[vector[pair[double, int32_t]]]& nxt, vector[Visit]& visits,
-                  vector[vector[pair[int32_t, double]]]& items, vector[float]& wd) noexcept nogil:
-    """Tree tv's beam search for the nr rows of a chunk, level by level; the
-    labels of each row's final leaves appended to items[row]."""
+                  vector[vector[pair[int32_t, double]]]& items, vector[int32_t]& slot,
+                  vector[double]& acc) noexcept nogil:
+    """Tree tv's beam search for the nr rows of a chunk, level by level (a
+    leaf in the beam stays in it); the labels of each row's final leaves
+    appended to items[row]."""
     cdef int64_t r
     cdef size_t a
-    cdef int32_t node, c
+    cdef int32_t node
     for r in range(nr):
         cur[r].clear()
         cur[r].push_back(pair[double, int32_t](0.0, 0))
@@ -131,12 +109,12 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
                 node = cur[r][a].second
                 if tv.c_ptr[node] == tv.c_ptr[node + 1]:
                     nxt[r].push_back(cur[r][a])
-                for c in range(tv.c_ptr[node], tv.c_ptr[node + 1]):
-                    visits.push_back(Visit(pair[int32_t, int32_t](c, <int32_t> r),
+                else:
+                    visits.push_back(Visit(pair[int32_t, int32_t](node, <int32_t> r),
                                            cur[r][a].first))
         if visits.size() == 0:
             break
-        _expand(tv, loss, d, bias, rp, xi, sv, visits, nxt, wd)
+        _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, acc, nxt, items, d)
         for r in range(nr):
             if nxt[r].size() > <size_t> beam:
                 partial_sort(nxt[r].begin(), nxt[r].begin() + beam, nxt[r].end())
@@ -147,7 +125,7 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
         for a in range(cur[r].size()):
             visits.push_back(Visit(pair[int32_t, int32_t](cur[r][a].second, <int32_t> r),
                                    cur[r][a].first))
-    _leaves(tv, loss, d, bias, rp, xi, sv, visits, items, wd)
+    _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, acc, nxt, items, d)
 
 
 cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
@@ -159,8 +137,9 @@ cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
     cdef int n_trees = <int> f.trees.size()
     cdef int t
     cdef vector[int64_t] rp
-    cdef vector[float] sv, wd
-    cdef vector[double] acc
+    cdef vector[float] sv
+    cdef vector[int32_t] slot
+    cdef vector[double] acc, margins
     cdef vector[int32_t] touched
     cdef vector[vector[pair[double, int32_t]]] cur, nxt
     cdef vector[vector[pair[int32_t, double]]] items
@@ -170,8 +149,9 @@ cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
     cdef size_t a
     cdef int32_t lab
     cdef double norm
-    wd.resize(d, 0.0)
+    slot.resize(d, -1)
     acc.resize(f.n_labels, 0.0)
+    margins.resize(f.widest, 0.0)
     cur.resize(nr)
     nxt.resize(nr)
     items.resize(nr)
@@ -187,7 +167,7 @@ cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
             sv[q] = <float> (xv[base + q] / norm)
     for t in range(n_trees):
         _search(&f.trees[t], beam, f.loss, d, f.bias, nr, rp.data(), xi + base, sv.data(),
-                cur, nxt, visits, items, wd)
+                cur, nxt, visits, items, slot, margins)
     for r in range(nr):
         touched.clear()
         for a in range(items[r].size()):
@@ -203,42 +183,128 @@ cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
         emit_top(ranked, topk, sel, out)
 
 
+cdef int _group_pass(const int64_t* cp, const int64_t* lp, const int64_t* wp,
+                     const int32_t* wi, const float* wv, int64_t n, int64_t d, int64_t n_w,
+                     int64_t* count, int64_t* g_ptr, int32_t* u_feat, int64_t* u_ptr,
+                     int32_t* e_col, float* e_val) noexcept nogil:
+    """One pass over the groups (see ParabelTree): with u_feat NULL, count
+    each group's features into g_ptr; else lay its n_w weights out
+    feature-major, each group's features in the order first met. count: d
+    zeros, left zero. Every pointer and index is bounded where it is used (the
+    arrays may be a mapped file): returns -1 when one is out of range, else 0."""
+    cdef int64_t n_rows = n + lp[n], i, j, lo, hi, q, f, k, g
+    for i in range(n):
+        if cp[i] < cp[i + 1]:
+            lo, hi = cp[i], cp[i + 1]
+        else:
+            lo, hi = n + lp[i], n + lp[i + 1]
+        if lo < 1 or lo > hi or hi > n_rows:
+            return -1
+        g = 0 if u_feat == NULL else g_ptr[i]
+        for j in range(lo, hi):
+            if wp[j] < 0 or wp[j] > wp[j + 1] or wp[j + 1] > n_w:
+                return -1
+            for q in range(wp[j], wp[j + 1]):
+                f = wi[q]
+                if f < 0 or f >= d:
+                    return -1
+                if count[f] == 0:
+                    if u_feat != NULL:
+                        if g >= g_ptr[i + 1]:
+                            return -1
+                        u_feat[g] = <int32_t> f
+                    g += 1
+                count[f] += 1
+        if u_feat == NULL:
+            g_ptr[i + 1] = g_ptr[i] + g
+        else:
+            for q in range(g_ptr[i], g):              # the places, then the cursors
+                u_ptr[q + 1] = u_ptr[q] + count[u_feat[q]]
+                count[u_feat[q]] = u_ptr[q]
+            for j in range(lo, hi):
+                for q in range(wp[j], wp[j + 1]):
+                    f = wi[q]
+                    if f < 0 or f >= d or count[f] >= n_w:
+                        return -1
+                    k = count[f]
+                    e_col[k] = <int32_t> (j - lo)
+                    e_val[k] = wv[q]
+                    count[f] = k + 1
+            for q in range(g_ptr[i], g):
+                count[u_feat[q]] = 0
+            continue
+        for j in range(lo, hi):
+            for q in range(wp[j], wp[j + 1]):
+                f = wi[q]
+                if 0 <= f < d:
+                    count[f] = 0
+    return 0
+
+
+def group_weights(const int64_t[::1] cp, const int64_t[::1] lp, const int64_t[::1] wp,
+                  const int32_t[::1] wi, const float[::1] wv, int64_t d):
+    """A tree's classifier rows regrouped by the node that scores them (see
+    ParabelTree in parabel_predict.pxd): (g_ptr, u_feat, u_ptr, e_col, e_val).
+    cp, lp: the tree's child and leaf pointers; wp, wi, wv: its classifier
+    rows (node rows, then leaf entries). ValueError where they disagree."""
+    cdef int64_t n = cp.shape[0] - 1, n_w
+    if n < 1 or lp.shape[0] != n + 1 or lp[n] < 0 or wp.shape[0] != n + lp[n] + 1:
+        raise ValueError("a tree's arrays disagree in length")
+    n_w = min(wi.shape[0], wv.shape[0])
+    count_a = np.zeros(d, np.int64)
+    g_ptr_a = np.zeros(n + 1, np.int64)
+    cdef int64_t[::1] count = count_a, g_ptr = g_ptr_a
+    cdef int rc
+    with nogil:
+        rc = _group_pass(&cp[0], &lp[0], &wp[0], &wi[0], &wv[0], n, d, n_w, &count[0],
+                         &g_ptr[0], NULL, NULL, NULL, NULL)
+    if rc < 0:
+        raise ValueError("a tree's pointers or feature indices are out of range")
+    u_feat_a = np.zeros(max(g_ptr[n], 1), np.int32)
+    u_ptr_a = np.zeros(g_ptr[n] + 1, np.int64)
+    e_col_a = np.zeros(max(n_w, 1), np.int32)
+    e_val_a = np.zeros(max(n_w, 1), np.float32)
+    cdef int32_t[::1] u_feat = u_feat_a, e_col = e_col_a
+    cdef int64_t[::1] u_ptr = u_ptr_a
+    cdef float[::1] e_val = e_val_a
+    with nogil:
+        rc = _group_pass(&cp[0], &lp[0], &wp[0], &wi[0], &wv[0], n, d, n_w, &count[0],
+                         &g_ptr[0], &u_feat[0], &u_ptr[0], &e_col[0], &e_val[0])
+    if rc < 0:
+        raise ValueError("a tree's arrays changed while they were read")
+    return g_ptr_a, u_feat_a, u_ptr_a, e_col_a, e_val_a
+
+
 cdef class ParabelKernel:
-    """A Parabel forest: each tree's arrays read where they lie (a tree's
-    dict of arrays: in memory, or views of its mapped file, checked), with
-    dense copies of its long classifier rows, and the beam search of points
-    through it. Read-only once built. Members: see parabel_predict.pxd."""
+    """A Parabel forest: each tree's links read where they lie (a tree's dict
+    of arrays: in memory, or views of its mapped file, checked) and its
+    classifiers regrouped by node (group_weights), and the beam search of
+    points through it. Read-only once built. Members: see parabel_predict.pxd."""
 
     def __init__(self, trees, int64_t d, double bias, int64_t n_labels, int loss):
         """trees: dicts of c_ptr, l_ptr, l_idx, w_ptr, w_idx, w_val (see
-        xmlkit.models.parabel) and dense_id, dense (csr.dense_rows)."""
+        xmlkit.models.parabel)."""
         cdef ParabelTree v
-        cdef const int64_t[::1] cp, lp, wp, di
-        cdef const int32_t[::1] li, wi
-        cdef const float[::1] wv
-        cdef const float[:, ::1] dense
+        cdef const int64_t[::1] cp, lp, gp, up
+        cdef const int32_t[::1] li, uf, ec
+        cdef const float[::1] ev
         if not trees:
             raise ValueError("no trees")
         self.refs = []
+        self.widest = 1
         for tree in trees:
             cp = np.ascontiguousarray(tree["c_ptr"], dtype=np.int64)
             lp = np.ascontiguousarray(tree["l_ptr"], dtype=np.int64)
-            wp = np.ascontiguousarray(tree["w_ptr"], dtype=np.int64)
             li = padded(tree["l_idx"], np.int32)
-            wi, wv = padded(tree["w_idx"], np.int32), padded(tree["w_val"], np.float32)
-            di = padded(tree["dense_id"], np.int64)
-            dense = np.ascontiguousarray(tree["dense"], dtype=np.float32).reshape(-1, d) \
-                if np.size(tree["dense"]) else np.zeros((1, d), np.float32)
+            gp, uf, up, ec, ev = group_weights(
+                cp, lp, np.ascontiguousarray(tree["w_ptr"], dtype=np.int64),
+                padded(tree["w_idx"], np.int32), padded(tree["w_val"], np.float32), d)
             v.n_nodes = cp.shape[0] - 1
-            if v.n_nodes < 1 or lp.shape[0] != cp.shape[0] \
-                    or wp.shape[0] != v.n_nodes + lp[v.n_nodes] + 1 \
-                    or di.shape[0] < wp.shape[0] - 1:
-                raise ValueError("a tree's arrays disagree in length")
-            self.refs.append((cp, lp, wp, li, wi, wv, di, dense))
+            self.refs.append((cp, lp, li, gp, uf, up, ec, ev))
             v.c_ptr, v.l_ptr, v.l_idx = &cp[0], &lp[0], &li[0]
-            v.w_ptr, v.w_idx, v.w_val = &wp[0], &wi[0], &wv[0]
-            v.dense_id, v.dense = &di[0], &dense[0, 0]
+            v.g_ptr, v.u_feat, v.u_ptr, v.e_col, v.e_val = &gp[0], &uf[0], &up[0], &ec[0], &ev[0]
             self.trees.push_back(v)
+            self.widest = max(self.widest, int(np.max(np.diff(cp))), int(np.max(np.diff(lp))))
         self.d = d
         self.bias = bias
         self.n_labels = n_labels
