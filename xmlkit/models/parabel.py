@@ -20,11 +20,14 @@ a node's log-score its parent's plus its classifier's log-likelihood; a
 label of a leaf of the final beam scores exp(leaf score + its classifier's
 log-likelihood), averaged over the trees.
 
-The trees are seeded by (seed, tree, node) and grown node by node on
-`threads` threads: the model does not depend on the thread count.
+A node is seeded by its parent's seed and its place among the children (the
+root by (seed, tree)), and the nodes of all the trees are trained as tasks on
+`threads` threads: the model does not depend on the thread count or on the
+order the nodes are trained in.
 """
+import heapq
 import queue
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -199,12 +202,23 @@ class Parabel(TreeEnsemble):
                            p.max_iter, p.tol, p.weight_threshold)
 
     def _grow_trees(self, X, Y, todo, after=None):
-        """Grow the trees `todo` one after the other, the nodes of a level on
-        `threads` threads, yielding (t, tree); after(t, tree) runs first."""
+        """Grow the trees `todo` on `threads` threads, yielding (t, tree) in
+        the order of todo; after(t, tree) runs first. Every node is a task:
+        a free thread takes the ready node of the earliest tree (the nodes
+        of its upper levels first), so the trees end in order and no thread
+        waits while any node is ready."""
         if not todo:
             return
         data = self._data(X, Y)
         threads = usable_threads(self.params.threads)
+        if threads == 1:
+            grow = self.tree_grower(X, Y, data)
+            for t in todo:
+                tree = grow(t)
+                if after is not None:
+                    after(t, tree)
+                yield t, tree
+            return
         builders = queue.SimpleQueue()
         for _ in range(threads):
             builders.put(self._builder(data))
@@ -215,58 +229,46 @@ class Parabel(TreeEnsemble):
                 return b.node(data, *task)
             finally:
                 builders.put(b)
-        pool = ThreadPoolExecutor(threads) if threads > 1 else None
-        run = (lambda tasks: list(pool.map(train, tasks))) if pool else \
-            (lambda tasks: [train(task) for task in tasks])
+        growing = [_Growth(self, t) for t in todo]
+        ready = []                      # (tree's place, depth, node, growth) by priority
+        for rank, g in enumerate(growing):
+            heapq.heappush(ready, (rank, 0, 0, g))
+        pool = ThreadPoolExecutor(threads)
+        running, done_upto = {}, 0
         try:
-            for t in todo:
-                tree = self._grow_tree(t, run)
-                if after is not None:
-                    after(t, tree)
-                yield t, tree
+            while done_upto < len(growing):
+                while ready and len(running) < threads:
+                    rank, _, i, g = heapq.heappop(ready)
+                    running[pool.submit(train, g.task(i))] = (rank, i, g)
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    rank, i, g = running.pop(future)
+                    for c in g.done(i, future.result()):
+                        heapq.heappush(ready, (rank, g.depth[c], c, g))
+                while done_upto < len(growing) and growing[done_upto].finished():
+                    g = growing[done_upto]
+                    tree = g.tree()
+                    growing[done_upto] = None
+                    done_upto += 1
+                    if after is not None:
+                        after(g.t, tree)
+                    yield g.t, tree
         finally:
-            if pool is not None:
-                pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown(wait=True, cancel_futures=True)
 
-    def tree_grower(self, X, Y):
+    def tree_grower(self, X, Y, data=None):
         """grow(t) -> tree t over X, Y on the calling thread (the prepared data
         and a node trainer kept between calls)."""
-        data = self._data(X, Y)
+        data = self._data(X, Y) if data is None else data
         builder = self._builder(data)
-        return lambda t: self._grow_tree(t, lambda tasks: [builder.node(data, *task)
-                                                           for task in tasks])
 
-    def _grow_tree(self, t, run):
-        """Tree t, grown level by level: run(tasks) trains the nodes of a
-        level ((labels, seed, is_leaf) each) and returns their results in
-        order (ParabelNode.node)."""
-        from xmlkit._ext.parabel_tree import node_seed
-        p, L = self.params, self.n_labels_
-        limit = leaf_depth(L, p.max_leaf, p.arity, p.max_depth, p.balanced)
-        small = p.max_leaf if not p.balanced else 1
-        labels, depth, n_child = [np.arange(L, dtype=np.int32)], [0], []
-        rows = [(np.zeros(0, np.int32), np.zeros(0, np.float32))]
-        leaves = {}
-        level = [0]
-        while level:
-            tasks = [(labels[i], node_seed(p.seed, t, i),
-                      depth[i] >= limit or len(labels[i]) <= small) for i in level]
-            nxt = []
-            for i, task, (group, nc, wp, wi, wv) in zip(level, tasks, run(tasks)):
-                if task[2]:
-                    leaves[i] = (wp, wi, wv)
-                    n_child.append(0)
-                    continue
-                order = np.argsort(group, kind="stable")
-                bounds = np.searchsorted(group[order], np.arange(nc + 1))
-                for c in range(nc):
-                    nxt.append(len(labels))
-                    labels.append(labels[i][order[bounds[c]:bounds[c + 1]]])
-                    depth.append(depth[i] + 1)
-                    rows.append((wi[wp[c]:wp[c + 1]], wv[wp[c]:wp[c + 1]]))
-                n_child.append(nc)
-            level = nxt
-        return assemble_tree(labels, depth, n_child, rows, leaves)
+        def grow(t):
+            g, todo = _Growth(self, t), [0]
+            while todo:
+                i = todo.pop()
+                todo.extend(reversed(g.done(i, builder.node(data, *g.task(i)))))
+            return g.tree()
+        return grow
 
     # -- prediction
     def _kernel(self):
@@ -325,6 +327,64 @@ class Parabel(TreeEnsemble):
         return {"nodes": float(np.mean([len(t["c_ptr"]) - 1 for t in trees])),
                 "leaves": float(np.mean([(np.diff(t["c_ptr"]) == 0).sum() for t in trees])),
                 "max_depth": float(np.mean([t["depth"].max() for t in trees]))}
+
+
+class _Growth:
+    """One tree as its nodes are trained, in any order: a node's seed is its
+    parent's mixed with its place among the children (the root's: the
+    tree's), so the tree does not depend on the order. Nodes are numbered as
+    they are made; tree() renumbers them breadth-first."""
+
+    def __init__(self, model, t):
+        from xmlkit._ext.parabel_tree import child_seed, node_seed
+        p, L = model.params, model.n_labels_
+        self.t, self._child_seed = t, child_seed
+        self.limit = leaf_depth(L, p.max_leaf, p.arity, p.max_depth, p.balanced)
+        self.small = p.max_leaf if not p.balanced else 1
+        self.labels, self.depth = [np.arange(L, dtype=np.int32)], [0]
+        self.seed = [node_seed(p.seed, t, 0)]
+        self.children, self.rows, self.leaves = [None], [None], {}
+        self.pending = 1
+
+    def task(self, i):
+        """Node i's task for ParabelNode.node: (labels, seed, is_leaf)."""
+        return (self.labels[i], self.seed[i],
+                self.depth[i] >= self.limit or len(self.labels[i]) <= self.small)
+
+    def done(self, i, result):
+        """Record node i's result; returns the new children's numbers."""
+        group, nc, wp, wi, wv = result
+        self.pending -= 1
+        if self.task(i)[2]:
+            self.leaves[i], self.children[i] = (wp, wi, wv), []
+            return []
+        order = np.argsort(group, kind="stable")
+        bounds = np.searchsorted(group[order], np.arange(nc + 1))
+        kids = list(range(len(self.labels), len(self.labels) + nc))
+        for c in range(nc):
+            self.labels.append(self.labels[i][order[bounds[c]:bounds[c + 1]]])
+            self.depth.append(self.depth[i] + 1)
+            self.seed.append(self._child_seed(self.seed[i], c))
+            self.children.append(None)
+            self.rows.append((wi[wp[c]:wp[c + 1]], wv[wp[c]:wp[c + 1]]))
+        self.children[i] = kids
+        self.pending += nc
+        return kids
+
+    def finished(self):
+        return self.pending == 0
+
+    def tree(self):
+        """The tree's arrays (assemble_tree), nodes breadth-first."""
+        bfs = [0]
+        for i in bfs:
+            bfs.extend(self.children[i])
+        new = {old: k for k, old in enumerate(bfs)}
+        rows = [(np.zeros(0, np.int32), np.zeros(0, np.float32))] + [self.rows[i]
+                                                                     for i in bfs[1:]]
+        return assemble_tree([self.labels[i] for i in bfs], [self.depth[i] for i in bfs],
+                             [len(self.children[i]) for i in bfs], rows,
+                             {new[i]: v for i, v in self.leaves.items()})
 
 
 def assemble_tree(labels, depth, n_child, rows, leaves):

@@ -44,8 +44,13 @@ BLOCK = (MAX_BLOCK, BLOCK_BYTES)
 
 def node_seed(uint64_t seed, uint64_t tree, uint64_t node):
     """The seed of node `node` of tree `tree` (its k-means start and solver
-    orders)."""
+    orders): the root's is node_seed(seed, tree, 0)."""
     return tree_seed(tree_seed(seed, tree), node)
+
+
+def child_seed(uint64_t parent, uint64_t child):
+    """The seed of child `child` (0, 1, ...) of the node seeded `parent`."""
+    return tree_seed(parent, child + 1)
 
 
 def label_centroids(const int64_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
@@ -311,19 +316,34 @@ cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int
     than cluster_eps. Balanced: K = 2 sorts the labels by their cosine to
     centre 0 minus centre 1 and gives the first half to centre 0; K > 2 gives
     (label, centre) pairs by descending cosine to centres with room left
-    (ceil(m / K) labels each). Else every label goes to its best centre."""
+    (ceil(m / K) labels each). Else every label goes to its best centre.
+    The centroids are read once into local feature ids; each cluster's sum
+    changes by the labels that moved, then is scaled to unit length."""
     cdef int64_t nf = node.feats.size()
-    cdef vector[double] centre, cos, norm
-    cdef vector[int32_t] pick
+    cdef vector[double] centre, total, cos, norm
+    cdef vector[int32_t] pick, prev, lci
+    cdef vector[int64_t] lcp
+    cdef vector[float] lcv
     cdef vector[pair[double, int64_t]] order
     cdef vector[int64_t] count
-    cdef int64_t j, c, a, q, l, best, cap, rounds = 0
+    cdef int64_t j, c, a, q, l, best, cap, was, rounds = 0
     cdef int32_t f
-    cdef double old_obj = -10000, obj = -1
+    cdef double old_obj = -10000, obj = -1, x, s0, s1
+    lcp.push_back(0)
+    for j in range(m):
+        l = labels[j]
+        for q in range(data.cp[l], data.cp[l + 1]):
+            f = node.fmap[data.ci[q]]
+            if f >= 0:
+                lci.push_back(f)
+                lcv.push_back(data.cv[q])
+        lcp.push_back(lci.size())
     centre.resize(nf * K, 0.0)
+    total.resize(nf * K, 0.0)
     cos.resize(m * K, 0.0)
     norm.resize(K, 0.0)
     count.resize(K, 0)
+    prev.resize(m, -1)
     while <int64_t> pick.size() < K:
         j = _rand_below(node.rng, m)
         for a in range(<int64_t> pick.size()):
@@ -333,22 +353,25 @@ cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int
         if j >= 0:
             pick.push_back(<int32_t> j)
     for c in range(K):
-        l = labels[pick[c]]
-        for q in range(data.cp[l], data.cp[l + 1]):
-            f = node.fmap[data.ci[q]]
-            if f >= 0:
-                centre[f * K + c] = data.cv[q]
+        for q in range(lcp[pick[c]], lcp[pick[c] + 1]):
+            centre[lci[q] * K + c] = lcv[q]
     while obj - old_obj >= node.cluster_eps and rounds < 10000:
         rounds += 1
-        for j in range(m):
-            l = labels[j]
-            for c in range(K):
-                cos[j * K + c] = 0
-            for q in range(data.cp[l], data.cp[l + 1]):
-                f = node.fmap[data.ci[q]]
-                if f >= 0:
+        if K == 2:                              # (the sums in registers)
+            for j in range(m):
+                s0 = s1 = 0
+                for q in range(lcp[j], lcp[j + 1]):
+                    s0 += lcv[q] * centre[lci[q] * 2]
+                    s1 += lcv[q] * centre[lci[q] * 2 + 1]
+                cos[j * 2], cos[j * 2 + 1] = s0, s1
+        else:
+            for j in range(m):
+                for c in range(K):
+                    cos[j * K + c] = 0
+                for q in range(lcp[j], lcp[j + 1]):
+                    x = lcv[q]
                     for c in range(K):
-                        cos[j * K + c] += data.cv[q] * centre[f * K + c]
+                        cos[j * K + c] += x * centre[lci[q] * K + c]
         if balanced and K == 2:
             order.clear()
             for j in range(m):
@@ -383,22 +406,23 @@ cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int
         for j in range(m):
             obj += cos[j * K + group[j]]
         obj /= m
-        for a in range(nf * K):
-            centre[a] = 0
         for j in range(m):
-            l, c = labels[j], group[j]
-            for q in range(data.cp[l], data.cp[l + 1]):
-                f = node.fmap[data.ci[q]]
-                if f >= 0:
-                    centre[f * K + c] += data.cv[q]
+            was, c = prev[j], group[j]
+            if was == c:
+                continue
+            for q in range(lcp[j], lcp[j + 1]):
+                if was >= 0:
+                    total[lci[q] * K + was] -= lcv[q]
+                total[lci[q] * K + c] += lcv[q]
+            prev[j] = <int32_t> c
         for c in range(K):
             norm[c] = 0
         for a in range(nf * K):
-            norm[a % K] += centre[a] * centre[a]
+            norm[a % K] += total[a] * total[a]
         for c in range(K):
             norm[c] = sqrt(norm[c]) if norm[c] > 0 else 1.0
         for a in range(nf * K):
-            centre[a] /= norm[a % K]
+            centre[a] = total[a] / norm[a % K]
 
 
 cdef inline float _svc_step(double zj, double y, double* alpha, double diag, double qd,
