@@ -502,7 +502,7 @@ cdef void _coordinate_descent(ParabelNode node, int64_t b0, int64_t bw,
     cdef vector[char] done
     cdef vector[int64_t] newton
     cdef int64_t it, s, i, j, q, t, k, left
-    cdef float v
+    cdef float v, z0, z1
     cdef float* row
     cdef bint moved
     perm.resize(n)
@@ -527,13 +527,22 @@ cdef void _coordinate_descent(ParabelNode node, int64_t b0, int64_t bw,
             pgmax[j], pgmin[j], newton[j] = (0 if lr else -1e300), 1e300, 0
         for s in range(n):
             i = perm[s]
-            for j in range(bw):
-                z[j] = 0
-            for q in range(node.rp[i], node.rp[i + 1]):
-                row = &W[node.ri[q] * bw]
-                v = node.rv[q]
+            if bw == 2:                         # (two sums in registers: a split node)
+                z0 = z1 = 0
+                for q in range(node.rp[i], node.rp[i + 1]):
+                    row = &W[node.ri[q] * 2]
+                    v = node.rv[q]
+                    z0 += v * row[0]
+                    z1 += v * row[1]
+                z[0], z[1] = z0, z1
+            else:
                 for j in range(bw):
-                    z[j] += v * row[j]
+                    z[j] = 0
+                for q in range(node.rp[i], node.rp[i + 1]):
+                    row = &W[node.ri[q] * bw]
+                    v = node.rv[q]
+                    for j in range(bw):
+                        z[j] += v * row[j]
             _signs(node, i, b0, bw, y)
             moved = False
             for j in range(bw):
