@@ -34,6 +34,9 @@ cdef enum:
     BLOCK_BYTES = 8388608
     MIN_BLOCK = 8
     MAX_BLOCK = 128
+    # a point's update touches only the columns that moved when fewer than
+    # 1 / SPARSE_STEP of the block's did (else the whole rows, vectorised)
+    SPARSE_STEP = 4
     # Newton steps at most per coordinate (logistic loss), as liblinear
     MAX_INNER = 100
 
@@ -489,27 +492,32 @@ cdef void _coordinate_descent(ParabelNode node, int64_t b0, int64_t bw,
     features x bw) their weights. Each pass visits the points in a new
     random order; a classifier stops once its own test passes (squared
     hinge: the projected gradient's range <= tol; logistic: its largest
-    |gradient| < tol), all stop after max_iter passes."""
+    |gradient| < tol), all stop after max_iter passes. The classifiers still
+    training hold the first `na` columns of W (col: the classifier in each
+    column), moved there when a quarter of them have stopped, and put back in
+    order at the end; a point's margins and updates cover those columns only."""
     cdef int64_t n = node.pts.size()
     cdef bint lr = node.loss == 1
     cdef double C = node.C * node.n_trn / n if lr else node.C
     cdef double diag = 0.5 / node.C
     cdef double a0 = 0.001 * C if 0.001 * C < 1e-8 else 1e-8
     cdef double innereps_min = 1e-8 if 1e-8 < node.tol else node.tol
-    cdef vector[int32_t] perm
+    cdef vector[int32_t] perm, col, moved
     cdef vector[double] alpha, pgmax, pgmin, innereps
     cdef vector[float] y, z, delta
     cdef vector[char] done
     cdef vector[int64_t] newton
-    cdef int64_t it, s, i, j, q, t, k, left
+    cdef int64_t nf = node.feats.size(), na = bw, it, s, i, j, q, t, k, left
     cdef float v, z0, z1
     cdef float* row
-    cdef bint moved
+    cdef bint packed = False
     perm.resize(n)
     alpha.resize(n * bw * (2 if lr else 1), 0.0)
     y.resize(bw); z.resize(bw); delta.resize(bw)
     done.resize(bw, 0); pgmax.resize(bw); pgmin.resize(bw)
     innereps.resize(bw, 1e-2); newton.resize(bw)
+    for j in range(bw):
+        col.push_back(<int32_t> j)
     for i in range(n):
         perm[i] = <int32_t> i
         if lr:
@@ -518,7 +526,7 @@ cdef void _coordinate_descent(ParabelNode node, int64_t b0, int64_t bw,
                 alpha[2 * (i * bw + j)] = a0
                 alpha[2 * (i * bw + j) + 1] = C - a0
                 delta[j] = y[j] * a0
-            _axpy(node, i, bw, delta, W)
+            _axpy(node, i, bw, bw, delta, W)
     for it in range(node.max_iter):
         for i in range(n):
             k = i + _rand_below(node.rng, n - i)
@@ -527,7 +535,7 @@ cdef void _coordinate_descent(ParabelNode node, int64_t b0, int64_t bw,
             pgmax[j], pgmin[j], newton[j] = (0 if lr else -1e300), 1e300, 0
         for s in range(n):
             i = perm[s]
-            if bw == 2:                         # (two sums in registers: a split node)
+            if bw == 2 and na == 2:             # (two sums in registers: a split node)
                 z0 = z1 = 0
                 for q in range(node.rp[i], node.rp[i + 1]):
                     row = &W[node.ri[q] * 2]
@@ -536,30 +544,39 @@ cdef void _coordinate_descent(ParabelNode node, int64_t b0, int64_t bw,
                     z1 += v * row[1]
                 z[0], z[1] = z0, z1
             else:
-                for j in range(bw):
-                    z[j] = 0
+                for k in range(na):
+                    z[k] = 0
                 for q in range(node.rp[i], node.rp[i + 1]):
                     row = &W[node.ri[q] * bw]
                     v = node.rv[q]
-                    for j in range(bw):
-                        z[j] += v * row[j]
+                    for k in range(na):
+                        z[k] += v * row[k]
             _signs(node, i, b0, bw, y)
-            moved = False
-            for j in range(bw):
+            moved.clear()
+            for k in range(na):
+                j = col[k]
                 if done[j]:
-                    delta[j] = 0
+                    delta[k] = 0
                 elif lr:
-                    delta[j] = _lr_step(z[j], y[j], &alpha[2 * (i * bw + j)],
+                    delta[k] = _lr_step(z[k], y[j], &alpha[2 * (i * bw + j)],
                                         &alpha[2 * (i * bw + j) + 1], node.sq[i], C,
                                         innereps[j], &newton[j], &pgmax[j])
                 else:
-                    delta[j] = _svc_step(z[j], y[j], &alpha[i * bw + j], diag,
+                    delta[k] = _svc_step(z[k], y[j], &alpha[i * bw + j], diag,
                                          node.sq[i] + diag, &pgmax[j], &pgmin[j])
-                moved = moved or delta[j] != 0
-            if moved:
-                _axpy(node, i, bw, delta, W)
+                if delta[k] != 0:
+                    moved.push_back(<int32_t> k)
+            if <int64_t> moved.size() * SPARSE_STEP < na:    # (a few moved: their columns)
+                for q in range(node.rp[i], node.rp[i + 1]):
+                    row = &W[node.ri[q] * bw]
+                    v = node.rv[q]
+                    for t in range(<int64_t> moved.size()):
+                        row[moved[t]] += v * delta[moved[t]]
+            elif moved.size() > 0:
+                _axpy(node, i, bw, na, delta, W)
         left = 0
-        for j in range(bw):
+        for k in range(na):
+            j = col[k]
             if done[j]:
                 continue
             if (lr and pgmax[j] < node.tol) or (not lr and pgmax[j] - pgmin[j] <= node.tol):
@@ -572,6 +589,38 @@ cdef void _coordinate_descent(ParabelNode node, int64_t b0, int64_t bw,
                         innereps[j] = innereps_min
         if left == 0:
             break
+        if 4 * left <= 3 * na:
+            _pack(W, nf, bw, na, col, done, z)
+            na, packed = left, True
+    if packed:
+        for q in range(nf):                     # (columns back in classifier order)
+            row = &W[q * bw]
+            for k in range(bw):
+                delta[col[k]] = row[k]
+            for k in range(bw):
+                row[k] = delta[k]
+
+
+cdef void _pack(vector[float]& W, int64_t nf, int64_t bw, int64_t na, vector[int32_t]& col,
+                const vector[char]& done, vector[float]& tmp) noexcept nogil:
+    """Move the classifiers still training among W's first na columns before
+    the stopped ones (each group in its order), in every row and in col."""
+    cdef int64_t f, k, at
+    cdef vector[int64_t] order
+    cdef vector[int32_t] old = col
+    for k in range(na):
+        if not done[col[k]]:
+            order.push_back(k)
+    for k in range(na):
+        if done[col[k]]:
+            order.push_back(k)
+    for k in range(na):
+        col[k] = old[order[k]]
+    for f in range(nf):
+        for k in range(na):
+            tmp[k] = W[f * bw + order[k]]
+        for k in range(na):
+            W[f * bw + k] = tmp[k]
 
 
 cdef inline void _signs(ParabelNode node, int64_t i, int64_t b0, int64_t bw,
@@ -586,14 +635,15 @@ cdef inline void _signs(ParabelNode node, int64_t i, int64_t b0, int64_t bw,
             y[t] = 1
 
 
-cdef inline void _axpy(ParabelNode node, int64_t i, int64_t bw, vector[float]& delta,
-                       vector[float]& W) noexcept nogil:
-    """W += x_i delta (each non-zero of local point i adds delta to its row)."""
+cdef inline void _axpy(ParabelNode node, int64_t i, int64_t bw, int64_t na,
+                       vector[float]& delta, vector[float]& W) noexcept nogil:
+    """W += x_i delta over W's first na columns (rows bw wide): each non-zero
+    of local point i adds delta to its row."""
     cdef int64_t q, j
     cdef float v
     cdef float* row
     for q in range(node.rp[i], node.rp[i + 1]):
         row = &W[node.ri[q] * bw]
         v = node.rv[q]
-        for j in range(bw):
+        for j in range(na):
             row[j] += v * delta[j]
