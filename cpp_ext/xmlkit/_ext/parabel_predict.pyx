@@ -21,6 +21,7 @@ cnp.import_array()
 
 
 ctypedef pair[pair[int32_t, int32_t], double] Visit     # ((node, row), -log-score)
+ctypedef pair[int64_t, int64_t] Span                    # a range of weights
 
 
 cdef inline double _loglik(double z, int loss) noexcept nogil:
@@ -32,7 +33,7 @@ cdef inline double _loglik(double z, int loss) noexcept nogil:
 
 cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int64_t* rp,
                         const int32_t* xi, const float* sv, vector[Visit]& visits,
-                        vector[int32_t]& slot, vector[double]& acc,
+                        vector[Span]& slot, vector[double]& acc,
                         vector[vector[pair[double, int32_t]]]& nxt,
                         vector[vector[pair[int32_t, double]]]& items, int64_t d) noexcept nogil:
     """Score the visits ((node, row), node's -log-score), grouped by node so
@@ -43,8 +44,9 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
     nxt[row] as (-log-score, child); a leaf's labels to items[row] as (label,
     probability)."""
     cdef size_t a = 0, b, c
-    cdef int32_t node, u
-    cdef int64_t g0, g1, q, e, k, width, row, first, bias_u
+    cdef int32_t node
+    cdef int64_t g0, g1, q, e, k, width, row, first
+    cdef Span span, bias_span
     cdef bint leaf
     cdef double s
     sort(visits.begin(), visits.end())
@@ -60,18 +62,16 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
             first, width = tv.c_ptr[node], tv.c_ptr[node + 1] - tv.c_ptr[node]
         g0, g1 = tv.g_ptr[node], tv.g_ptr[node + 1]
         for q in range(g0, g1):
-            slot[tv.u_feat[q]] = <int32_t> (q - g0)
-        bias_u = slot[d - 1]
+            slot[tv.u_feat[q]] = Span(tv.u_ptr[q], tv.u_ptr[q + 1])
+        bias_span = slot[d - 1]
         for c in range(a, b):
             row = visits[c].first.second
             for q in range(rp[row], rp[row + 1]):
-                u = slot[xi[q]]
-                if u >= 0:
-                    for e in range(tv.u_ptr[g0 + u], tv.u_ptr[g0 + u + 1]):
-                        acc[tv.e_col[e]] += tv.e_val[e] * sv[q]
-            if bias_u >= 0:
-                for e in range(tv.u_ptr[g0 + bias_u], tv.u_ptr[g0 + bias_u + 1]):
-                    acc[tv.e_col[e]] = acc[tv.e_col[e]] + tv.e_val[e] * bias
+                span = slot[xi[q]]
+                for e in range(span.first, span.second):
+                    acc[tv.e_col[e]] += tv.e_val[e] * sv[q]
+            for e in range(bias_span.first, bias_span.second):
+                acc[tv.e_col[e]] = acc[tv.e_col[e]] + tv.e_val[e] * bias
             s = visits[c].second
             for k in range(width):
                 if leaf:
@@ -82,7 +82,7 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
                         s - _loglik(acc[k], loss), <int32_t> (first + k)))
                 acc[k] = 0
         for q in range(g0, g1):
-            slot[tv.u_feat[q]] = -1
+            slot[tv.u_feat[q]] = Span(0, 0)
         a = b
 
 
@@ -90,7 +90,7 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
                   int64_t nr, const int64_t* rp, const int32_t* xi, const float* sv,
                   vector[vector[pair[double, int32_t]]]& cur,
                   vector[vector[pair[double, int32_t]]]& nxt, vector[Visit]& visits,
-                  vector[vector[pair[int32_t, double]]]& items, vector[int32_t]& slot,
+                  vector[vector[pair[int32_t, double]]]& items, vector[Span]& slot,
                   vector[double]& acc) noexcept nogil:
     """Tree tv's beam search for the nr rows of a chunk, level by level (a
     leaf in the beam stays in it); the labels of each row's final leaves
@@ -138,7 +138,7 @@ cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
     cdef int t
     cdef vector[int64_t] rp
     cdef vector[float] sv
-    cdef vector[int32_t] slot
+    cdef vector[Span] slot
     cdef vector[double] acc, margins
     cdef vector[int32_t] touched
     cdef vector[vector[pair[double, int32_t]]] cur, nxt
@@ -149,7 +149,7 @@ cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
     cdef size_t a
     cdef int32_t lab
     cdef double norm
-    slot.resize(d, -1)
+    slot.resize(d, Span(0, 0))
     acc.resize(f.n_labels, 0.0)
     margins.resize(f.widest, 0.0)
     cur.resize(nr)
