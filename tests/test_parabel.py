@@ -160,6 +160,22 @@ def test_unbalanced_wide_trees(bibtex):
     assert ranking_metrics(Yt, m.predict(Xt), (1,))["P@1"] > 0.55
 
 
+def test_row_alone_scores_as_in_a_batch(bibtex, small_model):
+    """A short row alone finds a node's features by binary search; in a batch,
+    by a layout of the node's features shared by the rows that reach it: the
+    scores are the same to the bit (the shortest rows, alone, against the
+    whole set at once)."""
+    from xmlkit.csr import model_rows
+    _, _, Xt, _ = bibtex
+    R = model_rows(Xt[:300], small_model.n_features_in_)
+    kernel = small_model._kernel()
+    whole = kernel.predict_rows(R, 0, 300, 0, 10)
+    for r in np.argsort(np.diff(R.indptr), kind="stable")[:40]:
+        alone = kernel.predict_rows(R, r, r + 1, 0, 10)
+        a, b = whole[0][r], whole[0][r + 1]
+        assert np.array_equal(alone[1], whole[1][a:b]) and np.array_equal(alone[2], whole[2][a:b])
+
+
 @pytest.mark.slow
 def test_deterministic_at_any_thread_count_and_cli_equals_api(tmp_path, bibtex, small_model):
     X, Y, Xt, Yt = bibtex

@@ -38,6 +38,10 @@ from xmlkit.models.base import (C_INT_MAX, MAX_TREES, RANKED_DECISION, SEED, aut
                                 boolean, integer, one_of, real, usable_threads)
 from xmlkit.models.tree_family import TreeEnsemble, check_tree_range
 
+#: rows searched together at most: a node's features are laid out once for all
+#: the rows of a chunk that reach it (on a deep tree, the larger the chunk the
+#: fewer times), and a chunk's labels are held until its rows are written
+CHUNK_ROWS = 1024
 #: the classifiers' losses (the C++ tool's -k 0 and 1)
 LOSSES = ("squared_hinge", "log")
 TREE_KEYS = ("c_ptr", "depth", "l_ptr", "l_idx", "w_ptr", "w_idx", "w_val")
@@ -301,9 +305,10 @@ class Parabel(TreeEnsemble):
         kernel = self._kernel()
         topk = 0 if k is None else int(k)
         beam = used["beam_width"]
+        threads = usable_threads(threads)
+        chunk = int(min(CHUNK_ROWS, max(64, -(-R.shape[0] // (2 * threads)))))
         return like(X, score_rows(lambda r0, r1: kernel.predict_rows(R, r0, r1, topk, beam),
-                                  R.shape[0], self.n_labels_, usable_threads(threads),
-                                  progress))
+                                  R.shape[0], self.n_labels_, threads, progress, chunk))
 
     def _effects(self, R, S, threads, n_top=0, **params):
         """Exact leave-one-feature-out effects, by scoring each row once per

@@ -7,10 +7,10 @@
 # is the sum over the trees over the number of trees.
 
 from libc.stdint cimport int32_t, int64_t
-from libc.math cimport exp, log1p, sqrt
+from libc.math cimport exp, log1p, log2, sqrt
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
-from libcpp.algorithm cimport partial_sort, sort
+from libcpp.algorithm cimport lower_bound, partial_sort, sort
 
 cimport numpy as cnp
 
@@ -22,6 +22,12 @@ cnp.import_array()
 
 ctypedef pair[pair[int32_t, int32_t], double] Visit     # ((node, row), -log-score)
 ctypedef pair[int64_t, int64_t] Span                    # a range of weights
+
+cdef enum:
+    # a binary search step over a group's features costs about this many
+    # steps of laying a feature out (a dependent read far away, against a
+    # write in a row): chooses between the two
+    SEARCH_COST = 8
 
 
 cdef inline double _loglik(double z, int loss) noexcept nogil:
@@ -36,24 +42,29 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
                         vector[Span]& slot, vector[double]& acc,
                         vector[vector[pair[double, int32_t]]]& nxt,
                         vector[vector[pair[int32_t, double]]]& items, int64_t d) noexcept nogil:
-    """Score the visits ((node, row), node's -log-score), grouped by node so
-    that a group's features are laid out once (slot: feature -> its place in
-    the group, else -1) for all the rows that reach it. Each margin is the sum
-    over the row's entries in order, then the bias: the same sum, to the bit,
-    as a classifier row's dot product. An internal node's children go to
-    nxt[row] as (-log-score, child); a leaf's labels to items[row] as (label,
-    probability)."""
+    """Score the visits ((node, row), node's -log-score), grouped by node.
+    A group's features (ascending) are found for a row's entries either by a
+    binary search each, or, when that costs more than laying the group out
+    (slot: feature -> its weights' span, else empty; made when first needed,
+    written and cleared again), through that layout, once for all the rows that reach it. Each
+    margin is the sum over the row's entries in order, then the bias: the
+    same sum, to the bit, as a classifier row's dot product. An internal
+    node's children go to nxt[row] as (-log-score, child); a leaf's labels to
+    items[row] as (label, probability)."""
     cdef size_t a = 0, b, c
     cdef int32_t node
-    cdef int64_t g0, g1, q, e, k, width, row, first
+    cdef int64_t g0, g1, q, e, k, width, row, first, entries
+    cdef const int32_t* at
     cdef Span span, bias_span
-    cdef bint leaf
+    cdef bint leaf, laid
     cdef double s
     sort(visits.begin(), visits.end())
     while a < visits.size():
         node = visits[a].first.first
         b = a
+        entries = 0
         while b < visits.size() and visits[b].first.first == node:
+            entries += rp[visits[b].first.second + 1] - rp[visits[b].first.second]
             b += 1
         leaf = tv.c_ptr[node] == tv.c_ptr[node + 1]
         if leaf:
@@ -61,13 +72,25 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
         else:
             first, width = tv.c_ptr[node], tv.c_ptr[node + 1] - tv.c_ptr[node]
         g0, g1 = tv.g_ptr[node], tv.g_ptr[node + 1]
-        for q in range(g0, g1):
-            slot[tv.u_feat[q]] = Span(tv.u_ptr[q], tv.u_ptr[q + 1])
-        bias_span = slot[d - 1]
+        laid = 2 * (g1 - g0) < entries * (log2(<double> (g1 - g0 + 1)) + 1) * SEARCH_COST
+        if laid:
+            if slot.size() == 0:
+                slot.resize(d, Span(0, 0))
+            for q in range(g0, g1):
+                slot[tv.u_feat[q]] = Span(tv.u_ptr[q], tv.u_ptr[q + 1])
+        bias_span = Span(0, 0)
+        if g1 > g0 and tv.u_feat[g1 - 1] == d - 1:         # (the bias: the last feature)
+            bias_span = Span(tv.u_ptr[g1 - 1], tv.u_ptr[g1])
         for c in range(a, b):
             row = visits[c].first.second
             for q in range(rp[row], rp[row + 1]):
-                span = slot[xi[q]]
+                if laid:
+                    span = slot[xi[q]]
+                else:
+                    at = lower_bound(tv.u_feat + g0, tv.u_feat + g1, xi[q])
+                    if at == tv.u_feat + g1 or at[0] != xi[q]:
+                        continue
+                    span = Span(tv.u_ptr[at - tv.u_feat], tv.u_ptr[at - tv.u_feat + 1])
                 for e in range(span.first, span.second):
                     acc[tv.e_col[e]] += tv.e_val[e] * sv[q]
             for e in range(bias_span.first, bias_span.second):
@@ -81,8 +104,9 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
                     nxt[row].push_back(pair[double, int32_t](
                         s - _loglik(acc[k], loss), <int32_t> (first + k)))
                 acc[k] = 0
-        for q in range(g0, g1):
-            slot[tv.u_feat[q]] = Span(0, 0)
+        if laid:
+            for q in range(g0, g1):
+                slot[tv.u_feat[q]] = Span(0, 0)
         a = b
 
 
@@ -149,7 +173,6 @@ cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
     cdef size_t a
     cdef int32_t lab
     cdef double norm
-    slot.resize(d, Span(0, 0))
     acc.resize(f.n_labels, 0.0)
     margins.resize(f.widest, 0.0)
     cur.resize(nr)
@@ -189,7 +212,7 @@ cdef int _group_pass(const int64_t* cp, const int64_t* lp, const int64_t* wp,
                      int32_t* e_col, float* e_val) noexcept nogil:
     """One pass over the groups (see ParabelTree): with u_feat NULL, count
     each group's features into g_ptr; else lay its n_w weights out
-    feature-major, each group's features in the order first met. count: d
+    feature-major, each group's features ascending. count: d
     zeros, left zero. Every pointer and index is bounded where it is used (the
     arrays may be a mapped file): returns -1 when one is out of range, else 0."""
     cdef int64_t n_rows = n + lp[n], i, j, lo, hi, q, f, k, g
@@ -218,6 +241,7 @@ cdef int _group_pass(const int64_t* cp, const int64_t* lp, const int64_t* wp,
         if u_feat == NULL:
             g_ptr[i + 1] = g_ptr[i] + g
         else:
+            sort(u_feat + g_ptr[i], u_feat + g)     # (ascending: the bias last)
             for q in range(g_ptr[i], g):              # the places, then the cursors
                 u_ptr[q + 1] = u_ptr[q] + count[u_feat[q]]
                 count[u_feat[q]] = u_ptr[q]
