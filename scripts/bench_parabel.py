@@ -2,8 +2,9 @@
 size of xmlkit's Parabel through the command line, with the C++ defaults (3
 trees, -m 100, squared-hinge classifiers, beam 10), on Bibtex, Delicious and
 the two real text sets of ../shared/data (debtags: short descriptions;
-manpages: long documents) and Mulan's Yeast (dense) and Corel5k, next to the
-original C++ tool.
+manpages: long documents), Mulan's Yeast (dense) and Corel5k, and the 100k
+synthetic set of bench_scale.py (made here; seed 0 and one side-by-side
+round only: a C++ training takes minutes), next to the original C++ tool.
 
     python scripts/bench_parabel.py [--configs bibtex delicious debtags manpages ...]
         [--seeds 0 1 2 3 4] [--timing-seeds 0 1 2] [--threads 1 2] [--trees 3]
@@ -17,7 +18,18 @@ seeds (its tree t is seeded by t: seed s is trees 3s .. 3s+2) give its means.
 The Bonsai rows train xmlkit's wide trees (--arity 100 --unbalanced
 --max-depth 3).
 """
+from pathlib import Path
+
 import benchlib
+from bench_scaling import generate
+from benchlib import HERE, WORK, Step
+
+SYN = 100_000
+SYN_PREFIX = WORK / "parabel" / f"syn{SYN}"
+# the synthetic set: make_synthetic.py, seed 0, N points, N/10 labels, 100k features
+SYN_DATA = Step(WORK / "parabel" / f"syn{SYN}.data.json", generate, [HERE / "make_synthetic.py"],
+                prefix=SYN_PREFIX, n=SYN, labels=SYN // 10, features=100000,
+                test_points=10000)
 
 ARGS = ["--algorithm", "parabel", "-m", "100", "-b", "1.0", "-c", "1.0"]
 BONSAI = ["--algorithm", "parabel", "--arity", "100", "--unbalanced", "--max-depth", "3"]
@@ -37,6 +49,11 @@ CONFIGS = [
     *({"name": f"{name}_bonsai", "label": f"{label} wide trees (Bonsai)", "set": name,
        "train_args": BONSAI, "variants": [("", "", [], {})]}
       for name, label in (("debtags", "debtags"), ("manpages", "manpages"))),
+    {"name": f"syn{SYN}", "label": f"synthetic {SYN:,} points Parabel (seed 0)", "set": None,
+     "train_file": Path(f"{SYN_PREFIX}_train.txt"), "test_file": Path(f"{SYN_PREFIX}_test.txt"),
+     "deps": [SYN_DATA.target], "steps": [SYN_DATA], "seeds": [0], "rounds": 1,
+     "train_args": ARGS, **{k: v for k, v in SBS.items() if k != "cpp_seeds"},
+     "variants": [("", "", [], {})]},
 ]
 COLUMNS = ["P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5", "nDCG@3", "nDCG@5"]
 

@@ -742,11 +742,18 @@ def main(doc, name, configs, title, columns, trees=50):
         return [t for t in a.timing_seeds if t in a.seeds]
 
     def steps(a):
-        return [s for c in chosen(a)
-                for s in model_steps(c, WORK / name, a.seeds, timing(a), a.threads)
-                + side_by_side_steps(c, WORK / name, a.threads, a.rounds)
-                + (cpp_accuracy_steps(c, WORK / name, a.seeds, a.trees)
-                   if c.get("cpp_seeds") else [])]
+        # (a config may bring steps of its own first, "steps", and run fewer
+        # seeds, "seeds", or rounds, "rounds")
+        out = []
+        for c in chosen(a):
+            seeds = [s for s in a.seeds if s in c.get("seeds", a.seeds)]
+            out += (list(c.get("steps", []))
+                    + model_steps(c, WORK / name, seeds, [t for t in timing(a) if t in seeds],
+                                  a.threads)
+                    + side_by_side_steps(c, WORK / name, a.threads, c.get("rounds", a.rounds))
+                    + (cpp_accuracy_steps(c, WORK / name, seeds, a.trees)
+                       if c.get("cpp_seeds") else []))
+        return out
 
     def render(a, st):
         rows = [load(s.target) for s in st if s.action is predict_eval]
