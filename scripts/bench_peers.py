@@ -4,9 +4,11 @@ in one run: P@1/3/5, train and predict wall time, peak RSS and model size.
     python scripts/bench_peers.py [--sets bibtex delicious] [--models ...] [--threads 2]
         [--markdown results/peers.md] (and the step options of benchlib.cli)
 
-Models: xmlkit FastXML, LdSM and Linear (their defaults, on the rows as
-read); napkinXC PLT (napkinxc, its defaults), omikuji Parabel (omikuji, its
-defaults), PECOS XR-Linear (libpecos, its defaults: PIFA label features,
+Models: xmlkit FastXML, LdSM, Linear and Parabel (their defaults, on the
+rows as read) and Parabel's wide trees (Bonsai: arity 100, unbalanced, depth
+3); napkinXC PLT (napkinxc, its defaults), omikuji Parabel (omikuji, its
+defaults) and Bonsai (its defaults with cluster k 100, unbalanced, max depth
+3), PECOS XR-Linear (libpecos, its defaults: PIFA label features,
 hierarchical k-means tree), LibMultiLabel's linear one-vs-rest (its default
 liblinear options) and a scikit-learn one-vs-rest linear SVM (LinearSVC,
 C = 1, the liblinear L2-loss SVC of anchors.md) as the baseline, on rows
@@ -37,10 +39,14 @@ import benchlib
 from benchlib import WORK, Step, data_file, folder_mb, load, run_rss
 from peer_worker import timed
 
-MODELS = ["xmlkit-fastxml", "xmlkit-ldsm", "xmlkit-linear", "napkinxc-plt", "omikuji-parabel",
-          "pecos-xrlinear", "libmultilabel-1vsrest", "sklearn-ovr-svm"]
-NEEDS = {"napkinxc-plt": "napkinxc", "omikuji-parabel": "omikuji",
+MODELS = ["xmlkit-fastxml", "xmlkit-ldsm", "xmlkit-linear", "xmlkit-parabel", "xmlkit-bonsai",
+          "napkinxc-plt", "omikuji-parabel", "omikuji-bonsai", "pecos-xrlinear",
+          "libmultilabel-1vsrest", "sklearn-ovr-svm"]
+NEEDS = {"napkinxc-plt": "napkinxc", "omikuji-parabel": "omikuji", "omikuji-bonsai": "omikuji",
          "sklearn-ovr-svm": "sklearn"}
+# the wide trees of Bonsai (Khandelwal et al. 2019) in each library's terms
+BONSAI = {"xmlkit": {"arity": 100, "balanced": False, "max_depth": 3},
+          "omikuji": {"cluster_k": 100, "cluster_balanced": False, "max_depth": 3}}
 # peers in a virtual environment of their own (make_peer_venvs.sh), by its name
 VENVS = {"pecos-xrlinear": "pecos", "libmultilabel-1vsrest": "libmultilabel"}
 
@@ -57,8 +63,8 @@ def top5_matrix(rows, shape):
     return sp.csr_matrix((val, idx, indptr), shape=shape)
 
 
-def run_xmlkit(cls, X, Y, Xt, tmp, threads):
-    m = cls(**({"threads": threads} if "threads" in cls.param_defaults() else {}))
+def run_xmlkit(cls, X, Y, Xt, tmp, threads, **params):
+    m = cls(**params, **({"threads": threads} if "threads" in cls.param_defaults() else {}))
     out = timed(lambda: m.fit(X, Y), lambda: m.predict(Xt, k=5))
     m.save(tmp / "model")
     return (*out, folder_mb(tmp / "model"))
@@ -72,15 +78,18 @@ def run_napkinxc(X, Y, Xt, tmp, threads):
     return (top5_matrix(pred, (Xt.shape[0], Y.shape[1])), *times, folder_mb(tmp / "plt"))
 
 
-def run_omikuji(X, Y, Xt, tmp, threads):
+def run_omikuji(X, Y, Xt, tmp, threads, **hyper):
     import omikuji
     from xmlkit.io import write_dataset
     train_path = tmp / "train_unit_rows.txt"   # omikuji trains from a file
     write_dataset(train_path, X, Y)
     model = []
+    h = omikuji.Model.default_hyper_param()
+    for key, value in hyper.items():
+        setattr(h, key, value)
 
     def fit():
-        model.append(omikuji.Model.train_on_data(str(train_path), n_threads=threads))
+        model.append(omikuji.Model.train_on_data(str(train_path), h, n_threads=threads))
 
     def predict():
         model[0].init_prediction_thread_pool(threads)
@@ -122,13 +131,15 @@ def worker(model, name, threads):
     with tempfile.TemporaryDirectory(prefix="xmlkit_peers_") as tmp:
         tmp = Path(tmp)
         if model.startswith("xmlkit-"):
-            cls = {"fastxml": xmlkit.FastXML, "ldsm": xmlkit.LdSM,
-                   "linear": xmlkit.Linear}[model[len("xmlkit-"):]]
-            out = run_xmlkit(cls, X, Y, Xt, tmp, threads)
+            cls = {"fastxml": xmlkit.FastXML, "ldsm": xmlkit.LdSM, "linear": xmlkit.Linear,
+                   "parabel": xmlkit.Parabel, "bonsai": xmlkit.Parabel}[model[len("xmlkit-"):]]
+            out = run_xmlkit(cls, X, Y, Xt, tmp, threads,
+                             **(BONSAI["xmlkit"] if model == "xmlkit-bonsai" else {}))
         elif model == "napkinxc-plt":
             out = run_napkinxc(X, Y, Xt, tmp, threads)
-        elif model == "omikuji-parabel":
-            out = run_omikuji(X, Y, Xt, tmp, threads)
+        elif model.startswith("omikuji-"):
+            out = run_omikuji(X, Y, Xt, tmp, threads,
+                              **(BONSAI["omikuji"] if model == "omikuji-bonsai" else {}))
         else:
             out = run_sklearn(X, Y, Xt, tmp, threads)
     S, fit_s, fit_rss, predict_s, model_mb = out
@@ -210,9 +221,11 @@ def steps(a):
 
 def render(a, st):
     out = [f"Peers on the XC splits, {a.threads} threads, each library's defaults (xmlkit: "
-           "FastXML 50 trees, LdSM 6 trees, Linear elastic net 10 epochs; napkinXC PLT; "
-           "omikuji Parabel; PECOS XR-Linear; LibMultiLabel linear one-vs-rest; scikit-learn "
-           "OneVsRest LinearSVC C = 1). Train / predict: wall "
+           "FastXML 50 trees, LdSM 6 trees, Linear elastic net 10 epochs, Parabel 3 trees; "
+           "napkinXC PLT; omikuji Parabel; PECOS XR-Linear; LibMultiLabel linear one-vs-rest; "
+           "scikit-learn OneVsRest LinearSVC C = 1), and Bonsai's wide trees (xmlkit-bonsai: "
+           "Parabel --arity 100 --unbalanced --max-depth 3; omikuji-bonsai: cluster k 100, "
+           "unbalanced, max depth 3). Train / predict: wall "
            "seconds of fit / predict (top 5) through the Python API, reading the data "
            "excluded (except omikuji, which trains from a file); peers on unit rows. "
            "Peak RSS: after fit / "
@@ -236,7 +249,7 @@ def render(a, st):
 
 
 def add_args(ap):
-    ap.add_argument("--sets", nargs="+", default=["bibtex", "delicious"])
+    ap.add_argument("--sets", nargs="+", default=["bibtex", "delicious", "manpages", "debtags"])
     ap.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
     ap.add_argument("--threads", type=int, default=2)
 
