@@ -329,7 +329,7 @@ cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int
     cdef vector[float] lcv
     cdef vector[pair[double, int64_t]] order
     cdef vector[int64_t] count
-    cdef int64_t j, c, a, q, l, best, cap, was, rounds = 0
+    cdef int64_t j, c, a, q, l, was, rounds = 0
     cdef int32_t f
     cdef double old_obj = -10000, obj = -1, x, s0, s1
     lcp.push_back(0)
@@ -375,35 +375,7 @@ cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int
                     x = lcv[q]
                     for c in range(K):
                         cos[j * K + c] += x * centre[lci[q] * K + c]
-        if balanced and K == 2:
-            order.clear()
-            for j in range(m):
-                order.push_back(pair[double, int64_t](cos[j * 2 + 1] - cos[j * 2], j))
-            sort(order.begin(), order.end())
-            for a in range(m):
-                group[order[a].second] = 0 if a < m // 2 else 1
-        elif balanced:
-            order.clear()
-            for j in range(m * K):
-                order.push_back(pair[double, int64_t](-cos[j], j))
-            sort(order.begin(), order.end())
-            cap = (m + K - 1) // K
-            for j in range(m):
-                group[j] = -1
-            for c in range(K):
-                count[c] = 0
-            for a in range(m * K):
-                j, c = order[a].second // K, order[a].second % K
-                if group[j] < 0 and count[c] < cap:
-                    group[j] = <int32_t> c
-                    count[c] += 1
-        else:
-            for j in range(m):
-                best = 0
-                for c in range(1, K):
-                    if cos[j * K + c] > cos[j * K + best]:
-                        best = c
-                group[j] = <int32_t> best
+        _assign(cos, m, K, balanced, group, order, count)
         old_obj = obj
         obj = 0
         for j in range(m):
@@ -426,6 +398,43 @@ cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int
             norm[c] = sqrt(norm[c]) if norm[c] > 0 else 1.0
         for a in range(nf * K):
             centre[a] = total[a] / norm[a % K]
+
+
+cdef void _assign(const vector[double]& cos, int64_t m, int64_t K, bint balanced,
+                  int32_t* group, vector[pair[double, int64_t]]& order,
+                  vector[int64_t]& count) except + nogil:
+    """k-means' assignment of the m labels to K centres by their cosines
+    (cos[j * K + c]): see _kmeans. order, count: scratch."""
+    cdef int64_t j, c, a, best, cap
+    if balanced and K == 2:
+        order.clear()
+        for j in range(m):
+            order.push_back(pair[double, int64_t](cos[j * 2 + 1] - cos[j * 2], j))
+        sort(order.begin(), order.end())
+        for a in range(m):
+            group[order[a].second] = 0 if a < m // 2 else 1
+    elif balanced:
+        order.clear()
+        for j in range(m * K):
+            order.push_back(pair[double, int64_t](-cos[j], j))
+        sort(order.begin(), order.end())
+        cap = (m + K - 1) // K
+        for j in range(m):
+            group[j] = -1
+        for c in range(K):
+            count[c] = 0
+        for a in range(m * K):
+            j, c = order[a].second // K, order[a].second % K
+            if group[j] < 0 and count[c] < cap:
+                group[j] = <int32_t> c
+                count[c] += 1
+    else:
+        for j in range(m):
+            best = 0
+            for c in range(1, K):
+                if cos[j * K + c] > cos[j * K + best]:
+                    best = c
+            group[j] = <int32_t> best
 
 
 cdef inline float _svc_step(double zj, double y, double* alpha, double diag, double qd,
@@ -535,22 +544,7 @@ cdef void _coordinate_descent(ParabelNode node, int64_t b0, int64_t bw,
             pgmax[j], pgmin[j], newton[j] = (0 if lr else -1e300), 1e300, 0
         for s in range(n):
             i = perm[s]
-            if bw == 2 and na == 2:             # (two sums in registers: a split node)
-                z0 = z1 = 0
-                for q in range(node.rp[i], node.rp[i + 1]):
-                    row = &W[node.ri[q] * 2]
-                    v = node.rv[q]
-                    z0 += v * row[0]
-                    z1 += v * row[1]
-                z[0], z[1] = z0, z1
-            else:
-                for k in range(na):
-                    z[k] = 0
-                for q in range(node.rp[i], node.rp[i + 1]):
-                    row = &W[node.ri[q] * bw]
-                    v = node.rv[q]
-                    for k in range(na):
-                        z[k] += v * row[k]
+            _margins(node, i, bw, na, W, z)
             _signs(node, i, b0, bw, y)
             moved.clear()
             for k in range(na):
@@ -593,12 +587,42 @@ cdef void _coordinate_descent(ParabelNode node, int64_t b0, int64_t bw,
             _pack(W, nf, bw, na, col, done, z)
             na, packed = left, True
     if packed:
-        for q in range(nf):                     # (columns back in classifier order)
-            row = &W[q * bw]
-            for k in range(bw):
-                delta[col[k]] = row[k]
-            for k in range(bw):
-                row[k] = delta[k]
+        _unpack(W, nf, bw, col, delta)
+
+
+cdef inline void _margins(ParabelNode node, int64_t i, int64_t bw, int64_t na,
+                          vector[float]& W, vector[float]& z) noexcept nogil:
+    """z[k] = w_k . x_i for W's first na columns (rows bw wide), summed over
+    the point's non-zeros in order."""
+    cdef int64_t q, k
+    cdef float v, z0 = 0, z1 = 0
+    cdef float* row
+    if bw == 2 and na == 2:                     # (two sums in registers: a split node)
+        for q in range(node.rp[i], node.rp[i + 1]):
+            row = &W[node.ri[q] * 2]
+            v = node.rv[q]
+            z0 += v * row[0]
+            z1 += v * row[1]
+        z[0], z[1] = z0, z1
+        return
+    for k in range(na):
+        z[k] = 0
+    for q in range(node.rp[i], node.rp[i + 1]):
+        row = &W[node.ri[q] * bw]
+        v = node.rv[q]
+        for k in range(na):
+            z[k] += v * row[k]
+
+
+cdef void _unpack(vector[float]& W, int64_t nf, int64_t bw, const vector[int32_t]& col,
+                  vector[float]& tmp) noexcept nogil:
+    """Put W's columns back in classifier order (col: the classifier in each)."""
+    cdef int64_t f, k
+    for f in range(nf):
+        for k in range(bw):
+            tmp[col[k]] = W[f * bw + k]
+        for k in range(bw):
+            W[f * bw + k] = tmp[k]
 
 
 cdef void _pack(vector[float]& W, int64_t nf, int64_t bw, int64_t na, vector[int32_t]& col,
