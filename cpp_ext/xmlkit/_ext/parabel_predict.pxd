@@ -16,7 +16,7 @@ cdef struct ParabelTree:
     const int64_t* l_ptr                 # labels of node i (a leaf): l_idx[l_ptr[i] .. l_ptr[i + 1] - 1]
     const int32_t* l_idx                 # label of each leaf entry
     const int64_t* g_ptr                 # features of group i: u_feat[g_ptr[i] .. g_ptr[i + 1] - 1]
-    const int32_t* u_feat                # feature of each group feature (d - 1: the bias)
+    const int32_t* u_feat                # each group's features, ascending (d - 1, the bias, last)
     const int64_t* u_ptr                 # weights of group feature u: e_col/e_val[u_ptr[u] .. u_ptr[u + 1] - 1]
     const int32_t* e_col                 # classifier of each weight, 0-based within its group
     const float* e_val                   # value of each weight

@@ -44,13 +44,13 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
                         vector[vector[pair[int32_t, double]]]& items, int64_t d) noexcept nogil:
     """Score the visits ((node, row), node's -log-score), grouped by node.
     A group's features (ascending) are found for a row's entries either by a
-    binary search each, or, when that costs more than laying the group out
-    (slot: feature -> its weights' span, else empty; made when first needed,
-    written and cleared again), through that layout, once for all the rows that reach it. Each
-    margin is the sum over the row's entries in order, then the bias: the
-    same sum, to the bit, as a classifier row's dot product. An internal
-    node's children go to nxt[row] as (-log-score, child); a leaf's labels to
-    items[row] as (label, probability)."""
+    binary search each or, when that costs more than laying the group out
+    once for all the rows that reach it, through that layout (slot: feature
+    -> its weights' span, else empty; made when first needed, written and
+    cleared again). Each margin is the sum over the row's entries in order,
+    then the bias: the same sum, to the bit, as a classifier row's dot
+    product. An internal node's children go to nxt[row] as (-log-score,
+    child); a leaf's labels to items[row] as (label, probability)."""
     cdef size_t a = 0, b, c
     cdef int32_t node
     cdef int64_t g0, g1, q, e, k, width, row, first, entries
@@ -212,8 +212,8 @@ cdef int _group_pass(const int64_t* cp, const int64_t* lp, const int64_t* wp,
                      int32_t* e_col, float* e_val) noexcept nogil:
     """One pass over the groups (see ParabelTree): with u_feat NULL, count
     each group's features into g_ptr; else lay its n_w weights out
-    feature-major, each group's features ascending. count: d
-    zeros, left zero. Every pointer and index is bounded where it is used (the
+    feature-major, each group's features ascending. count: d zeros, left
+    zero. Every pointer and index is bounded where it is used (the
     arrays may be a mapped file): returns -1 when one is out of range, else 0."""
     cdef int64_t n_rows = n + lp[n], i, j, lo, hi, q, f, k, g
     for i in range(n):
