@@ -103,6 +103,23 @@ def test_weights_grouped_by_node_by_hand():
                           arrays["w_val"], 3)
 
 
+def test_a_label_whose_probability_is_zero_is_written_once():
+    """A label every tree scores 0 (its margin so low that the exponential
+    underflows) is one entry of its row, not one per tree, in every k."""
+    from scipy.sparse import csr_matrix
+    from xmlkit._ext.parabel_predict import ParabelKernel
+    leaf = {"c_ptr": np.array([0, 0], np.int64), "l_ptr": np.array([0, 2], np.int64),
+            "l_idx": np.array([0, 1], np.int32), "w_ptr": np.array([0, 0, 1, 2], np.int64),
+            "w_idx": np.array([0, 0], np.int32), "w_val": np.array([-1000.0, 1.0], np.float32)}
+    kernel = ParabelKernel([leaf, leaf, leaf], 2, 1.0, 2, 0)
+    X = csr_matrix(np.array([[1.0]], np.float32))
+    for k in (0, 1, 2, 5):
+        ptr, idx, val = kernel.predict_rows(X, 0, 1, k, 10)
+        want = [1] if k == 1 else [0, 1]
+        assert idx.tolist() == want and ptr.tolist() == [0, len(want)]
+        assert val.tolist() == ([1.0] if k == 1 else [0.0, 1.0])
+
+
 def test_leaf_classifier_is_liblinears_l2_svc():
     """A root leaf's classifier, solved to a tight tolerance without the weight
     threshold, is liblinear's L2R_L2LOSS_SVC_DUAL solution on the unit rows
@@ -174,6 +191,24 @@ def test_row_alone_scores_as_in_a_batch(bibtex, small_model):
         alone = kernel.predict_rows(R, r, r + 1, 0, 10)
         a, b = whole[0][r], whole[0][r + 1]
         assert np.array_equal(alone[1], whole[1][a:b]) and np.array_equal(alone[2], whole[2][a:b])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_pieces_are_predicts_rows_in_order(bibtex, small_model, threads):
+    """predict_pieces: consecutive chunks, each through finish, that stack to
+    predict's rows (all labels, and the k best)."""
+    from xmlkit.csr import as_rows, stack_rows
+    _, _, Xt, _ = bibtex
+    for k in (None, 3):
+        whole = small_model.predict(as_rows(Xt), k=k, threads=threads)
+        finished = list(small_model.predict_pieces(Xt, k=k, threads=threads,
+                                                   finish=lambda p: ("finished", p)))
+        assert len(finished) > 1 and {f[0] for f in finished} == {"finished"}
+        pieces = [f[1] for f in finished]
+        got = stack_rows([(p.indptr, p.indices, p.data) for p in pieces], whole.shape)
+        for a, b in zip((got.indptr, got.indices, got.data),
+                        (whole.indptr, whole.indices, whole.data)):
+            assert np.array_equal(a, b)
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ the readers, the writer and the predictors accept a
 :class:`Rows` or any scipy sparse matrix, and scipy is imported only when a
 scipy matrix is asked for (:meth:`Rows.to_scipy`) or given.
 """
+import collections
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -153,18 +154,38 @@ def score_rows(run, n, n_cols, threads=1, progress=None, chunk=CHUNK_ROWS):
     """Rows 0..n-1 scored in chunks of `chunk` rows by `run(r0, r1)` (a nogil
     kernel returning CSR pieces), on `threads` threads; the pieces stacked
     into one Rows n × n_cols. `progress(rows)` after each chunk."""
+    return stack_rows(list(piece_rows(run, n, threads, progress, chunk)), (n, n_cols))
+
+
+def piece_rows(run, n, threads=1, progress=None, chunk=CHUNK_ROWS, finish=None):
+    """The chunks of score_rows one by one, in order: finish(r0, r1, run(r0,
+    r1)) (default: the CSR pieces) made on the threads, at most two chunks
+    per thread ahead of the one the caller holds, so that a caller writing
+    each as it comes holds a few chunks, not all the rows."""
     def one(b):
         out = run(*b)
+        if finish is not None:
+            out = finish(b[0], b[1], out)
         if progress is not None:
             progress(b[1] - b[0])
         return out
     bounds = row_blocks(n, chunk)
-    if threads > 1 and len(bounds) > 1:
-        with ThreadPoolExecutor(threads) as pool:
-            parts = list(pool.map(one, bounds))
-    else:
-        parts = [one(b) for b in bounds]
-    return stack_rows(parts, (n, n_cols))
+    if threads < 2 or len(bounds) < 2:
+        for b in bounds:
+            yield one(b)
+        return
+    ahead = collections.deque()
+    with ThreadPoolExecutor(threads) as pool:
+        try:
+            for b in bounds:
+                ahead.append(pool.submit(one, b))
+                if len(ahead) > 2 * threads:
+                    yield ahead.popleft().result()
+            while ahead:
+                yield ahead.popleft().result()
+        finally:                # (a caller gone or a chunk failed: start no more)
+            for f in ahead:
+                f.cancel()
 
 
 def stack_rows(parts, shape):

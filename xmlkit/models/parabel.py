@@ -32,8 +32,8 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 import numpy as np
 
 from xmlkit import checks
-from xmlkit.csr import (like, model_rows, score_rows, transpose_rows, unit_rows,
-                        with_bias)
+from xmlkit.csr import (Rows, like, model_rows, piece_rows, score_rows, transpose_rows,
+                        unit_rows, with_bias)
 from xmlkit.models.base import (C_INT_MAX, MAX_TREES, RANKED_DECISION, SEED, auto_or,
                                 boolean, integer, one_of, real, usable_threads)
 from xmlkit.models.tree_family import TreeEnsemble, check_tree_range
@@ -299,6 +299,25 @@ class Parabel(TreeEnsemble):
         the trees; the k best per row (k=None: all). Rows in, Rows out; else
         a scipy csr_matrix. decision, threshold: scores only (label sets:
         xmlkit.Calibrated)."""
+        R, run, threads, chunk = self._scorer(X, k, threads, beam_width, decision, threshold)
+        return like(X, score_rows(run, R.shape[0], self.n_labels_, threads, progress, chunk))
+
+    def predict_pieces(self, X, k=5, threads=1, progress=None, finish=None, release=False,
+                       beam_width=None, decision=None, threshold=None):
+        """predict()'s rows as consecutive pieces (Rows), a chunk each, made
+        on the threads a few ahead of the one asked for and passed through
+        finish(piece) there when given (xml-predict formats them): memory
+        holds a few chunks' scores, not every row's. release: (the forests')."""
+        R, run, threads, chunk = self._scorer(X, k, threads, beam_width, decision, threshold)
+
+        def piece(r0, r1, out):
+            rows = Rows(*out, (r1 - r0, self.n_labels_))
+            return rows if finish is None else finish(rows)
+        yield from piece_rows(run, R.shape[0], threads, progress, chunk, piece)
+
+    def _scorer(self, X, k, threads, beam_width, decision, threshold):
+        """(rows, run(r0, r1) -> CSR pieces of their scores, threads, chunk
+        rows) for predict and predict_pieces."""
         used = self._predict_params(beam_width=beam_width, decision=decision,
                                     threshold=threshold)
         R = model_rows(X, self.n_features_in_)
@@ -307,8 +326,7 @@ class Parabel(TreeEnsemble):
         beam = used["beam_width"]
         threads = usable_threads(threads)
         chunk = int(min(CHUNK_ROWS, max(64, -(-R.shape[0] // (2 * threads)))))
-        return like(X, score_rows(lambda r0, r1: kernel.predict_rows(R, r0, r1, topk, beam),
-                                  R.shape[0], self.n_labels_, threads, progress, chunk))
+        return R, (lambda r0, r1: kernel.predict_rows(R, r0, r1, topk, beam)), threads, chunk
 
     def _effects(self, R, S, threads, n_top=0, **params):
         """Exact leave-one-feature-out effects, by scoring each row once per

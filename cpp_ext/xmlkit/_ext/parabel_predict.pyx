@@ -20,6 +20,10 @@ from sparse_rows cimport RowsOut, emit_top, indptr_t, padded, rows_in, rows_open
 cnp.import_array()
 
 
+cdef extern from "xk_portable.h":
+    void XK_PREFETCH(const void* p) noexcept nogil
+
+
 ctypedef pair[pair[int32_t, int32_t], double] Visit     # ((node, row), -log-score)
 ctypedef pair[int64_t, int64_t] Span                    # a range of weights
 
@@ -41,7 +45,8 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
                         const int32_t* xi, const float* sv, vector[Visit]& visits,
                         vector[Span]& slot, vector[double]& acc,
                         vector[vector[pair[double, int32_t]]]& nxt,
-                        vector[vector[pair[int32_t, double]]]& items, int64_t d) noexcept nogil:
+                        vector[vector[pair[int32_t, double]]]& items, int64_t d,
+                        Span* met, float* met_v) noexcept nogil:
     """Score the visits ((node, row), node's -log-score), grouped by node.
     A group's features (ascending) are found for a row's entries either by a
     binary search each or, when that costs more than laying the group out
@@ -53,7 +58,8 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
     child); a leaf's labels to items[row] as (label, probability)."""
     cdef size_t a = 0, b, c
     cdef int32_t node
-    cdef int64_t g0, g1, q, e, k, width, row, first, entries
+    cdef int64_t g0, g1, q, e, k, m, n_met, width, row, first, entries
+    cdef size_t n0
     cdef const int32_t* at
     cdef Span span, bias_span
     cdef bint leaf, laid
@@ -83,27 +89,42 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
             bias_span = Span(tv.u_ptr[g1 - 1], tv.u_ptr[g1])
         for c in range(a, b):
             row = visits[c].first.second
-            for q in range(rp[row], rp[row + 1]):
+            n_met = 0
+            for q in range(rp[row], rp[row + 1]):      # the spans met, fetched ahead
                 if laid:
                     span = slot[xi[q]]
+                    if span.first == span.second:
+                        continue
                 else:
                     at = lower_bound(tv.u_feat + g0, tv.u_feat + g1, xi[q])
                     if at == tv.u_feat + g1 or at[0] != xi[q]:
                         continue
                     span = Span(tv.u_ptr[at - tv.u_feat], tv.u_ptr[at - tv.u_feat + 1])
-                for e in range(span.first, span.second):
-                    acc[tv.e_col[e]] += tv.e_val[e] * sv[q]
+                XK_PREFETCH(tv.e_col + span.first)
+                XK_PREFETCH(tv.e_val + span.first)
+                met[n_met] = span
+                met_v[n_met] = sv[q]
+                n_met += 1
+            for m in range(n_met):
+                for e in range(met[m].first, met[m].second):
+                    acc[tv.e_col[e]] += tv.e_val[e] * met_v[m]
             for e in range(bias_span.first, bias_span.second):
                 acc[tv.e_col[e]] = acc[tv.e_col[e]] + tv.e_val[e] * bias
             s = visits[c].second
-            for k in range(width):
-                if leaf:
-                    items[row].push_back(pair[int32_t, double](
-                        tv.l_idx[first + k], exp(-s + _loglik(acc[k], loss))))
-                else:
-                    nxt[row].push_back(pair[double, int32_t](
-                        s - _loglik(acc[k], loss), <int32_t> (first + k)))
-                acc[k] = 0
+            if leaf:
+                n0 = items[row].size()
+                items[row].resize(n0 + width)
+                for k in range(width):
+                    items[row][n0 + k].first = tv.l_idx[first + k]
+                    items[row][n0 + k].second = exp(-s + _loglik(acc[k], loss))
+                    acc[k] = 0
+            else:
+                n0 = nxt[row].size()
+                nxt[row].resize(n0 + width)
+                for k in range(width):
+                    nxt[row][n0 + k].first = s - _loglik(acc[k], loss)
+                    nxt[row][n0 + k].second = <int32_t> (first + k)
+                    acc[k] = 0
         if laid:
             for q in range(g0, g1):
                 slot[tv.u_feat[q]] = Span(0, 0)
@@ -115,7 +136,7 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
                   vector[vector[pair[double, int32_t]]]& cur,
                   vector[vector[pair[double, int32_t]]]& nxt, vector[Visit]& visits,
                   vector[vector[pair[int32_t, double]]]& items, vector[Span]& slot,
-                  vector[double]& acc) noexcept nogil:
+                  vector[double]& acc, Span* met, float* met_v) noexcept nogil:
     """Tree tv's beam search for the nr rows of a chunk, level by level (a
     leaf in the beam stays in it); the labels of each row's final leaves
     appended to items[row]."""
@@ -138,7 +159,7 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
                                            cur[r][a].first))
         if visits.size() == 0:
             break
-        _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, acc, nxt, items, d)
+        _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, acc, nxt, items, d, met, met_v)
         for r in range(nr):
             if nxt[r].size() > <size_t> beam:
                 partial_sort(nxt[r].begin(), nxt[r].begin() + beam, nxt[r].end())
@@ -149,7 +170,7 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
         for a in range(cur[r].size()):
             visits.push_back(Visit(pair[int32_t, int32_t](cur[r][a].second, <int32_t> r),
                                    cur[r][a].first))
-    _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, acc, nxt, items, d)
+    _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, acc, nxt, items, d, met, met_v)
 
 
 cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
@@ -162,9 +183,11 @@ cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
     cdef int t
     cdef vector[int64_t] rp
     cdef vector[float] sv
-    cdef vector[Span] slot
+    cdef vector[Span] slot, met
+    cdef vector[float] met_v
     cdef vector[double] acc, margins
     cdef vector[int32_t] touched
+    cdef vector[unsigned char] seen
     cdef vector[vector[pair[double, int32_t]]] cur, nxt
     cdef vector[vector[pair[int32_t, double]]] items
     cdef vector[Visit] visits
@@ -182,6 +205,13 @@ cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
     for r in range(nr + 1):
         rp.push_back(xp[r0 + r] - base)
     for r in range(nr):
+        if rp[r + 1] - rp[r] > <int64_t> met.size():
+            met.resize(rp[r + 1] - rp[r])
+    met.resize(met.size() + 1)
+    met_v.resize(met.size())
+    for r in range(nr):         # (room for every label the trees' final beams can reach)
+        items[r].reserve(n_trees * min(<int64_t> beam * f.widest, f.n_labels))
+    for r in range(nr):
         norm = 0
         for q in range(rp[r], rp[r + 1]):
             norm += <double> xv[base + q] * xv[base + q]
@@ -190,19 +220,32 @@ cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
             sv[q] = <float> (xv[base + q] / norm)
     for t in range(n_trees):
         _search(&f.trees[t], beam, f.loss, d, f.bias, nr, rp.data(), xi + base, sv.data(),
-                cur, nxt, visits, items, slot, margins)
+                cur, nxt, visits, items, slot, margins, met.data(), met_v.data())
+    seen.resize(f.n_labels, 0)
     for r in range(nr):
         touched.clear()
         for a in range(items[r].size()):
             lab = items[r][a].first
-            if acc[lab] == 0:
+            if not seen[lab]:         # (a probability may be 0: acc does not tell)
+                seen[lab] = 1
                 touched.push_back(lab)
             acc[lab] += items[r][a].second
+        if topk <= 0:                 # every label, ascending: as emit_top would write them
+            sort(touched.begin(), touched.end())
+            for a in range(touched.size()):
+                lab = touched[a]
+                out.idx.push_back(lab)
+                out.val.push_back(<float> (acc[lab] / n_trees))
+                acc[lab] = 0
+                seen[lab] = 0
+            out.ptr.push_back(out.idx.size())
+            continue
         ranked.clear()
         for a in range(touched.size()):
             lab = touched[a]
             ranked.push_back(pair[double, int32_t](-<double> (<float> (acc[lab] / n_trees)), lab))
             acc[lab] = 0
+            seen[lab] = 0
         emit_top(ranked, topk, sel, out)
 
 
