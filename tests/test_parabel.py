@@ -11,7 +11,7 @@ import xmlkit
 from xmlkit.checks import DamagedModel
 from xmlkit.metrics import ranking_metrics
 from xmlkit.models.base import C_INT_MAX
-from xmlkit.models.parabel import check_tree, leaf_depth
+from xmlkit.models.parabel import check_tree, classifier_rows, grouped_tree, leaf_depth
 
 from conftest import TEST, TRAIN, run_cli
 
@@ -46,8 +46,9 @@ def test_label_centroids_by_hand():
     assert ptr.tolist() == [0, 1, 2, 2] and idx.tolist() == [0, 2]
 
 
-def _hand_tree():
-    """A root with two leaves (one label each) over D = 2 features (bias: 2)."""
+def _hand_rows():
+    """A root with two leaves (one label each) over D = 2 features (bias: 2),
+    as classifier rows."""
     return {"c_ptr": np.array([1, 3, 3, 3], np.int64), "depth": np.array([0, 1, 1], np.int32),
             "l_ptr": np.array([0, 0, 1, 2], np.int64), "l_idx": np.array([0, 1], np.int32),
             # rows: root (empty), child 1: w = (1, 0, 0), child 2: (0, 1, 0.5),
@@ -55,6 +56,11 @@ def _hand_tree():
             "w_ptr": np.array([0, 0, 1, 3, 4, 5], np.int64),
             "w_idx": np.array([0, 1, 2, 2, 0], np.int32),
             "w_val": np.array([1, 1, 0.5, 2, -1], np.float32)}
+
+
+def _hand_tree():
+    """The hand tree as it is stored: its rows grouped by node."""
+    return grouped_tree(_hand_rows(), 2, "hand")
 
 
 @pytest.mark.parametrize("loss", ["squared_hinge", "log"])
@@ -80,27 +86,60 @@ def test_beam_search_by_hand(loss):
 
 
 def test_weights_grouped_by_node_by_hand():
-    """The kernel's layout of the hand tree: group i holds node i's children's
-    classifiers (internal) or its labels' (leaf), feature-major, features in
-    the order first met; a pointer or index out of range is refused."""
+    """The stored layout of the hand tree: group i holds node i's children's
+    classifiers (internal) or its labels' (leaf), feature-major, features
+    ascending, one byte per classifier index (no group wider than 256);
+    classifier_rows gives the rows back; a pointer or index out of range is
+    refused."""
     from xmlkit._ext.parabel_predict import group_weights
     t = _hand_tree()
-    g_ptr, u_feat, u_ptr, e_col, e_val = group_weights(
-        t["c_ptr"], t["l_ptr"], t["w_ptr"], t["w_idx"], t["w_val"], 3)
     # root: children 1 (w: f0 = 1) and 2 (f1 = 1, bias f2 = 0.5); leaf 1: label entry
     # 0 (f2 = 2); leaf 2: label entry 1 (f0 = -1)
-    assert g_ptr.tolist() == [0, 3, 4, 5]
-    assert u_feat[:5].tolist() == [0, 1, 2, 2, 0]
-    assert u_ptr.tolist() == [0, 1, 2, 3, 4, 5]
-    assert e_col[:5].tolist() == [0, 1, 1, 0, 0]
-    assert e_val[:5].tolist() == [1, 1, 0.5, 2, -1]
+    assert t["g_ptr"].tolist() == [0, 3, 4, 5]
+    assert t["e_feat"].tolist() == [0, 1, 2, 2, 0]
+    assert t["e_col"].tolist() == [0, 1, 1, 0, 0] and t["e_col"].dtype == np.uint8
+    assert t["e_val"].tolist() == [1, 1, 0.5, 2, -1]
+    rows = _hand_rows()
+    for got, key in zip(classifier_rows(t), ("w_ptr", "w_idx", "w_val")):
+        assert got.tolist() == rows[key].tolist()
     for key, bad in (("w_idx", np.array([0, 1, 3, 2, 0], np.int32)),
                      ("w_ptr", np.array([0, 0, 1, 9, 4, 5], np.int64)),
                      ("l_ptr", np.array([0, 0, 3, 2], np.int64))):
-        arrays = {**t, key: bad}
+        arrays = {**rows, key: bad}
         with pytest.raises(ValueError):
             group_weights(arrays["c_ptr"], arrays["l_ptr"], arrays["w_ptr"], arrays["w_idx"],
                           arrays["w_val"], 3)
+        with pytest.raises(DamagedModel):
+            grouped_tree(arrays, 2, "t")
+
+
+@pytest.mark.parametrize("n_labels", [256, 257, 70000])
+def test_wide_leaf_scores_by_hand(n_labels):
+    """A root leaf of 256 labels keeps its classifier indices in one byte,
+    of 257 in two, of 70,000 in four: every label's score is
+    exp(-max(0, 1 - w.x)^2) over the unit row with the bias, by numpy."""
+    from scipy.sparse import csr_matrix
+    from xmlkit._ext.parabel_predict import ParabelKernel
+    rng = np.random.default_rng(n_labels)
+    D = 6
+    W = np.where(rng.random((n_labels, D + 1)) < 0.4, rng.normal(size=(n_labels, D + 1)), 0)
+    W = csr_matrix(W.astype(np.float32))
+    tree = grouped_tree({
+        "c_ptr": np.array([1, 1], np.int64), "depth": np.zeros(1, np.int32),
+        "l_ptr": np.array([0, n_labels], np.int64), "l_idx": np.arange(n_labels, dtype=np.int32),
+        "w_ptr": np.concatenate([[0], W.indptr]).astype(np.int64),
+        "w_idx": W.indices.astype(np.int32), "w_val": W.data}, D, "wide")
+    check_tree(tree, D, n_labels, "wide")
+    assert tree["e_col"].dtype == {256: np.uint8, 257: np.uint16, 70000: np.int32}[n_labels]
+    X = csr_matrix(np.where(rng.random((4, D)) < 0.6, rng.random((4, D)), 0).astype(np.float32))
+    ptr, idx, val = ParabelKernel([tree], D + 1, 1.0, n_labels, 0).predict_rows(X, 0, 4, 0, 10)
+    dense = X.toarray().astype(np.float64)
+    unit = dense / np.maximum(np.linalg.norm(dense, axis=1, keepdims=True), 1e-300)
+    z = np.hstack([unit, np.ones((4, 1))]) @ W.toarray().T.astype(np.float64)
+    want = np.exp(-np.maximum(0, 1 - z) ** 2)
+    for r in range(4):
+        assert idx[ptr[r]:ptr[r + 1]].tolist() == list(range(n_labels))
+        assert val[ptr[r]:ptr[r + 1]] == pytest.approx(want[r], rel=1e-5, abs=1e-7)
 
 
 def test_a_label_whose_probability_is_zero_is_written_once():
@@ -108,9 +147,11 @@ def test_a_label_whose_probability_is_zero_is_written_once():
     underflows) is one entry of its row, not one per tree, in every k."""
     from scipy.sparse import csr_matrix
     from xmlkit._ext.parabel_predict import ParabelKernel
-    leaf = {"c_ptr": np.array([0, 0], np.int64), "l_ptr": np.array([0, 2], np.int64),
-            "l_idx": np.array([0, 1], np.int32), "w_ptr": np.array([0, 0, 1, 2], np.int64),
-            "w_idx": np.array([0, 0], np.int32), "w_val": np.array([-1000.0, 1.0], np.float32)}
+    leaf = grouped_tree({
+        "c_ptr": np.array([1, 1], np.int64), "depth": np.zeros(1, np.int32),
+        "l_ptr": np.array([0, 2], np.int64), "l_idx": np.array([0, 1], np.int32),
+        "w_ptr": np.array([0, 0, 1, 2], np.int64), "w_idx": np.array([0, 0], np.int32),
+        "w_val": np.array([-1000.0, 1.0], np.float32)}, 1, "leaf")
     kernel = ParabelKernel([leaf, leaf, leaf], 2, 1.0, 2, 0)
     X = csr_matrix(np.array([[1.0]], np.float32))
     for k in (0, 1, 2, 5):
@@ -139,8 +180,9 @@ def test_leaf_classifier_is_liblinears_l2_svc():
         q = int(np.flatnonzero(tree["l_idx"] == lab)[0])
         row = 1 + q
         w = np.zeros(X.shape[1] + 1)
-        lo, hi = tree["w_ptr"][row], tree["w_ptr"][row + 1]
-        w[tree["w_idx"][lo:hi]] = tree["w_val"][lo:hi]
+        w_ptr, w_idx, w_val = classifier_rows(tree)
+        lo, hi = w_ptr[row], w_ptr[row + 1]
+        w[w_idx[lo:hi]] = w_val[lo:hi]
         y = np.where(Y[:, lab].toarray().ravel() > 0, 1.0, -1.0)
         model = train(problem(y, U), parameter("-s 1 -c 1 -e 1e-7 -B 1 -q"))
         ref, bias = model.get_decfun()
@@ -193,6 +235,29 @@ def test_row_alone_scores_as_in_a_batch(bibtex, small_model):
         assert np.array_equal(alone[1], whole[1][a:b]) and np.array_equal(alone[2], whole[2][a:b])
 
 
+def test_folder_of_classifier_rows_loads_regrouped(tmp_path, monkeypatch, bibtex, small_model):
+    """A folder written before the grouped layout (each tree's classifiers as
+    CSR rows: w_ptr, w_idx, w_val) loads as the same trees and scores the
+    same (damaged rows: test_weights_grouped_by_node_by_hand)."""
+    from xmlkit.models.folders import save_folder
+    from xmlkit.models.parabel import Parabel, ROW_KEYS, TREE_KEYS
+    _, _, Xt, _ = bibtex
+
+    def rows_form(tree, compact=False):
+        return {**{k: tree[k] for k in TREE_KEYS[:4]},
+                **dict(zip(ROW_KEYS, classifier_rows(tree)))}
+    with monkeypatch.context() as m:
+        m.setattr(Parabel, "_encode_tree", staticmethod(rows_form))
+        save_folder(small_model, tmp_path / "old")
+    old = xmlkit.load_model(tmp_path / "old")
+    for t, tree in small_model.trees_.items():
+        for k in TREE_KEYS:
+            assert np.array_equal(old.trees_[t][k], tree[k]) and \
+                old.trees_[t][k].dtype == tree[k].dtype, k
+    a, b = old.predict(Xt, k=None), small_model.predict(Xt, k=None)
+    assert (a != b).nnz == 0 and np.array_equal(a.indices, b.indices)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_pieces_are_predicts_rows_in_order(bibtex, small_model, threads):
     """predict_pieces: consecutive chunks, each through finish, that stack to
@@ -242,12 +307,17 @@ def test_deterministic_at_any_thread_count_and_cli_equals_api(tmp_path, bibtex, 
     assert same(tmp_path / "b.txt", S1) and not same(tmp_path / "b.txt", S)
 
 
-@pytest.mark.parametrize("edit", ["self_child", "shared_child", "depth", "label_at_node",
-                                  "feature", "rows"])
+@pytest.mark.parametrize("edit", ["self_child", "own_child", "shared_child", "depth",
+                                  "label_at_node", "feature", "feature_order", "column",
+                                  "weights", "groups", "nan", "dtype"])
 def test_damaged_tree_is_refused(edit):
+    """Each damage refused by check_tree (and by the kernel, built without it)."""
+    from xmlkit._ext.parabel_predict import ParabelKernel
     tree = {k: v.copy() for k, v in _hand_tree().items()}
     if edit == "self_child":
         tree["c_ptr"] = np.array([0, 3, 3, 3], np.int64)         # the root its own child
+    elif edit == "own_child":
+        tree["c_ptr"] = np.array([1, 1, 3, 3], np.int64)         # node 1 its own child
     elif edit == "shared_child":
         tree["c_ptr"] = np.array([1, 3, 3, 2], np.int64)
     elif edit == "depth":
@@ -255,11 +325,24 @@ def test_damaged_tree_is_refused(edit):
     elif edit == "label_at_node":
         tree["l_ptr"] = np.array([0, 1, 1, 2], np.int64)
     elif edit == "feature":
-        tree["w_idx"][0] = 3                                      # past the bias (2)
+        tree["e_feat"][0] = 3                                     # past the bias (2)
+    elif edit == "feature_order":
+        tree["e_feat"][:2] = [1, 0]
+    elif edit == "column":
+        tree["e_col"][3] = 1                                      # leaf 1 has one label
+    elif edit == "weights":
+        tree["e_val"] = tree["e_val"][:-1]
+    elif edit == "groups":
+        tree["g_ptr"][1] = 6
+    elif edit == "nan":
+        tree["e_val"][2] = np.nan
     else:
-        tree["w_ptr"] = tree["w_ptr"][:-1]
+        tree["e_col"] = tree["e_col"].astype(np.int64)
     with pytest.raises(DamagedModel):
         check_tree(tree, 2, 2, "t")
+    if edit not in ("depth", "shared_child"):    # (what the search does not read)
+        with pytest.raises(ValueError):
+            ParabelKernel([tree], 3, 1.0, 2, 0)
 
 
 def test_root_too_large_for_memory_is_refused(tmp_path):

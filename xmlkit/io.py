@@ -489,8 +489,10 @@ class MatrixWriter:
         self.precision, self.fixed, self.index_base = precision, fixed, index_base
         self.done = 0
 
-    def format(self, M):
-        """(rows, [text pieces]) of the rows of M."""
+    def format(self, M, lazy=False):
+        """(rows, text pieces) of the rows of M: a list, or with lazy=True
+        pieces formatted as write_text takes them (memory: a piece, not the
+        rows' text; for a caller that formats and writes on one thread)."""
         x = _as_csr32(M, str(self.path))
         if x[3][0] <= WRITE_ROWS and len(x[1]) <= WRITE_ENTRIES and not self.index_base:
             if x[3][1] != self.n_cols:
@@ -501,7 +503,8 @@ class MatrixWriter:
         if x[3][1] != self.n_cols:
             raise XmlkitError(f"{self.path}: rows of {x[3][1]} columns in a matrix of "
                               f"{self.n_cols}")
-        return x[3][0], list(_row_text(x, None, self.fixed, self.precision, self.index_base))
+        pieces = _row_text(x, None, self.fixed, self.precision, self.index_base)
+        return x[3][0], (pieces if lazy else list(pieces))
 
     def write_text(self, formatted):
         n, pieces = formatted

@@ -136,8 +136,9 @@ LDSM = (
 PARABEL = (
     _trees("Number of trees to grow."),
     START_TREE,
-    Opt("threads", ("-T", "--threads"), "Nodes trained in parallel (threads): the nodes "
-        "of one level of a tree at once."),
+    Opt("threads", ("-T", "--threads"), "Nodes trained in parallel (threads): any node "
+        "whose parent is done, of any tree, the earliest tree's first; the trees do not "
+        "depend on it."),
     Opt("arity", ("--arity",), "Children per internal node: 2 (Parabel) or more (Bonsai's "
         "wide trees, up to 100 and beyond)."),
     Opt("max_leaf", ("-m", "--max-leaf"), "Labels per leaf: balanced trees with "

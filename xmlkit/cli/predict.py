@@ -219,7 +219,8 @@ def score_pieces(model, pieces, write, kwargs, progress, stdout=False, flush=Fal
                  timeline=None, calibrate=None):
     """Score XCFile `pieces` in order with `model` and write them (a
     MatrixWriter): each piece scored and formatted on the threads (the
-    forests: in blocks of rows) while the next one is read.
+    forests: in blocks of rows) while the next one is read; on one thread,
+    its text made as it is written.
 
     A forest's mapped trees are checked as they are read (the blocks the
     rows reach), so that a few rows cost a few blocks; written to a file
@@ -242,11 +243,12 @@ def score_pieces(model, pieces, write, kwargs, progress, stdout=False, flush=Fal
         elif forest and stdout:
             checks = helper.submit(model.verify, threads)
         more = {"release": True} if forest and not flush else {}
+        # (on one thread a piece's text is made as it is written, not held whole)
+        fmt = write.format if threads > 1 else functools.partial(write.format, lazy=True)
         for part in (pieces if flush else _read_ahead(pieces, helper)):
             if timeline is not None and "first_piece" not in timeline.marks:
                 timeline.mark("first_piece")
-            finish = write.format if calibrate is None else \
-                (lambda S: write.format(calibrate(S)))
+            finish = fmt if calibrate is None else (lambda S: fmt(calibrate(S)))
             for text in model.predict_pieces(part.feature_rows, progress=progress,
                                              finish=finish, **kwargs, **more):
                 if checks is not None:

@@ -222,7 +222,7 @@ def read_centroids(path, n_features, n_labels):
 def load_cpp_parabel(folder, param, trees=None):
     """A Parabel model (xmlkit.models.parabel) from the C++ tool's folder;
     `trees` defaults to the range its param file names."""
-    from xmlkit.models.parabel import LOSSES, Parabel, check_tree as check_parabel
+    from xmlkit.models.parabel import LOSSES, Parabel, check_tree as check_parabel, grouped_tree
     start, num = int(param["start_tree"]), int(param["num_tree"])
     wanted = list(range(start, start + num)) if trees is None else list(trees)
     if param["classifier_kind"] not in (0, 1):
@@ -246,7 +246,8 @@ def load_cpp_parabel(folder, param, trees=None):
         path = Path(folder) / f"{t}.tree"
         if not path.is_file():
             raise XmlkitError(f"{folder}: has no tree file {t}.tree")
-        tree = read_parabel_tree(path, model.n_features_in_, model.n_labels_)
+        tree = grouped_tree(read_parabel_tree(path, model.n_features_in_, model.n_labels_),
+                            model.n_features_in_, str(path))
         model.trees_[t] = check_parabel(tree, model.n_features_in_, model.n_labels_, str(path))
     return model
 

@@ -44,7 +44,10 @@ from xmlkit.models.tree_family import TreeEnsemble, check_tree_range
 CHUNK_ROWS = 1024
 #: the classifiers' losses (the C++ tool's -k 0 and 1)
 LOSSES = ("squared_hinge", "log")
-TREE_KEYS = ("c_ptr", "depth", "l_ptr", "l_idx", "w_ptr", "w_idx", "w_val")
+TREE_KEYS = ("c_ptr", "depth", "l_ptr", "l_idx", "g_ptr", "e_feat", "e_col", "e_val")
+#: the classifier rows a tree is made of (node rows, then leaf entries; CSR),
+#: stored regrouped by node (grouped_tree) and as such by folders before 0.1.1
+ROW_KEYS = ("w_ptr", "w_idx", "w_val")
 
 
 def leaf_depth(n_labels, max_leaf, arity, max_depth, balanced):
@@ -276,9 +279,8 @@ class Parabel(TreeEnsemble):
 
     # -- prediction
     def _kernel(self):
-        """The kernel over the trees, kept while they are the same objects:
-        each tree's links where they lie, its classifiers regrouped by the
-        node that scores them."""
+        """The kernel over the trees (their arrays where they lie), kept while
+        they are the same objects."""
         from xmlkit._ext.parabel_predict import ParabelKernel
         self._require_whole_trees()
         trees = tuple(self.trees_.items())
@@ -342,7 +344,12 @@ class Parabel(TreeEnsemble):
         return {k: tree[k] for k in TREE_KEYS}
 
     def _decode_tree(self, arrays, name):
-        tree = {k: arrays[k] for k in TREE_KEYS if k in arrays}
+        if "g_ptr" not in arrays and all(k in arrays for k in ROW_KEYS):
+            tree = {k: arrays[k] for k in TREE_KEYS[:4] + ROW_KEYS if k in arrays}
+            checks.need(tree, TREE_KEYS[:4], name)
+            tree = grouped_tree(tree, self.n_features_in_, name)      # (an older folder)
+        else:
+            tree = {k: arrays[k] for k in TREE_KEYS if k in arrays}
         return check_tree(tree, self.n_features_in_, self.n_labels_, name)
 
     def stats(self):
@@ -362,6 +369,7 @@ class _Growth:
         from xmlkit._ext.parabel_tree import child_seed, node_seed
         p, L = model.params, model.n_labels_
         self.t, self._child_seed = t, child_seed
+        self.n_features = model.n_features_in_
         self.limit = leaf_depth(L, p.max_leaf, p.arity, p.max_depth, p.balanced)
         self.small = p.max_leaf if not p.balanced else 1
         self.labels, self.depth = [np.arange(L, dtype=np.int32)], [0]
@@ -405,13 +413,15 @@ class _Growth:
         new = {old: k for k, old in enumerate(bfs)}
         rows = [(np.zeros(0, np.int32), np.zeros(0, np.float32))] + [self.rows[i]
                                                                      for i in bfs[1:]]
-        return assemble_tree([self.labels[i] for i in bfs], [self.depth[i] for i in bfs],
+        tree = assemble_tree([self.labels[i] for i in bfs], [self.depth[i] for i in bfs],
                              [len(self.children[i]) for i in bfs], rows,
                              {new[i]: v for i, v in self.leaves.items()})
+        return grouped_tree(tree, self.n_features, f"tree {self.t}")
 
 
 def assemble_tree(labels, depth, n_child, rows, leaves):
-    """A tree's arrays (TREE_KEYS) from its nodes in breadth-first order (the
+    """A tree's arrays as classifier rows (TREE_KEYS[:4] and ROW_KEYS; stored
+    as grouped_tree makes them) from its nodes in breadth-first order (the
     children of a node follow those of the nodes before it): each node's
     labels, depth and number of children, its classifier row (idx, val;
     the root's empty), and per leaf the CSR pieces (ptr, idx, val) of its
@@ -443,12 +453,54 @@ def assemble_tree(labels, depth, n_child, rows, leaves):
             "w_val": np.concatenate(pieces_v).astype(np.float32)}
 
 
+def grouped_tree(tree, n_features, name):
+    """A tree of classifier rows (ROW_KEYS) as it is stored and scored
+    (TREE_KEYS): group i holds node i's children's classifiers (an internal
+    node; the root has none of its own) or its labels' (a leaf),
+    feature-major, each group's features ascending, each weight with its
+    feature and its classifier within the group (e_col: one byte when no
+    group is wider than 256; the kernel's group_weights). DamagedModel when
+    the rows disagree with the tree."""
+    from xmlkit._ext.parabel_predict import group_weights
+    a = [np.ascontiguousarray(tree[k], dtype=t).reshape(-1) for k, t in (
+        ("c_ptr", np.int64), ("l_ptr", np.int64), ("w_ptr", np.int64), ("w_idx", np.int32),
+        ("w_val", np.float32))]
+    a[3:] = [x if len(x) else np.zeros(1, x.dtype) for x in a[3:]]  # (w_ptr bounds them)
+    try:
+        groups = group_weights(*a, n_features + 1)
+    except ValueError as exc:
+        raise checks.DamagedModel(name, str(exc)) from None
+    out = {k: tree[k] for k in TREE_KEYS[:4]}
+    out.update(zip(TREE_KEYS[4:], groups))
+    return out
+
+
+def classifier_rows(tree):
+    """A stored tree's classifiers as rows (w_ptr, w_idx, w_val): the root's
+    row (empty), the other nodes' in order, then the leaves' label entries;
+    each row's features ascending (for inspection and tests)."""
+    cp, lp = np.asarray(tree["c_ptr"], np.int64), np.asarray(tree["l_ptr"], np.int64)
+    n = len(cp) - 1
+    leaf = cp[1:] == cp[:-1]
+    first = np.where(leaf, n + lp[:-1], cp[:-1])          # each group's first row
+    group = np.repeat(np.arange(n), np.diff(np.asarray(tree["g_ptr"], np.int64)))
+    row = first[group] + np.asarray(tree["e_col"], np.int64)
+    feat = np.asarray(tree["e_feat"], np.int32)
+    order = np.lexsort((feat, row))
+    w_ptr = np.zeros(n + lp[-1] + 1, np.int64)
+    np.cumsum(np.bincount(row, minlength=n + lp[-1]), out=w_ptr[1:])
+    return (w_ptr, feat[order].astype(np.int32),
+            np.asarray(tree["e_val"], np.float32)[order])
+
+
 def check_tree(tree, n_features, n_labels, name):
     """Validate a stored Parabel tree completely, so that prediction can trust
     it: children after their parent, each node one parent's child (nodes in
     breadth-first order: the child ranges tile 1..n-1), depths one below the
-    parent's, labels only at leaves, a classifier row per node and per leaf
-    entry, indices in range, finite values. Returns the tree."""
+    parent's, labels only at leaves, every group whole (the kernel's
+    check_groups: pointers and features in range and ascending, each weight
+    within its group's classifiers, finite values). Returns the tree."""
+    from xmlkit._ext.parabel_predict import check_groups
     checks.need(tree, TREE_KEYS, name)
     cp = checks.ints(tree["c_ptr"], name, "c_ptr").astype(np.int64)
     if cp.ndim != 1 or len(cp) < 2:
@@ -466,6 +518,15 @@ def check_tree(tree, n_features, n_labels, name):
     li = checks.in_range(tree["l_idx"], 0, n_labels, name, "leaf labels")
     if li.ndim != 1 or lp[-1] != len(li) or np.any(np.diff(lp)[internal] != 0):
         raise checks.DamagedModel(name, "leaf labels disagree with the leaves")
-    checks.csr(tree["w_ptr"], tree["w_idx"], tree["w_val"], n + len(li), n_features + 1, name,
-               "classifier")
+    arrays = []
+    for key, dtypes in (("g_ptr", (np.int64,)), ("e_feat", (np.int32,)),
+                        ("e_col", (np.uint8, np.uint16, np.int32)), ("e_val", (np.float32,))):
+        a = tree[key]
+        if not isinstance(a, np.ndarray) or a.dtype not in dtypes or a.ndim != 1:
+            raise checks.DamagedModel(name, f"{key} is not a vector of "
+                                      + " or ".join(str(np.dtype(t)) for t in dtypes))
+        arrays.append(np.ascontiguousarray(a))
+    fault = check_groups(cp, np.ascontiguousarray(lp, np.int64), *arrays, n_features + 1)
+    if fault:
+        raise checks.DamagedModel(name, fault)
     return tree

@@ -10,17 +10,19 @@ cdef struct ParabelTree:
     # one tree, its classifiers regrouped by the node that scores them: group i
     # holds node i's children's classifiers (an internal node) or its labels'
     # (a leaf), feature-major, so that scoring a point at node i costs its
-    # non-zeros and the weights they meet, not group size x non-zeros
+    # non-zeros and the weights they meet, not group size x non-zeros; a
+    # feature's weights are adjacent, in classifier order
     int64_t n_nodes                      # nodes of the tree (breadth-first; the root is 0)
     const int64_t* c_ptr                 # children of node i: nodes c_ptr[i] .. c_ptr[i + 1] - 1
     const int64_t* l_ptr                 # labels of node i (a leaf): l_idx[l_ptr[i] .. l_ptr[i + 1] - 1]
     const int32_t* l_idx                 # label of each leaf entry
-    const int64_t* g_ptr                 # features of group i: u_feat[g_ptr[i] .. g_ptr[i + 1] - 1]
-    const int32_t* u_feat                # each group's features, ascending (d - 1, the bias, last)
-    const int64_t* u_ptr                 # weights of group feature u: e_col/e_val[u_ptr[u] .. u_ptr[u + 1] - 1]
-    const int32_t* e_col                 # classifier of each weight, 0-based within its group
+    const int64_t* g_ptr                 # weights of group i: g_ptr[i] .. g_ptr[i + 1] - 1
+    const int32_t* e_feat                # feature of each weight, ascending within its group
+                                         # (d - 1, the bias, last)
+    const void* e_col                    # classifier of each weight, 0-based within its group:
+                                         # uint8, uint16 or int32 (col_bytes)
+    int col_bytes                        # bytes of an e_col entry: 1, 2 or 4
     const float* e_val                   # value of each weight
-
 
 cdef class ParabelKernel:
     cdef vector[ParabelTree] trees       # the trees, in the order their scores are added

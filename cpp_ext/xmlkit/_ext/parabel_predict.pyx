@@ -6,7 +6,7 @@
 # exp(leaf log-score + its classifier's log-likelihood), and a label's score
 # is the sum over the trees over the number of trees.
 
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t
 from libc.math cimport exp, log1p, log2, sqrt
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
@@ -41,26 +41,58 @@ cdef inline double _loglik(double z, int loss) noexcept nogil:
     return -(1 - z) * (1 - z) if z < 1 else 0.0
 
 
+cdef inline void _add_span(double* acc, const void* cols, int col_bytes, const float* ev,
+                           int64_t lo, int64_t hi, float x) noexcept nogil:
+    """acc[col] += weight * x over the weights lo..hi-1 (cols of col_bytes)."""
+    cdef int64_t e
+    cdef const uint8_t* c8
+    cdef const uint16_t* c16
+    cdef const int32_t* c32
+    if col_bytes == 1:
+        c8 = <const uint8_t*> cols
+        for e in range(lo, hi):
+            acc[c8[e]] += ev[e] * x
+    elif col_bytes == 2:
+        c16 = <const uint16_t*> cols
+        for e in range(lo, hi):
+            acc[c16[e]] += ev[e] * x
+    else:
+        c32 = <const int32_t*> cols
+        for e in range(lo, hi):
+            acc[c32[e]] += ev[e] * x
+
+
+cdef inline int64_t _col(const void* cols, int col_bytes, int64_t e) noexcept nogil:
+    if col_bytes == 1:
+        return (<const uint8_t*> cols)[e]
+    if col_bytes == 2:
+        return (<const uint16_t*> cols)[e]
+    return (<const int32_t*> cols)[e]
+
+
 cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int64_t* rp,
                         const int32_t* xi, const float* sv, vector[Visit]& visits,
                         vector[Span]& slot, vector[double]& acc,
                         vector[vector[pair[double, int32_t]]]& nxt,
-                        vector[vector[pair[int32_t, double]]]& items, int64_t d,
+                        vector[vector[pair[int32_t, float]]]& items, int64_t d,
                         Span* met, float* met_v) noexcept nogil:
     """Score the visits ((node, row), node's -log-score), grouped by node.
-    A group's features (ascending) are found for a row's entries either by a
-    binary search each or, when that costs more than laying the group out
-    once for all the rows that reach it, through that layout (slot: feature
-    -> its weights' span, else empty; made when first needed, written and
-    cleared again). Each margin is the sum over the row's entries in order,
-    then the bias: the same sum, to the bit, as a classifier row's dot
-    product. An internal node's children go to nxt[row] as (-log-score,
-    child); a leaf's labels to items[row] as (label, probability)."""
+    A row's entries find their weights in the node's group (features
+    ascending) either by a binary search each or, when that costs more than
+    laying the group out once for all the rows that reach it, through that
+    layout (slot: feature -> its weights' span, else empty; made when first
+    needed, written and cleared again); the spans a row meets are fetched
+    ahead, then summed. Each margin is the sum over the row's entries in
+    order, then the bias: the same sum, to the bit, as a classifier row's
+    dot product. An internal node's children go to nxt[row] as (-log-score,
+    child); a leaf's labels to items[row] as (label, probability as a
+    float: a chunk holds trees x beam x leaf size of them per row)."""
     cdef size_t a = 0, b, c
-    cdef int32_t node
+    cdef int32_t node, f
     cdef int64_t g0, g1, q, e, k, m, n_met, width, row, first, entries
     cdef size_t n0
     cdef const int32_t* at
+    cdef const int32_t* ef = tv.e_feat
     cdef Span span, bias_span
     cdef bint leaf, laid
     cdef double s
@@ -82,11 +114,14 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
         if laid:
             if slot.size() == 0:
                 slot.resize(d, Span(0, 0))
-            for q in range(g0, g1):
-                slot[tv.u_feat[q]] = Span(tv.u_ptr[q], tv.u_ptr[q + 1])
-        bias_span = Span(0, 0)
-        if g1 > g0 and tv.u_feat[g1 - 1] == d - 1:         # (the bias: the last feature)
-            bias_span = Span(tv.u_ptr[g1 - 1], tv.u_ptr[g1])
+            for e in range(g0, g1):             # (no branch: a feature's last write stays)
+                slot[ef[e]].second = e + 1
+            for e in range(g1 - 1, g0 - 1, -1):
+                slot[ef[e]].first = e
+        q = g1                                  # (the bias: the last feature)
+        while q > g0 and ef[q - 1] == d - 1:
+            q -= 1
+        bias_span = Span(q, g1)
         for c in range(a, b):
             row = visits[c].first.second
             n_met = 0
@@ -96,27 +131,31 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
                     if span.first == span.second:
                         continue
                 else:
-                    at = lower_bound(tv.u_feat + g0, tv.u_feat + g1, xi[q])
-                    if at == tv.u_feat + g1 or at[0] != xi[q]:
+                    at = lower_bound(ef + g0, ef + g1, xi[q])
+                    if at == ef + g1 or at[0] != xi[q]:
                         continue
-                    span = Span(tv.u_ptr[at - tv.u_feat], tv.u_ptr[at - tv.u_feat + 1])
-                XK_PREFETCH(tv.e_col + span.first)
+                    span.first = at - ef
+                    span.second = span.first + 1
+                    while span.second < g1 and ef[span.second] == xi[q]:
+                        span.second += 1
+                XK_PREFETCH(<const char*> tv.e_col + span.first * tv.col_bytes)
                 XK_PREFETCH(tv.e_val + span.first)
                 met[n_met] = span
                 met_v[n_met] = sv[q]
                 n_met += 1
             for m in range(n_met):
-                for e in range(met[m].first, met[m].second):
-                    acc[tv.e_col[e]] += tv.e_val[e] * met_v[m]
+                _add_span(acc.data(), tv.e_col, tv.col_bytes, tv.e_val, met[m].first,
+                          met[m].second, met_v[m])
             for e in range(bias_span.first, bias_span.second):
-                acc[tv.e_col[e]] = acc[tv.e_col[e]] + tv.e_val[e] * bias
+                k = _col(tv.e_col, tv.col_bytes, e)
+                acc[k] = acc[k] + tv.e_val[e] * bias
             s = visits[c].second
             if leaf:
                 n0 = items[row].size()
                 items[row].resize(n0 + width)
                 for k in range(width):
                     items[row][n0 + k].first = tv.l_idx[first + k]
-                    items[row][n0 + k].second = exp(-s + _loglik(acc[k], loss))
+                    items[row][n0 + k].second = <float> exp(-s + _loglik(acc[k], loss))
                     acc[k] = 0
             else:
                 n0 = nxt[row].size()
@@ -126,8 +165,8 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
                     nxt[row][n0 + k].second = <int32_t> (first + k)
                     acc[k] = 0
         if laid:
-            for q in range(g0, g1):
-                slot[tv.u_feat[q]] = Span(0, 0)
+            for e in range(g0, g1):
+                slot[ef[e]] = Span(0, 0)
         a = b
 
 
@@ -135,7 +174,7 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
                   int64_t nr, const int64_t* rp, const int32_t* xi, const float* sv,
                   vector[vector[pair[double, int32_t]]]& cur,
                   vector[vector[pair[double, int32_t]]]& nxt, vector[Visit]& visits,
-                  vector[vector[pair[int32_t, double]]]& items, vector[Span]& slot,
+                  vector[vector[pair[int32_t, float]]]& items, vector[Span]& slot,
                   vector[double]& acc, Span* met, float* met_v) noexcept nogil:
     """Tree tv's beam search for the nr rows of a chunk, level by level (a
     leaf in the beam stays in it); the labels of each row's final leaves
@@ -189,7 +228,7 @@ cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
     cdef vector[int32_t] touched
     cdef vector[unsigned char] seen
     cdef vector[vector[pair[double, int32_t]]] cur, nxt
-    cdef vector[vector[pair[int32_t, double]]] items
+    cdef vector[vector[pair[int32_t, float]]] items
     cdef vector[Visit] visits
     cdef vector[pair[double, int32_t]] ranked
     cdef vector[pair[int32_t, float]] sel
@@ -231,7 +270,13 @@ cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
                 touched.push_back(lab)
             acc[lab] += items[r][a].second
         if topk <= 0:                 # every label, ascending: as emit_top would write them
-            sort(touched.begin(), touched.end())
+            if 4 * touched.size() * log2(touched.size() + 1.0) > f.n_labels:
+                touched.clear()       # (a sort costs more than reading every flag)
+                for lab in range(f.n_labels):
+                    if seen[lab]:
+                        touched.push_back(lab)
+            else:
+                sort(touched.begin(), touched.end())
             for a in range(touched.size()):
                 lab = touched[a]
                 out.idx.push_back(lab)
@@ -251,14 +296,15 @@ cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
 
 cdef int _group_pass(const int64_t* cp, const int64_t* lp, const int64_t* wp,
                      const int32_t* wi, const float* wv, int64_t n, int64_t d, int64_t n_w,
-                     int64_t* count, int64_t* g_ptr, int32_t* u_feat, int64_t* u_ptr,
+                     int64_t* count, int32_t* feats, int64_t* g_ptr, int32_t* e_feat,
                      int32_t* e_col, float* e_val) noexcept nogil:
-    """One pass over the groups (see ParabelTree): with u_feat NULL, count
-    each group's features into g_ptr; else lay its n_w weights out
-    feature-major, each group's features ascending. count: d zeros, left
-    zero. Every pointer and index is bounded where it is used (the
-    arrays may be a mapped file): returns -1 when one is out of range, else 0."""
-    cdef int64_t n_rows = n + lp[n], i, j, lo, hi, q, f, k, g
+    """One pass over the groups (see ParabelTree): with e_feat NULL, size
+    each group into g_ptr; else lay its weights out feature-major, features
+    ascending, each feature's weights in classifier order. count: d zeros,
+    left zero; feats: room for a group's distinct features. Every pointer
+    and index is bounded where it is used (the rows may be a mapped file):
+    returns -1 when one is out of range, else 0."""
+    cdef int64_t n_rows = n + lp[n], i, j, lo, hi, q, f, k, u, n_u
     for i in range(n):
         if cp[i] < cp[i + 1]:
             lo, hi = cp[i], cp[i + 1]
@@ -266,55 +312,53 @@ cdef int _group_pass(const int64_t* cp, const int64_t* lp, const int64_t* wp,
             lo, hi = n + lp[i], n + lp[i + 1]
         if lo < 1 or lo > hi or hi > n_rows:
             return -1
-        g = 0 if u_feat == NULL else g_ptr[i]
         for j in range(lo, hi):
             if wp[j] < 0 or wp[j] > wp[j + 1] or wp[j + 1] > n_w:
                 return -1
             for q in range(wp[j], wp[j + 1]):
-                f = wi[q]
-                if f < 0 or f >= d:
+                if wi[q] < 0 or wi[q] >= d:
                     return -1
-                if count[f] == 0:
-                    if u_feat != NULL:
-                        if g >= g_ptr[i + 1]:
-                            return -1
-                        u_feat[g] = <int32_t> f
-                    g += 1
-                count[f] += 1
-        if u_feat == NULL:
-            g_ptr[i + 1] = g_ptr[i] + g
-        else:
-            sort(u_feat + g_ptr[i], u_feat + g)     # (ascending: the bias last)
-            for q in range(g_ptr[i], g):              # the places, then the cursors
-                u_ptr[q + 1] = u_ptr[q] + count[u_feat[q]]
-                count[u_feat[q]] = u_ptr[q]
-            for j in range(lo, hi):
-                for q in range(wp[j], wp[j + 1]):
-                    f = wi[q]
-                    if f < 0 or f >= d or count[f] >= n_w:
-                        return -1
-                    k = count[f]
-                    e_col[k] = <int32_t> (j - lo)
-                    e_val[k] = wv[q]
-                    count[f] = k + 1
-            for q in range(g_ptr[i], g):
-                count[u_feat[q]] = 0
+        if e_feat == NULL:
+            g_ptr[i + 1] = g_ptr[i] + (wp[hi] - wp[lo] if hi > lo else 0)
             continue
+        n_u = 0
         for j in range(lo, hi):
             for q in range(wp[j], wp[j + 1]):
                 f = wi[q]
-                if 0 <= f < d:
-                    count[f] = 0
+                if count[f] == 0:
+                    feats[n_u] = <int32_t> f
+                    n_u += 1
+                count[f] += 1
+        sort(feats, feats + n_u)                   # (ascending: the bias last)
+        k = g_ptr[i]
+        for u in range(n_u):                       # each feature's place, then cursors
+            f = feats[u]
+            k, count[f] = k + count[f], k
+        if k != g_ptr[i + 1]:
+            return -1
+        for j in range(lo, hi):
+            for q in range(wp[j], wp[j + 1]):
+                f = wi[q]
+                if f < 0 or f >= d or count[f] < g_ptr[i] or count[f] >= g_ptr[i + 1]:
+                    return -1
+                k = count[f]
+                e_feat[k] = <int32_t> f
+                e_col[k] = <int32_t> (j - lo)
+                e_val[k] = wv[q]
+                count[f] = k + 1
+        for u in range(n_u):
+            count[feats[u]] = 0
     return 0
 
 
 def group_weights(const int64_t[::1] cp, const int64_t[::1] lp, const int64_t[::1] wp,
                   const int32_t[::1] wi, const float[::1] wv, int64_t d):
     """A tree's classifier rows regrouped by the node that scores them (see
-    ParabelTree in parabel_predict.pxd): (g_ptr, u_feat, u_ptr, e_col, e_val).
+    ParabelTree in parabel_predict.pxd): (g_ptr, e_feat, e_col, e_val), e_col
+    of the narrowest of uint8, uint16, int32 that holds the widest group.
     cp, lp: the tree's child and leaf pointers; wp, wi, wv: its classifier
     rows (node rows, then leaf entries). ValueError where they disagree."""
-    cdef int64_t n = cp.shape[0] - 1, n_w
+    cdef int64_t n = cp.shape[0] - 1, n_w, widest = 1, i
     if n < 1 or lp.shape[0] != n + 1 or lp[n] < 0 or wp.shape[0] != n + lp[n] + 1:
         raise ValueError("a tree's arrays disagree in length")
     n_w = min(wi.shape[0], wv.shape[0])
@@ -324,37 +368,114 @@ def group_weights(const int64_t[::1] cp, const int64_t[::1] lp, const int64_t[::
     cdef int rc
     with nogil:
         rc = _group_pass(&cp[0], &lp[0], &wp[0], &wi[0], &wv[0], n, d, n_w, &count[0],
-                         &g_ptr[0], NULL, NULL, NULL, NULL)
+                         NULL, &g_ptr[0], NULL, NULL, NULL)
     if rc < 0:
         raise ValueError("a tree's pointers or feature indices are out of range")
-    u_feat_a = np.zeros(max(g_ptr[n], 1), np.int32)
-    u_ptr_a = np.zeros(g_ptr[n] + 1, np.int64)
-    e_col_a = np.zeros(max(n_w, 1), np.int32)
-    e_val_a = np.zeros(max(n_w, 1), np.float32)
-    cdef int32_t[::1] u_feat = u_feat_a, e_col = e_col_a
-    cdef int64_t[::1] u_ptr = u_ptr_a
+    for i in range(n):
+        widest = max(widest, cp[i + 1] - cp[i], lp[i + 1] - lp[i])
+    n_e = g_ptr[n]
+    feats_a = np.zeros(max(1, min(d, n_e)), np.int32)
+    e_feat_a = np.zeros(max(n_e, 1), np.int32)
+    e_col_a = np.zeros(max(n_e, 1), np.int32)
+    e_val_a = np.zeros(max(n_e, 1), np.float32)
+    cdef int32_t[::1] feats = feats_a, e_feat = e_feat_a, e_col = e_col_a
     cdef float[::1] e_val = e_val_a
     with nogil:
         rc = _group_pass(&cp[0], &lp[0], &wp[0], &wi[0], &wv[0], n, d, n_w, &count[0],
-                         &g_ptr[0], &u_feat[0], &u_ptr[0], &e_col[0], &e_val[0])
+                         &feats[0], &g_ptr[0], &e_feat[0], &e_col[0], &e_val[0])
     if rc < 0:
         raise ValueError("a tree's arrays changed while they were read")
-    return g_ptr_a, u_feat_a, u_ptr_a, e_col_a, e_val_a
+    col_type = np.uint8 if widest <= 1 << 8 else np.uint16 if widest <= 1 << 16 else np.int32
+    return (g_ptr_a, e_feat_a[:n_e], e_col_a[:n_e].astype(col_type), e_val_a[:n_e])
+
+
+cdef int _check_groups(int64_t n, const int64_t* cp, const int64_t* lp, const int64_t* gp,
+                       const int32_t* ef, const void* ec, int col_bytes, const float* ev,
+                       int64_t n_e, int64_t d) noexcept nogil:
+    """0 when the groups of a tree of n nodes (child and leaf pointers
+    checked) are whole (see ParabelTree): pointers within the weights and
+    ascending, each group's features below d and ascending, each weight's
+    classifier within its group, values finite; else which check failed (1..4)."""
+    cdef int64_t i, e, width, col
+    cdef float v
+    if gp[0] != 0 or gp[n] != n_e:
+        return 1
+    for i in range(n):
+        if gp[i] > gp[i + 1] or gp[i + 1] > n_e:
+            return 1
+        width = cp[i + 1] - cp[i] if cp[i + 1] > cp[i] else lp[i + 1] - lp[i]
+        for e in range(gp[i], gp[i + 1]):
+            if ef[e] < 0 or ef[e] >= d or (e > gp[i] and ef[e] < ef[e - 1]):
+                return 2
+            col = _col(ec, col_bytes, e)
+            if col < 0 or col >= width:
+                return 3
+            v = ev[e]
+            if v != v or v - v != 0:
+                return 4
+    return 0
+
+
+#: what a failed _check_groups code says
+GROUP_FAULTS = ("", "group pointers are out of range or order",
+                "group features are out of range or not ascending",
+                "a weight's classifier is outside its group", "a weight is not finite")
+#: the types a tree's e_col may have, by their size in bytes
+COL_TYPES = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.int32)}
+
+
+def check_groups(const int64_t[::1] cp, const int64_t[::1] lp, const int64_t[::1] gp,
+                 const int32_t[::1] ef, ec, const float[::1] ev, int64_t d):
+    """None when a tree's groups (g_ptr, e_feat, e_col, e_val; see
+    ParabelTree) are whole for its child and leaf pointers cp, lp (already
+    checked: ascending, of n + 1 entries) and d feature columns with the
+    bias; else what is wrong. One pass, nothing allocated."""
+    cdef int64_t n = cp.shape[0] - 1, n_e = ef.shape[0]
+    cdef int rc, col_bytes
+    cdef cnp.ndarray cols = ec
+    if cols.ndim != 1 or not cols.flags.c_contiguous or cols.dtype not in COL_TYPES.values():
+        return "e_col is not a vector of uint8, uint16 or int32"
+    col_bytes = cols.dtype.itemsize
+    if n < 1 or lp.shape[0] != n + 1 or gp.shape[0] != n + 1 or cols.shape[0] != n_e \
+            or ev.shape[0] != n_e:
+        return "the group arrays disagree in length"
+    cdef const void* ecp = cnp.PyArray_DATA(cols)
+    cdef const int32_t* efp = &ef[0] if n_e else NULL
+    cdef const float* evp = &ev[0] if n_e else NULL
+    with nogil:
+        rc = _check_groups(n, &cp[0], &lp[0], &gp[0], efp, ecp, col_bytes, evp, n_e, d)
+    return GROUP_FAULTS[rc] or None
+
+
+def _check_links(cp, lp, li, n_labels):
+    """ValueError unless a node's children follow it (cp ascending, from 1 to
+    at most the node count: a path only goes down), lp ascends from 0 to at
+    most len(li), and every leaf label is below n_labels."""
+    n = cp.shape[0] - 1
+    if n < 1 or lp.shape[0] != n + 1 or cp[0] < 1 or cp[n] > n or lp[0] != 0 \
+            or lp[n] > len(li) or np.any(np.diff(cp) < 0) or np.any(np.diff(lp) < 0):
+        raise ValueError("a tree's child or leaf pointers are out of range")
+    internal = np.flatnonzero(np.diff(cp) > 0)
+    if np.any(cp[internal] <= internal):
+        raise ValueError("a tree's node is its own descendant")
+    if len(li) and (np.min(li) < 0 or np.max(li) >= n_labels):
+        raise ValueError("a tree's leaf labels are out of range")
 
 
 cdef class ParabelKernel:
-    """A Parabel forest: each tree's links read where they lie (a tree's dict
-    of arrays: in memory, or views of its mapped file, checked) and its
-    classifiers regrouped by node (group_weights), and the beam search of
-    points through it. Read-only once built. Members: see parabel_predict.pxd."""
+    """A Parabel forest: each tree's links and classifier groups read where
+    they lie (a tree's dict of arrays: in memory, or views of its mapped
+    file), checked when built, and the beam search of points through it. Read-only once built. Members: see parabel_predict.pxd."""
 
     def __init__(self, trees, int64_t d, double bias, int64_t n_labels, int loss):
-        """trees: dicts of c_ptr, l_ptr, l_idx, w_ptr, w_idx, w_val (see
-        xmlkit.models.parabel)."""
+        """trees: dicts of c_ptr, l_ptr, l_idx and the groups g_ptr, e_feat,
+        e_col, e_val (see xmlkit.models.parabel), checked here (ValueError)
+        before any is read."""
         cdef ParabelTree v
-        cdef const int64_t[::1] cp, lp, gp, up
-        cdef const int32_t[::1] li, uf, ec
+        cdef const int64_t[::1] cp, lp, gp
+        cdef const int32_t[::1] li, ef
         cdef const float[::1] ev
+        cdef cnp.ndarray ec
         if not trees:
             raise ValueError("no trees")
         self.refs = []
@@ -363,13 +484,21 @@ cdef class ParabelKernel:
             cp = np.ascontiguousarray(tree["c_ptr"], dtype=np.int64)
             lp = np.ascontiguousarray(tree["l_ptr"], dtype=np.int64)
             li = padded(tree["l_idx"], np.int32)
-            gp, uf, up, ec, ev = group_weights(
-                cp, lp, np.ascontiguousarray(tree["w_ptr"], dtype=np.int64),
-                padded(tree["w_idx"], np.int32), padded(tree["w_val"], np.float32), d)
+            gp = np.ascontiguousarray(tree["g_ptr"], dtype=np.int64)
+            ef = np.ascontiguousarray(tree["e_feat"], dtype=np.int32)
+            ec = np.ascontiguousarray(tree["e_col"])
+            ev = np.ascontiguousarray(tree["e_val"], dtype=np.float32)
+            _check_links(np.asarray(cp), np.asarray(lp), tree["l_idx"], n_labels)
+            fault = check_groups(cp, lp, gp, ef, ec, ev, d)
+            if fault:
+                raise ValueError(fault)
+            ef, ev = padded(ef, np.int32), padded(ev, np.float32)
+            ec = padded(ec, ec.dtype)
             v.n_nodes = cp.shape[0] - 1
-            self.refs.append((cp, lp, li, gp, uf, up, ec, ev))
+            self.refs.append((cp, lp, li, gp, ef, ec, ev))
             v.c_ptr, v.l_ptr, v.l_idx = &cp[0], &lp[0], &li[0]
-            v.g_ptr, v.u_feat, v.u_ptr, v.e_col, v.e_val = &gp[0], &uf[0], &up[0], &ec[0], &ev[0]
+            v.g_ptr, v.e_feat, v.e_val = &gp[0], &ef[0], &ev[0]
+            v.e_col, v.col_bytes = cnp.PyArray_DATA(ec), ec.dtype.itemsize
             self.trees.push_back(v)
             self.widest = max(self.widest, int(np.max(np.diff(cp))), int(np.max(np.diff(lp))))
         self.d = d
