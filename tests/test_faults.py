@@ -422,6 +422,28 @@ def test_a_stream_is_answered_row_by_row(family, tiny):
     assert got == whole
 
 
+@pytest.mark.parametrize("family", ["fastxml", "parabel", "embed"])
+def test_a_streams_rows_before_a_bad_one_are_answered(family, tiny):
+    """A stream whose bad line arrives in the same read as the rows before it
+    (one write): every one of those rows is answered and flushed, as the
+    whole file of those rows would be, then exit 2 with the bad line's
+    number, one line."""
+    model, test = tiny / family, tiny / "test.txt"
+    lines = test.read_text().splitlines()
+    n, d, _ = lines[0].split()
+    rows = [line.partition(" ")[2] for line in lines[1:31]]
+    head = subprocess.run([str(BIN / "xml-predict"), "-", "-", str(model), "-k", "3", "-q"],
+                          input=f"30 {d}\n" + "\n".join(rows) + "\n", capture_output=True,
+                          text=True)
+    assert head.returncode == 0, head.stderr
+    p = subprocess.Popen([str(BIN / "xml-predict"), "-", "-", str(model), "-k", "3", "-q"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(f"{n} {d}\n" + "\n".join(rows) + "\n1:x\n")
+    assert p.returncode == 2 and err.count("\n") == 1 and ":32:" in err, err
+    assert out.splitlines()[1:] == head.stdout.splitlines()[1:]
+
+
 @pytest.mark.slow
 def test_a_text_stream_is_answered_document_by_document(tmp_path):
     """`... | xml-predict --text - - MODEL --names`: each document's names come
@@ -612,7 +634,7 @@ def test_a_version_1_folder_loads_but_is_not_trained_into(tiny, tmp_path):
     import xmlkit
     m = tmp_path / "m"
     assert run_cli("xml-train", tiny / "train.txt", m, "-t", "4", "-q").returncode == 0
-    manifest = json.loads((m / "manifest.json").read_text())
+    manifest = as_format_3(m)                  # (files without origins, no data digest)
     del manifest["files"]
     manifest["format_version"] = 1
     (m / "manifest.json").write_text(json.dumps(manifest))
@@ -639,3 +661,73 @@ def test_dask_without_distributed_says_how_to_install(tmp_path):
                 env=env)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "pip install 'xmlkit[dask]'" in r.stderr
+
+
+# ------------------------------------------------- unfinished folders
+
+def _recorded_trees(folder):
+    try:
+        files = json.loads((folder / "manifest.json").read_text()).get("files", {})
+    except (OSError, ValueError):
+        return []
+    return sorted(int(n[5:10]) for n in files if n.startswith("tree_"))
+
+
+@pytest.mark.parametrize("family", ["fastxml", "parabel"])
+def test_a_killed_training_leaves_a_folder_that_says_so(family, tiny, tmp_path):
+    """xml-train killed after some of its trees: xml-predict refuses the
+    folder (exit 2, one line, how many trees of how many, how to finish),
+    xml-info describes it as unfinished, -s/-t picks the trees there, and
+    the same xml-train finishes it."""
+    m = tmp_path / "m"
+    n = {"fastxml": 40, "parabel": 16}[family]       # (a few seconds of trees)
+    args = ["--algorithm", family, "-t", str(n), "-T", "1", "-q"]
+    train = subprocess.Popen([str(BIN / "xml-train"), str(TRAIN), str(m), *args],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while len(_recorded_trees(m)) < 2:
+        assert train.poll() is None, train.stderr.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    train.kill()
+    train.wait()
+    have = _recorded_trees(m)
+    assert 2 <= len(have) < n
+    out = tmp_path / "s.txt"
+    r = run_cli("xml-predict", tiny / "test.txt", out, m, "-q")
+    assert one_line_error(r) and not out.exists(), r.stderr
+    assert f"training stopped at {len(have)} of {n} trees" in r.stderr
+    assert "run the same xml-train" in r.stderr
+    r = run_cli("xml-info", m)
+    assert r.returncode == 0 and "UNFINISHED:" in r.stdout and f"of {n} trees" in r.stdout
+    r = run_cli("xml-info", m, "--json")
+    assert json.loads(r.stdout)["trees"] == len(have)
+    r = run_cli("xml-predict", tiny / "test.txt", out, m, "-s", "0", "-t", "2", "-q")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("xml-train", TRAIN, m, *args)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("xml-predict", tiny / "test.txt", out, m, "-q")
+    assert r.returncode == 0, r.stderr
+    assert "UNFINISHED" not in run_cli("xml-info", m).stdout
+
+
+def test_a_calibration_asked_for_and_not_made_is_not_skipped(tiny, tmp_path):
+    """A folder whose xml-train --calibrate stopped after the model and
+    before its calibration (the manifest's plan says one follows): xml-predict
+    refuses to write raw scores for probabilities (exit 2) unless --raw asks
+    for them; xml-info says it; the same xml-train --calibrate finishes it."""
+    m = tmp_path / "m"
+    shutil.copytree(tiny / "embed", m)
+    manifest = store.read_manifest(m)
+    store.write_manifest(m, store.set_plan(manifest, (), calibration=True))
+    out = tmp_path / "s.txt"
+    r = run_cli("xml-predict", tiny / "test.txt", out, m, "-q")
+    assert one_line_error(r) and "before the calibration it asked for" in r.stderr
+    assert "--raw" in r.stderr and not out.exists()
+    assert run_cli("xml-predict", tiny / "test.txt", out, m, "--raw", "-q").returncode == 0
+    assert "UNFINISHED:" in run_cli("xml-info", m).stdout
+    r = run_cli("xml-train", tiny / "train.txt", m, *FAMILIES["embed"], "--calibrate", "-q")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("xml-predict", tiny / "test.txt", out, m, "-q")
+    assert r.returncode == 0, r.stderr
+    assert "UNFINISHED" not in run_cli("xml-info", m).stdout

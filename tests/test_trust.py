@@ -583,3 +583,100 @@ def test_text_fuzzer_finds_no_crash(tmp_path):
     # must be common, whatever the count)
     n = summary["cases"]
     assert n >= 300 and summary["refused"] > n // 5 and summary["ok"] > n // 5, summary
+
+
+# ------------------------------------------------- manifests: versions and encodings
+
+@pytest.mark.parametrize("family", ["fastxml", "parabel", "linear"])
+@pytest.mark.parametrize("version", [3, 2, 1, 4.0, True, "4", None, 99])
+def test_an_edited_format_version_is_refused(family, version, tiny, tmp_path):
+    """A format version that is not the one the folder's contents were
+    written by (records, data digest, origins), or not a whole number, is
+    refused by every reader, one line, exit 2; xml-info never reports it."""
+    m = tmp_path / "m"
+    shutil.copytree(tiny / family, m)
+    manifest = json.loads((m / "manifest.json").read_text())
+    manifest["format_version"] = version
+    (m / "manifest.json").write_text(json.dumps(manifest))
+    out = tmp_path / "s.txt"
+    r = run_cli("xml-predict", tiny / "test.txt", out, m, "-q")
+    assert one_line_error(r) and not out.exists(), (version, r.stderr)
+    if not isinstance(version, int) or isinstance(version, bool):
+        assert "not a whole number" in r.stderr, r.stderr
+    r = run_cli("xml-info", m, "--json")
+    assert one_line_error(r) and r.stdout == "", (version, r.stderr)
+
+
+def test_an_origin_in_a_folder_said_older_is_refused(tiny, tmp_path):
+    """A current folder whose manifest was edited to read as version 3
+    (data digest dropped too): its files' origins betray it, exit 2."""
+    m = tmp_path / "m"
+    shutil.copytree(tiny / "fastxml", m)
+    manifest = json.loads((m / "manifest.json").read_text())
+    manifest["format_version"] = 3
+    manifest.pop("data", None)
+    (m / "manifest.json").write_text(json.dumps(manifest))
+    r = run_cli("xml-predict", tiny / "test.txt", tmp_path / "s.txt", m, "-q")
+    assert one_line_error(r) and "edited manifest" in r.stderr, r.stderr
+
+
+def test_nothing_is_added_to_a_folder_of_an_older_version(tiny, tmp_path):
+    """xml-calibrate into a folder of format version 3 is refused (exit 2, the
+    folder as it was): a new file there could not be tied to the others, and
+    the folder would no longer load."""
+    from conftest import as_format_3
+    m = tmp_path / "m"
+    shutil.copytree(tiny / "fastxml", m)
+    as_format_3(m)
+    before = {p.name: p.read_bytes() for p in m.iterdir() if p.is_file()}
+    r = run_cli("xml-calibrate", tiny / "test.txt", m, "-q")
+    assert one_line_error(r) and "format version 3" in r.stderr, r.stderr
+    assert {p.name: p.read_bytes() for p in m.iterdir() if p.is_file()} == before
+    assert run_cli("xml-predict", tiny / "test.txt", tmp_path / "s.txt", m,
+                   "-q").returncode == 0
+
+
+def test_a_manifest_with_a_bom_is_read(tiny, tmp_path):
+    """A manifest saved with a UTF-8 byte-order mark (an editor's) reads as
+    any text file of xmlkit does: the same scores."""
+    m = tmp_path / "m"
+    shutil.copytree(tiny / "parabel", m)
+    (m / "manifest.json").write_bytes(b"\xef\xbb\xbf" + (m / "manifest.json").read_bytes())
+    for folder, out in ((tiny / "parabel", "a.txt"), (m, "b.txt")):
+        r = run_cli("xml-predict", tiny / "test.txt", tmp_path / out, folder, "-q")
+        assert r.returncode == 0, r.stderr
+    assert (tmp_path / "a.txt").read_bytes() == (tmp_path / "b.txt").read_bytes()
+
+
+def test_small_messages_say_what_is_wrong(tiny, tmp_path):
+    """A manifest that is a folder, a missing folder given to xml-calibrate,
+    an empty item in xml-eval -k: each one line, exit 2, naming the cause;
+    /dev/null takes scores (a timing run's output thrown away)."""
+    m = tmp_path / "m"
+    (m / "manifest.json").mkdir(parents=True)
+    r = run_cli("xml-predict", tiny / "test.txt", tmp_path / "s.txt", m, "-q")
+    assert one_line_error(r) and "manifest.json: not a regular file" in r.stderr, r.stderr
+    r = run_cli("xml-calibrate", tiny / "test.txt", tmp_path / "missing", "-q")
+    assert one_line_error(r) and "no such model folder" in r.stderr, r.stderr
+    assert "C++" not in r.stderr
+    scores = tmp_path / "s.txt"
+    assert run_cli("xml-predict", tiny / "test.txt", scores, tiny / "fastxml",
+                   "-q").returncode == 0
+    r = run_cli("xml-eval", scores, tiny / "test.txt", "-k", "1,,3", "-q")
+    assert one_line_error(r) and "'1,,3'" in r.stderr, r.stderr
+    if os.path.exists(os.devnull):
+        r = run_cli("xml-predict", tiny / "test.txt", os.devnull, tiny / "fastxml", "-q")
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+def test_embeds_random_feature_system_too_large_is_exit_2(tiny, tmp_path):
+    """Random features whose system cannot fit (under a 300 MB address-space
+    limit, or any: 200,000 of them need 320 GB) are refused before the BLAS
+    is called, one line, exit 2, naming what to lower."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (300 << 20, 300 << 20))
+    for cap in (limit, None):
+        r = run_cli("xml-train", tiny / "train.txt", tmp_path / "m", "--algorithm", "embed",
+                    "--num-features", "200000", "-q", preexec_fn=cap)
+        assert one_line_error(r) and "out of memory" in r.stderr, r.stderr
+        assert "random features" in r.stderr

@@ -32,9 +32,12 @@ def _fsync(path):
 
 def output_target(path):
     """The file an output named `path` replaces: a symbolic link's target;
-    refused when it exists and is not a regular file, or when its folder is
-    missing or not writable (checked before any work is done)."""
+    refused when it exists and is not a regular file (the null device
+    excepted: output thrown away, as a timing run asks), or when its folder
+    is missing or not writable (checked before any work is done)."""
     path = Path(path)
+    if is_null_device(path):
+        return Path(os.devnull)
     if path.is_symlink():
         path = Path(os.path.realpath(path))
     if path.exists() and not path.is_file():
@@ -47,6 +50,14 @@ def output_target(path):
     if not os.access(folder, os.W_OK | os.X_OK):
         raise XmlkitError(f"{path}: cannot write: no permission to write in {folder}")
     return path
+
+
+def is_null_device(path):
+    """Whether `path` names the null device (/dev/null; Windows: nul)."""
+    try:
+        return os.path.samefile(path, os.devnull)
+    except (OSError, ValueError):
+        return str(path).lower() == os.devnull.lower()
 
 
 def _identity(path):
@@ -160,6 +171,9 @@ def atomic_path(path, remove_dead=True):
     On any exception the temporary file is removed and `path` is untouched.
     """
     target = output_target(path)
+    if is_null_device(target):
+        yield target                    # (nothing to replace: written straight away)
+        return
     if remove_dead:
         remove_dead_temps(target)
     try:

@@ -713,6 +713,7 @@ def save_to_folder(folder, calibration):
     from xmlkit import store
     with store.folder_lock(folder):
         manifest = store.read_manifest(folder)
+        store.require_current(folder, manifest, "keep a calibration in it")
         store.save_arrays(folder, CALIBRATION, calibration.arrays(), manifest)
         store.record_files(folder, [CALIBRATION])
 

@@ -22,7 +22,7 @@ RECORD_SECONDS = 1.0
 
 
 def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
-               keep_trees=True):
+               keep_trees=True, calibrate=False):
     """Train `model` on X, Y into `folder` (see the module doc); progress(n)
     is called as steps complete (model.progress_total in all), log(message)
     with what is done. Returns the model, fitted.
@@ -39,8 +39,11 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
     and files either way.
 
     The folder is locked while training (a second run into it fails at once)
-    and temporary files of killed runs are removed first. Complete files are
-    added to the manifest's records at most every RECORD_SECONDS, and when
+    and temporary files of killed runs are removed first. Before any part is
+    made, the manifest records the run's plan (store.set_plan: the trees
+    wanted, and whether a calibration follows, `calibrate`: the caller's,
+    after this), so that readers refuse what a killed run leaves. Complete
+    files are added to the manifest's records at most every RECORD_SECONDS, and when
     training ends or stops (a part file a killed run did not record is
     checked and adopted by the next run, as a file copied from a shard)."""
     tick = progress or (lambda _: None)
@@ -65,6 +68,9 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
                 kept_parts[key] = keep(part)
             store.record_files(folder, [model.part_file(k) for k in sorted(adopt)])
         todo = [k for k in wanted if k not in kept_parts]
+        # (once what is there passed its checks, before anything is made)
+        store.write_manifest(folder, store.set_plan(store.read_manifest(folder), wanted
+                                                    if model.PICKABLE else (), calibrate))
         # (a calibration map was fitted to the model as it was)
         if todo and drop_from_folder(folder) and log:
             log(f"{folder}: its calibration is dropped, the model changes (xml-calibrate "

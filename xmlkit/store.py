@@ -90,6 +90,10 @@ def check_origin(arrays, manifest, path):
     import numpy as np
     got = arrays.take(ORIGIN)
     path = Path(path)
+    if got is not None and manifest.get("format_version", 1) < 4:
+        raise DamagedModel(path, f"carries the {ORIGIN} of a format 4 folder, but the "
+                                 f"manifest says version {manifest.get('format_version', 1)}: "
+                                 "an edited manifest")
     if got is None:
         if manifest.get("format_version", 1) >= 4:
             raise DamagedModel(path, f"lacks its {ORIGIN} (a file of an older xmlkit "
@@ -125,12 +129,15 @@ def read_manifest(folder):
     folder = Path(folder)
     path = folder / MANIFEST
     if not folder.is_dir():
-        raise XmlkitError(f"{folder}: no such model folder")
+        raise XmlkitError(f"{folder}: no such model folder" if not folder.exists() else
+                          f"{folder}: not a folder (a model is a folder)")
+    if path.exists() and not path.is_file():
+        raise XmlkitError(f"{path}: not a regular file (a model's manifest is one)")
     if not path.is_file():
         raise XmlkitError(f"{folder}: not an xmlkit model folder (no {MANIFEST})")
-    from xmlkit.io import loads_json
+    from xmlkit.io import loads_json, strip_bom
     try:
-        m = loads_json(path.read_bytes().decode("utf-8"))
+        m = loads_json(strip_bom(path.read_bytes()).decode("utf-8"))
     except UnicodeDecodeError:
         raise XmlkitError(f"{path}: unreadable manifest (not UTF-8 text)") from None
     except OSError as exc:
@@ -139,7 +146,10 @@ def read_manifest(folder):
         raise XmlkitError(f"{path}: unreadable manifest ({exc})") from None
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise XmlkitError(f"{path}: not an xmlkit model manifest")
-    if m.get("format_version") not in READABLE_VERSIONS:
+    if type(m.get("format_version")) is not int:
+        raise XmlkitError(f"{path}: manifest field 'format_version' is "
+                          f"{json.dumps(m.get('format_version'))}, not a whole number")
+    if m["format_version"] not in READABLE_VERSIONS:
         raise XmlkitError(
             f"{folder}: model format version {m.get('format_version')} (written by xmlkit "
             f"{m.get('xmlkit_version', '?')}) cannot be read by xmlkit {__version__}, which "
@@ -162,7 +172,96 @@ def read_manifest(folder):
         if not (isinstance(rec, dict) and isinstance(rec.get("size"), int)
                 and isinstance(rec.get("xxh64", rec.get("sha256")), str) and _safe_name(name)):
             raise XmlkitError(f"{path}: malformed record of file '{name}'")
+    _check_version_fits(path, m)
+    if "plan" in m and _plan(m) is None:
+        raise XmlkitError(f"{path}: manifest field 'plan' is malformed")
     return m
+
+
+#: the largest tree index (see xmlkit.models.base.C_INT_MAX)
+_TREE_END = 2**31
+
+
+def _plan(m):
+    """The manifest's plan as (set of planned trees, calibration planned), or
+    None when it is malformed; ((), False) without one."""
+    plan = m.get("plan", {})
+    if not isinstance(plan, dict) or set(plan) - {"trees", "calibration"}:
+        return None
+    ranges, calibration = plan.get("trees", []), plan.get("calibration", False)
+    if not isinstance(ranges, list) or not isinstance(calibration, bool) or len(ranges) > 4096:
+        return None
+    trees = set()
+    for r in ranges:
+        if not (isinstance(r, list) and len(r) == 2 and all(type(v) is int for v in r)
+                and 0 <= r[0] < r[1] <= _TREE_END and len(trees) + r[1] - r[0] <= 10**7):
+            return None
+        trees.update(range(r[0], r[1]))
+    return trees, calibration
+
+
+def set_plan(manifest, trees=(), calibration=False):
+    """Record in `manifest` what training set out to make: the tree indices
+    `trees` (with those the plan held: shards add their ranges) and whether
+    a calibration follows. Readers then tell an unfinished folder (see
+    unfinished) from a finished one."""
+    old, _ = _plan(manifest) or (set(), False)
+    todo = sorted(old | set(int(t) for t in trees))
+    ranges = []
+    for t in todo:
+        if ranges and ranges[-1][1] == t:
+            ranges[-1][1] = t + 1
+        else:
+            ranges.append([t, t + 1])
+    manifest["plan"] = {"trees": ranges, "calibration": bool(calibration)}
+    return manifest
+
+
+def calibration_planned(manifest):
+    """Whether the last training into the folder asked for a calibration."""
+    return (_plan(manifest) or (set(), False))[1]
+
+
+def unfinished(manifest, trees, calibrated):
+    """Why a folder whose manifest is `manifest`, holding the trees `trees`
+    (None: not asked; and a calibration when `calibrated`), is not what its
+    training set out to make, as a sentence; None when it is (or records no
+    plan: folders written before plans, or saved whole)."""
+    planned, calibration = _plan(manifest) or (set(), False)
+    have = len(planned & set(trees or ()))
+    if trees is not None and have < len(planned):
+        return (f"training stopped at {have} of {len(planned)} trees; run the same "
+                "xml-train to finish it, or name the trees to use")
+    if calibration and not calibrated:
+        return ("training stopped before the calibration it asked for; run the same "
+                "xml-train to finish it, or ask for the model's own scores")
+    return None
+
+
+def _check_version_fits(path, m):
+    """Refuse a manifest whose format version is not the one its contents
+    were written by (an edited version): version 1 recorded no file, 2
+    recorded SHA-256 digests, 3 and later XXH64 ones, and only 4 records
+    the training data's digest (and stamps files with their origin, which
+    check_origin ties to the version)."""
+    v, files = m["format_version"], m.get("files")
+    kinds = {"sha256" if "sha256" in rec else "xxh64" for rec in (files or {}).values()}
+    wrote = {1: not files, 2: kinds <= {"sha256"}, 3: kinds <= {"xxh64"},
+             4: kinds <= {"xxh64"}}[v] and (v >= 4 or "data" not in m)
+    if not wrote:
+        raise XmlkitError(f"{path}: says format version {v}, but holds what version "
+                          f"{v} did not write (its records or data digest): an edited "
+                          "manifest")
+
+
+def require_current(folder, manifest, doing):
+    """Refuse to add to a folder of an older format version (its files carry
+    no origin to tie new ones to; `doing`: what was asked)."""
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise XmlkitError(
+            f"{folder}: holds a model of format version {manifest.get('format_version')} "
+            f"(xmlkit {manifest.get('xmlkit_version', '?')}): this version cannot {doing}; "
+            "load it and save it (model.save) in a new folder first")
 
 
 def _safe_name(name):
@@ -182,7 +281,7 @@ def record_files(folder, names):
     if not names:
         return
     m = read_manifest(folder)
-    m["format_version"] = FORMAT_VERSION
+    require_current(folder, m, "add files to it")
     files = m.setdefault("files", {})
     for name in names:
         files[f"{name}.npz"] = file_record(Path(folder) / f"{name}.npz")

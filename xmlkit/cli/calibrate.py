@@ -1,5 +1,6 @@
 """xml-calibrate: fit a model folder's calibration on a validation file."""
 import json
+import os
 
 import click
 
@@ -47,8 +48,12 @@ def command(data, model_dir, top_k, candidates, threads, index_base, as_json, qu
     from xmlkit.models import load_model
     refuse_overwrite([], [("data file", data), ("model folder", model_dir)])
     if not store.is_model_folder(model_dir):
+        if not os.path.isdir(model_dir) or os.path.lexists(os.path.join(model_dir,
+                                                                        store.MANIFEST)):
+            store.read_manifest(model_dir)  # (why not: missing, not a folder, its manifest)
         fail(f"{model_dir}: not an xmlkit model folder (a C++ tool's folder holds no "
              "calibration)")
+    store.require_current(model_dir, store.read_manifest(model_dir), "keep a calibration in it")
     threads = usable_threads(threads)
     model = load_model(model_dir, threads=threads)
     rows = read_input(log, data, index_base, layout="dataset")

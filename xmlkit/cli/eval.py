@@ -17,7 +17,7 @@ ROW_ORDER = ("P", "nDCG", "PSP", "PSnDCG", "R", "ECE")
 
 def parse_ks(text):
     try:
-        ks = sorted({int(t) for t in text.split(",") if t.strip()})
+        ks = sorted({int(t) for t in text.split(",")})      # (an empty item: a typo)
     except ValueError:
         ks = []
     if not ks or ks[0] < 1 or ks[-1] > C_INT_MAX:

@@ -15,7 +15,17 @@ def folder_info(folder):
     from xmlkit import __version__, store
     from xmlkit.models import load_model
     folder = Path(folder)
-    model = load_model(folder)
+    stopped, picked = None, None
+    if store.is_model_folder(folder):
+        # (an unfinished folder is described with the trees it holds)
+        from xmlkit.calibration import CALIBRATION
+        from xmlkit.models.tree_family import stored_trees
+        m = store.read_manifest(folder)
+        present = stored_trees(folder, m)
+        stopped = store.unfinished(m, present if store.listed(m, "tree_") else None,
+                                   f"{CALIBRATION}.npz" in (store.records(m) or {}))
+        picked = present if stopped and present else None
+    model = load_model(folder, picked)
     if hasattr(model, "verify"):
         model.verify(threads=os.cpu_count() or 1)
     files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
@@ -48,6 +58,8 @@ def folder_info(folder):
                 f"isotonic, {calibration.knots()}, label sets among the " \
                 f"{calibration.candidates} best, global threshold " \
                 f"{calibration.threshold:.3f} (xml-predict writes probabilities)"
+    if stopped:
+        info["unfinished"] = stopped
     trees = getattr(model, "trees_", None)
     if trees:
         info["trees"] = len(trees)
@@ -62,7 +74,8 @@ def folder_info(folder):
 
 LABELS = (("algorithm", "algorithm"), ("format", "format"), ("format_version", "format version"),
           ("written_by", "written by"), ("n_features", "features (D)"),
-          ("n_labels", "labels (L)"), ("seed", "seed"), ("calibration", "calibration"),
+          ("n_labels", "labels (L)"), ("seed", "seed"), ("unfinished", "UNFINISHED"),
+          ("calibration", "calibration"),
           ("trees", "trees"),
           ("nodes", "nodes per tree (mean)"), ("leaves", "leaves per tree (mean)"),
           ("max_depth", "depth (mean of the trees' maxima)"), ("nnz_weights", "nnz(W)"),

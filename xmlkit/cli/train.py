@@ -208,7 +208,7 @@ def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor
         with log.progress(model.progress_total(X.shape[0], Y.shape[1]), "training",
                           model.progress_unit) as bar:
             fit_folder(model, X, Y, model_dir, progress=bar.update, log=log,
-                       executor=executor, keep_trees=False)
+                       executor=executor, keep_trees=False, calibrate=calibrate)
         if text_arrays is not None:
             from xmlkit.text import MODEL_TEXT
             with store.folder_lock(model_dir):

@@ -84,7 +84,9 @@ def load_folder(cls, folder, trees=None, threads=1):
     """A model of class `cls` from an xmlkit folder: its parts, or (families
     whose parts can be picked: the trees) the indices `trees`; `threads`
     read part files in parallel (compact files: zlib and numpy release the
-    GIL). Every file is checked against the manifest's record and every
+    GIL). A folder whose training stopped before all the trees it set out to
+    grow (store.unfinished) is refused unless `trees` picks some. Every file
+    is checked against the manifest's record and every
     array before a kernel sees it: mapped tree files are opened here (their
     sizes and array headers checked) and verified (digest, contents) by the
     model before their first use, on its threads (FastXML.verify)."""
@@ -105,6 +107,10 @@ def load_folder(cls, folder, trees=None, threads=1):
     if not wanted:
         raise XmlkitError(f"{folder}: holds no {cls.PART}s (was its training interrupted? "
                           "rerun xml-train to resume)")
+    if trees is None and cls.PICKABLE:
+        stopped = store.unfinished(m, present, calibrated=True)
+        if stopped:
+            raise XmlkitError(f"{folder}: {stopped}")
     first = load_part(model, folder, wanted[0], m)
     rest = wanted[1:]
     if threads > 1 and len(rest) > 1 and not getattr(first, "file", None):
