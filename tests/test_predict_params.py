@@ -191,3 +191,29 @@ def test_the_rules_between_predict_parameters_are_the_estimators(bibtex):
         assert ((a != b).nnz == 0) == same
     assert not any(xmlkit.REGISTRY[f].needs_all_rows(xmlkit.REGISTRY[f]()) for f in
                    ("fastxml", "ldsm", "linear"))
+
+
+@pytest.mark.parametrize("family, decision", [("embed", "threshold"), ("embed", "f1"),
+                                              ("linear", "threshold")])
+def test_k_caps_a_familys_own_label_sets(family, decision, tiny, tmp_path):
+    """-k with a label-set decision of the family's own keeps the k likeliest
+    labels of each row's set (as it does for a calibration's sets), never
+    adds one: every row of -k 1 is its set's most likely label."""
+    from xmlkit.io import read_matrix
+    extra = ["--threshold", "0.05"] if decision == "threshold" else []
+    out = {}
+    for k in (None, 1, 2):
+        path = tmp_path / f"k{k}.txt"
+        r = run_cli("xml-predict", tiny / "test.txt", path, tiny / family, "--decision",
+                    decision, *extra, *([] if k is None else ["-k", str(k)]), "-q")
+        assert r.returncode == 0, r.stderr
+        out[k] = read_matrix(path).tocsr()
+    whole = out[None]
+    assert np.diff(whole.indptr).max() > 2                  # (sets larger than the caps)
+    for k in (1, 2):
+        capped = out[k]
+        assert np.diff(capped.indptr).max() <= k
+        for r in range(whole.shape[0]):
+            row = whole[r]
+            best = sorted(zip(-row.data, row.indices))[:k]
+            assert sorted(capped[r].indices) == sorted(j for _, j in best), (k, r)

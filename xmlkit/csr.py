@@ -145,6 +145,22 @@ CHUNK_ROWS = 256
 DENSE_FRACTION = 4
 
 
+def cap_rows(R, k):
+    """Rows R keeping the k best entries of each row (ties to the lower
+    column), in their order: a label set cut to its k most likely labels."""
+    counts = np.diff(R.indptr)
+    if counts.max(initial=0) <= k:
+        return R
+    rows = np.repeat(np.arange(R.shape[0]), counts)
+    order = np.lexsort((R.indices, -R.data.astype(np.float64), rows))
+    rank = np.arange(len(order)) - np.repeat(R.indptr[:-1], counts)
+    keep = np.zeros(len(order), bool)
+    keep[order[rank < k]] = True
+    ptr = np.zeros(R.shape[0] + 1, np.int64)
+    np.cumsum(np.minimum(counts, k), out=ptr[1:])
+    return Rows(ptr, R.indices[keep], R.data[keep], R.shape)
+
+
 def row_blocks(n, size):
     """(r0, r1) of the blocks of `size` rows covering rows 0..n-1."""
     return [(r, min(n, r + size)) for r in range(0, n, size)]

@@ -258,8 +258,9 @@ def iter_xc(path, chunk_rows, index_base=0, layout=None, progress=None, stream=F
     one piece, the whole file as read_xc gives it. `path` "-" reads
     standard input; with stream=True (a pipe or terminal) as the rows
     arrive: a piece is every complete row read so far, as soon as there is
-    one (rows that arrive together come together, up to chunk_rows).
-    Errors are raised as the rows are read (no piece after a bad row)."""
+    one (rows that arrive together come together, up to chunk_rows), and
+    the rows before a bad one come as a piece before its error. Errors are
+    raised as the rows are read (no piece after a bad row)."""
     chunk_rows = None if chunk_rows is None else max(1, int(chunk_rows))
     parts = _xc_parts(path, index_base, layout, progress, chunk_rows, stream)
     return next(parts), parts
@@ -350,6 +351,7 @@ def _xc_parts(path, index_base, layout, progress, chunk_rows, stream=False):
                     if buf:
                         used = parser.feed(buf, False)
                         if parser.err:
+                            yield from _rows_before(parser, taken, n_cols, found)
                             raise _parse_error(path, parser, buf, found)
                         buf = buf[used:]
                     if parser.rows_done > taken:
@@ -364,7 +366,10 @@ def _xc_parts(path, index_base, layout, progress, chunk_rows, stream=False):
                     more = None         # (the chunk is held once, in buf)
                 used = parser.feed(buf, final)
                 if parser.err:
-                    raise _parse_error(path, parser, buf, found)
+                    error = _parse_error(path, parser, buf, found)
+                    if streaming:
+                        yield from _rows_before(parser, taken, n_cols, found)
+                    raise error
                 buf = buf[used:]
                 if progress is not None:
                     progress(parser.rows_done, n_rows)
@@ -401,7 +406,15 @@ def _xc_parts(path, index_base, layout, progress, chunk_rows, stream=False):
 
 def _piece(arrays, n, n_cols, layout):
     (xp, xi, xv), _ = arrays
-    return XCFile(Rows(xp, xi, xv, (n, n_cols)), None, layout)
+    end = int(xp[-1])               # (a bad row's entries past the last whole row: dropped)
+    return XCFile(Rows(xp, xi[:end], xv[:end], (n, n_cols)), None, layout)
+
+
+def _rows_before(parser, taken, n_cols, layout):
+    """The whole rows a stream's parser read before its error, as a last
+    piece (none if there are none): they are answered before the error."""
+    if parser.rows_done > taken:
+        yield _piece(parser.arrays(), parser.rows_done - taken, n_cols, layout)
 
 
 def read_dataset(path, index_base=0, progress=None):

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import click
 
+from xmlkit import store
 from xmlkit._memory import one_heap
 from xmlkit.atomic import output_target, refuse_overwrite
 from xmlkit.cli.common import (CONTEXT, Log, Timeline, fail, index_base_option, named_algorithm,
@@ -31,7 +32,9 @@ PIECE_ROWS = 20000      # rows read, scored and written at a time
 @click.option("-t", "--trees", "n_trees", type=click.IntRange(1, C_INT_MAX), default=None,
               help="Number of trees to use from --start-tree on [default: all of them].")
 @click.option("-k", "--top-k", type=click.IntRange(1, C_INT_MAX), default=None,
-              help="Keep only the k best-scored labels per row [default: every score].")
+              help="Keep only the k best-scored labels per row; with label sets "
+                   "(--decision threshold or f1), the k likeliest of each set "
+                   "[default: every score].")
 @click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
               help="Score blocks of rows as tasks on a Dask cluster: a scheduler address "
                    f"(tcp://HOST:8786, given up after {CONNECT_TIMEOUT} s without an answer) "
@@ -128,6 +131,12 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
                                   functools.partial(_check_width, features, model, model_dir,
                                                     fewer_features))
         return
+    if calibrate is None and top_k is not None and _own_label_sets(model, extra):
+        # (the family's own label sets: -k keeps the k likeliest of each, as
+        # it does for a calibration's)
+        from xmlkit.csr import as_rows, cap_rows
+        k_sets, top_k = top_k, None
+        calibrate = lambda S: cap_rows(as_rows(S), k_sets)     # noqa: E731
     if text:
         if dask_address is not None:
             fail("--text scores on this machine: not with --dask")
@@ -150,6 +159,10 @@ def _calibration(log, model, model_dir, trees, raw, top_k, family):
     from xmlkit.calibration import DECISIONS, folder_calibration, other_scoring, ranked
     calibration = None if raw else folder_calibration(model_dir)
     if calibration is None:
+        manifest = store.read_manifest(model_dir) if store.is_model_folder(model_dir) \
+            else {}
+        if not raw and store.calibration_planned(manifest):
+            fail(f"{model_dir}: {store.unfinished(manifest, None, calibrated=False)} (--raw)")
         return None, None, top_k, family
     decision = family.get("decision") or model.predict_params().get("decision") or DECISIONS[0]
     if decision not in DECISIONS:
@@ -333,6 +346,13 @@ def predict_options(model, **given):
     out = {n: v for n, v in given.items() if n in takes and v is not None}
     model.predict_params(**out)
     return out
+
+
+def _own_label_sets(model, extra):
+    """Whether the model itself writes label sets with these options (a
+    decision of its own other than scores: embed's and linear's)."""
+    decision = extra.get("decision") or model.predict_params().get("decision")
+    return decision not in (None, "scores")
 
 
 def _tree_range(model_dir, start_tree, n_trees):

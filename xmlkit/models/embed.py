@@ -327,7 +327,16 @@ class Embed(ArrayModel):
             raise XmlkitError("an embed model is one fit: it has no tasks for a cluster")
         import scipy.sparse as sp
         from scipy.linalg import cho_factor, cho_solve
+        from xmlkit._memory import require_memory
         p = self.params
+        # (checked before the first product: the BLAS, short of memory, ends
+        # the process itself): the random-feature system, A of (f + 1)^2
+        # float64 and its factor in place, and the label sums, L x (f + 1) float32
+        f1 = p.num_features + 1
+        require_memory(8 * f1 * f1 + 4 * self.n_labels_ * f1 + 8 * ROW_BLOCK * f1,
+                       f"embed's random-feature system ({p.num_features} random features, "
+                       f"L = {self.n_labels_} labels)",
+                       "; fewer random features (num_features) fit")
         X, Y = X.to_scipy(), Y.to_scipy()
         Y = sp.csr_matrix((np.ones(Y.nnz), Y.indices, Y.indptr), shape=Y.shape)
         Y.sum_duplicates()
