@@ -416,6 +416,7 @@ class _Growth:
         tree = assemble_tree([self.labels[i] for i in bfs], [self.depth[i] for i in bfs],
                              [len(self.children[i]) for i in bfs], rows,
                              {new[i]: v for i, v in self.leaves.items()})
+        rows = self.rows = self.leaves = None   # (the pieces: not held beside the tree)
         return grouped_tree(tree, self.n_features, f"tree {self.t}")
 
 

@@ -297,7 +297,7 @@ cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
 cdef int _group_pass(const int64_t* cp, const int64_t* lp, const int64_t* wp,
                      const int32_t* wi, const float* wv, int64_t n, int64_t d, int64_t n_w,
                      int64_t* count, int32_t* feats, int64_t* g_ptr, int32_t* e_feat,
-                     int32_t* e_col, float* e_val) noexcept nogil:
+                     void* e_col, int col_bytes, float* e_val) noexcept nogil:
     """One pass over the groups (see ParabelTree): with e_feat NULL, size
     each group into g_ptr; else lay its weights out feature-major, features
     ascending, each feature's weights in classifier order. count: d zeros,
@@ -343,7 +343,12 @@ cdef int _group_pass(const int64_t* cp, const int64_t* lp, const int64_t* wp,
                     return -1
                 k = count[f]
                 e_feat[k] = <int32_t> f
-                e_col[k] = <int32_t> (j - lo)
+                if col_bytes == 1:
+                    (<uint8_t*> e_col)[k] = <uint8_t> (j - lo)
+                elif col_bytes == 2:
+                    (<uint16_t*> e_col)[k] = <uint16_t> (j - lo)
+                else:
+                    (<int32_t*> e_col)[k] = <int32_t> (j - lo)
                 e_val[k] = wv[q]
                 count[f] = k + 1
         for u in range(n_u):
@@ -368,25 +373,27 @@ def group_weights(const int64_t[::1] cp, const int64_t[::1] lp, const int64_t[::
     cdef int rc
     with nogil:
         rc = _group_pass(&cp[0], &lp[0], &wp[0], &wi[0], &wv[0], n, d, n_w, &count[0],
-                         NULL, &g_ptr[0], NULL, NULL, NULL)
+                         NULL, &g_ptr[0], NULL, NULL, 4, NULL)
     if rc < 0:
         raise ValueError("a tree's pointers or feature indices are out of range")
     for i in range(n):
         widest = max(widest, cp[i + 1] - cp[i], lp[i + 1] - lp[i])
     n_e = g_ptr[n]
+    col_type = np.uint8 if widest <= 1 << 8 else np.uint16 if widest <= 1 << 16 else np.int32
     feats_a = np.zeros(max(1, min(d, n_e)), np.int32)
     e_feat_a = np.zeros(max(n_e, 1), np.int32)
-    e_col_a = np.zeros(max(n_e, 1), np.int32)
+    cdef cnp.ndarray e_col_a = np.zeros(max(n_e, 1), col_type)
     e_val_a = np.zeros(max(n_e, 1), np.float32)
-    cdef int32_t[::1] feats = feats_a, e_feat = e_feat_a, e_col = e_col_a
+    cdef int32_t[::1] feats = feats_a, e_feat = e_feat_a
     cdef float[::1] e_val = e_val_a
+    cdef void* ec = cnp.PyArray_DATA(e_col_a)
+    cdef int col_bytes = e_col_a.dtype.itemsize
     with nogil:
         rc = _group_pass(&cp[0], &lp[0], &wp[0], &wi[0], &wv[0], n, d, n_w, &count[0],
-                         &feats[0], &g_ptr[0], &e_feat[0], &e_col[0], &e_val[0])
+                         &feats[0], &g_ptr[0], &e_feat[0], ec, col_bytes, &e_val[0])
     if rc < 0:
         raise ValueError("a tree's arrays changed while they were read")
-    col_type = np.uint8 if widest <= 1 << 8 else np.uint16 if widest <= 1 << 16 else np.int32
-    return (g_ptr_a, e_feat_a[:n_e], e_col_a[:n_e].astype(col_type), e_val_a[:n_e])
+    return (g_ptr_a, e_feat_a[:n_e], e_col_a[:n_e], e_val_a[:n_e])
 
 
 cdef int _check_groups(int64_t n, const int64_t* cp, const int64_t* lp, const int64_t* gp,
