@@ -61,7 +61,7 @@ def sample(rng, n_sub):
 
 def scores(model, X, Y):
     return {"hamming": set_metrics(Y, model.predict(X, decision="threshold"))["hamming_loss"],
-            "macro_f1": set_metrics(Y, model.predict(X, decision="f1"))["macro_f1"]}
+            "macro_f1": set_metrics(Y, model.predict(X, decision="f1-batch"))["macro_f1"]}
 
 
 def files(name, xc=False):

@@ -63,13 +63,14 @@ def test_cli_and_api_agree(tmp_path, bibtex):
     S_cli = read_matrix(scores)
     assert np.array_equal(S_cli.indices, S.indices)
     assert np.abs(S_cli.data - S.data).max() <= 1e-5
-    # label sets: threshold and F1 inference, as files that xml-eval reads with --sets
-    for decision in ("threshold", "f1"):
+    # label sets: threshold, F1 thresholds and batch F1 inference, as files that
+    # xml-eval reads with --sets
+    for decision in ("threshold", "f1", "f1-batch"):
         r = run_cli("xml-predict", TEST, scores, folder, "--decision", decision, "-q")
         assert r.returncode == 0, r.stderr
         api = model.predict(Xt, decision=decision)
         assert set_metrics(Yt, read_matrix(scores)) == pytest.approx(set_metrics(Yt, api))
-    F = model.predict(Xt, decision="f1")
+    F = model.predict(Xt, decision="f1-batch")
     assert np.all(np.asarray((F > 0).sum(axis=0)).ravel() >= 1)   # every label predicted
     r = run_cli("xml-predict", TEST, scores, folder, "-s", "1", "-q")
     assert r.returncode == 2
@@ -139,3 +140,35 @@ def test_output_layer_sums_by_label_by_hand():
     assert acc.tolist() == [[1, 2], [0, 0], [11, 22]]
     with pytest.raises(ValueError):
         add_rows_by_label(acc, rows, np.array([0, 1, 2], np.int64), np.array([0, 3], np.int32))
+
+
+def test_f1_decides_each_row_alone_and_f1_batch_names_the_batch(bibtex, tmp_path):
+    """decision="f1" keeps the labels above the F1 thresholds fitted at
+    training (F*/2 of each label on the training points, in [0, 1]): a row
+    alone gets the set it gets among all the rows, at every batch size;
+    "f1-batch" (the paper's transductive rule) is refused below its minimum
+    batch, by the API and by xml-predict (exit 2, one line naming the size)."""
+    from xmlkit.models.embed import MIN_F1_BATCH
+    X, Y, Xt, Yt = bibtex
+    model = xmlkit.Embed(rank=20, num_features=200).fit(X[:1500], Y[:1500])
+    t = model.arrays_["f1_thresholds"]
+    assert t.shape == (Y.shape[1],) and np.all((0 <= t) & (t <= 1)) and t.max() > 0
+    whole = model.predict(Xt[:300], decision="f1").tocsr()
+    for r in (0, 7, 150):
+        alone = model.predict(Xt[r:r + 1], decision="f1").tocsr()
+        assert alone.indices.tolist() == whole[r].indices.tolist()
+    P = model.predict(Xt[:300], k=None).toarray()
+    assert np.array_equal(whole.toarray() > 0, P >= t[None, :])
+    with pytest.raises(xmlkit.XmlkitError, match=f"at least {MIN_F1_BATCH} rows"):
+        model.predict(Xt[:MIN_F1_BATCH - 1], decision="f1-batch")
+    assert model.predict(Xt[:MIN_F1_BATCH], decision="f1-batch").nnz > 0
+    folder = tmp_path / "m"
+    model.save(folder)
+    small = tmp_path / "small.txt"
+    from xmlkit.io import write_dataset
+    write_dataset(small, Xt[:20], Yt[:20])
+    r = run_cli("xml-predict", small, tmp_path / "s.txt", folder, "--decision", "f1-batch")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert str(MIN_F1_BATCH) in r.stderr and not (tmp_path / "s.txt").exists()
+    r = run_cli("xml-predict", small, tmp_path / "s.txt", folder, "--decision", "f1", "-q")
+    assert r.returncode == 0, r.stderr

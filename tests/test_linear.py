@@ -9,7 +9,8 @@ import scipy.sparse as sp
 import xmlkit
 from xmlkit.io import read_matrix
 from xmlkit.metrics import ranking_metrics
-from xmlkit.models.linear import best_f1, fit_thresholds
+from xmlkit.models.linear import fit_thresholds
+from xmlkit.models.matrix_family import best_f1
 
 from conftest import TEST, TRAIN, run_cli
 
@@ -31,7 +32,7 @@ def test_threshold_is_half_the_best_f1():
     # 0.7: 2·2/(3+7); 0.6: 2·7/(8+7) = 14/15 (best) -> theta 7/15
     assert theta[0] == pytest.approx(7 / 15)
     # in blocks of one label: the same thresholds
-    from xmlkit.models.linear import fit_thresholds_blocked
+    from xmlkit.models.matrix_family import fit_thresholds_blocked
     blocked = fit_thresholds_blocked(lambda c0, c1: P[:, c0:c1], Y, 2, columns=1)
     assert np.array_equal(blocked, theta)
 

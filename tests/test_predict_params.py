@@ -172,7 +172,7 @@ def test_a_new_predict_option_leaves_saved_folders_as_they_were(cls, bibtex, tmp
 def test_the_rules_between_predict_parameters_are_the_estimators(bibtex):
     """The rules xml-predict used to hold are the families': a threshold
     without decision="threshold" is refused by Embed itself; F1 inference
-    needs every row at once (needs_all_rows); PfastreXML takes trees_only
+    over a batch needs every row at once (needs_all_rows); PfastreXML takes trees_only
     as 0 / 1, as the C++ tool's -S spells it."""
     X, Y, Xt = small_data(bibtex)
     embed = xmlkit.Embed(**SMALL["embed"]).fit(X, Y)
@@ -181,8 +181,9 @@ def test_the_rules_between_predict_parameters_are_the_estimators(bibtex):
         embed.predict(Xt, threshold=0.3)
     assert info.value.param == ("threshold", "decision")
     assert embed.predict(Xt, decision="threshold", threshold=0.3).nnz > 0
-    assert embed.needs_all_rows(decision="f1") and not embed.needs_all_rows()
-    embed.predict_params_ = {"decision": "f1", "threshold": 0.5}
+    assert embed.needs_all_rows(decision="f1-batch") and not embed.needs_all_rows()
+    assert not embed.needs_all_rows(decision="f1")          # (each row alone)
+    embed.predict_params_ = {"decision": "f1-batch", "threshold": 0.5}
     assert embed.needs_all_rows()
     p = xmlkit.PfastreXML(**SMALL["pfastrexml"]).fit(X, Y)
     for value, same in ((1, True), (0, False)):

@@ -267,8 +267,10 @@ PREDICT_OPTIONS = {
         Opt("decision", ("--decision",), "probabilities (scores: the calibration's where "
             "MODEL_DIR holds one), or label sets: threshold keeps the labels with p >= "
             "--threshold (where MODEL_DIR holds a calibration and --threshold is not given: "
-            "those above its per-label thresholds), f1 runs per-label F1 inference over the "
-            "points of FEATURES on the model's own probabilities."),
+            "those above its per-label thresholds), f1 keeps the labels above the F1 "
+            "thresholds fitted at training (each row decided alone), f1-batch runs the "
+            "paper's per-label F1 inference over the points of FEATURES (a row's set depends "
+            "on the others; at least 100 points)."),
         Opt("threshold", ("--threshold",), "the probability cut of --decision threshold.",
             type=float),
     ),

@@ -25,7 +25,8 @@ import numpy as np
 from xmlkit import checks
 from xmlkit.csr import Rows, like, model_rows
 from xmlkit.errors import InvalidParameterError, XmlkitError
-from xmlkit.models.matrix_family import (ROW_BLOCK, ArrayModel, coo_rows, scored_blocks,
+from xmlkit.models.matrix_family import (ROW_BLOCK, THRESHOLD_COLUMNS, ArrayModel, coo_rows,
+                                         fit_thresholds_blocked, scored_blocks,
                                          selector, sigmoid)
 from xmlkit.models.base import SEED, integer, one_of, real
 
@@ -203,6 +204,11 @@ def fourier(H1, Omega, b):
     return Phi
 
 
+#: rows decision="f1-batch" needs (below, a label's expected positives among
+#: the rows, m·π, is a fraction of one for most labels: the rule degenerates)
+MIN_F1_BATCH = 100
+
+
 def f1_decisions(P, prior, m):
     """Per-label F1 inference on a block of probabilities P (m points × labels):
     for label j, the points ranked by p_j; predict the top r maximising
@@ -224,7 +230,7 @@ class Embed(ArrayModel):
     algorithm = "embed"
     ARRAYS = "embed"
     PREDICT_PARAMS = {
-        "decision": ("scores", one_of("scores", "threshold", "f1")),
+        "decision": ("scores", one_of("scores", "threshold", "f1", "f1-batch")),
         "threshold": (0.5, real()),
     }
     _parameter_constraints = {
@@ -318,7 +324,7 @@ class Embed(ArrayModel):
         """Steps of training's progress callback: the three stages of the
         fit and the epochs of the logistic refinement."""
         p = self.params
-        return 3 + (p.epochs if p.loss == "logistic" else 0)
+        return 4 + (p.epochs if p.loss == "logistic" else 0)
 
     def _fit_arrays(self, X, Y, progress=None, log=None, executor=None):
         """The fit after start_fit; progress(n) after each step, log(message).
@@ -405,10 +411,29 @@ class Embed(ArrayModel):
         tick(1)
         a.update(V=V.astype(np.float32, copy=False), prior=np.asarray(Y.mean(axis=0)).ravel(),
                  rank=np.array([Wx.shape[1]]))
+        a["f1_thresholds"] = self._fit_f1_thresholds(X, Y, a)
+        tick(1)
         self.arrays_ = a
         if log:
             log(f"embed: {n} points, {self.n_features_in_} features, {self.n_labels_} labels; "
                 f"rank {Wx.shape[1]}, {p.num_features} random features")
+
+    def _fit_f1_thresholds(self, X, Y, a):
+        """decision="f1"'s per-label thresholds F*_l / 2 (Lipton et al. 2014:
+        for calibrated probabilities the F1-optimal threshold is half the
+        best F1), on the training points' own probabilities (a held-out
+        split would cost a second fit), THRESHOLD_COLUMNS labels at a time;
+        labels with few positives get the pooled one (fit_thresholds_blocked)."""
+        from xmlkit._memory import require_memory
+        n, f1 = X.shape[0], a["V"].shape[0]
+        require_memory(4 * n * (f1 + THRESHOLD_COLUMNS),
+                       f"embed's F1 thresholds over {n} training points",
+                       "; fewer random features (num_features) fit")
+        Phi = np.vstack([self._phi(X[r0:min(n, r0 + ROW_BLOCK)], a).astype(np.float32)
+                         for r0 in range(0, n, ROW_BLOCK)])
+        return fit_thresholds_blocked(
+            lambda c0, c1: self._link(Phi @ a["V"][:, c0:c1]).astype(np.float64), Y,
+            self.n_labels_, THRESHOLD_COLUMNS)
 
     def _logistic(self, X, Y, a, V, target, chol, rng, tick):
         """V refined by per-class logistic loss: preconditioned minibatch
@@ -469,13 +494,16 @@ class Embed(ArrayModel):
                                         "Embed: threshold goes with decision=threshold")
 
     def needs_all_rows(self, **params):
-        """F1 inference ranks every row for each label: all of them at once."""
-        return self._predict_params(decision=params.get("decision"))["decision"] == "f1"
+        """Batch F1 inference ranks every row for each label: all of them at once."""
+        return self._predict_params(decision=params.get("decision"))["decision"] == "f1-batch"
 
     def predict(self, X, k=5, threads=1, progress=None, decision=None, threshold=None):
         """Probabilities (the k best per row; k=None: every label), or label sets:
-        decision="threshold" (p >= threshold) or "f1" (per-label F1 inference
-        over the rows of X). Rows in, Rows out; else a scipy csr_matrix.
+        decision="threshold" (p >= threshold), "f1" (p >= each label's F1
+        threshold fitted at training: a row's set depends on the row alone)
+        or "f1-batch" (the paper's transductive F1 inference: each label
+        ranks the rows of X, so a row's set depends on the others; at least
+        MIN_F1_BATCH rows). Rows in, Rows out; else a scipy csr_matrix.
         decision and threshold: None is the model's (PREDICT_PARAMS: "scores",
         0.5)."""
         self._require_fitted()
@@ -484,7 +512,15 @@ class Embed(ArrayModel):
         R = model_rows(X, self.n_features_in_)
         n, L = R.shape[0], self.n_labels_
         V = self.arrays_["V"]            # float32 (as stored), as the features it multiplies
-        if decision == "f1":
+        if decision == "f1" and "f1_thresholds" not in self.arrays_:
+            raise XmlkitError("this embed model was trained before decision f1 had its "
+                              "thresholds: train it again, or use decision f1-batch over a "
+                              f"batch of at least {MIN_F1_BATCH} rows")
+        if decision == "f1-batch" and n < MIN_F1_BATCH:
+            raise XmlkitError(f"decision f1-batch ranks each label over the rows given: it "
+                              f"needs at least {MIN_F1_BATCH} rows, not {n} (decision f1 "
+                              "decides each row alone)")
+        if decision == "f1-batch":
             # every label ranks all the points: their features once, labels by blocks
             Phi = np.vstack([self.features(R, r0, min(n, r0 + ROW_BLOCK))
                              for r0 in range(0, n, ROW_BLOCK)]) if n else \
@@ -501,7 +537,9 @@ class Embed(ArrayModel):
                 progress(n)
             return like(X, coo_rows(np.concatenate(rows), np.concatenate(cols),
                                     np.concatenate(vals), (n, L)))
-        select = selector(k, threshold if decision == "threshold" else None)
+        cut = threshold if decision == "threshold" else \
+            self.arrays_["f1_thresholds"] if decision == "f1" else None
+        select = selector(None if cut is not None else k, cut)
         return like(X, scored_blocks(
             n, L, lambda r0, r1: self._link(self.features(R, r0, r1) @ V), select, progress))
 
@@ -561,6 +599,10 @@ class Embed(ArrayModel):
         checks.floats(a["V"], name, "V", (b.shape[0] + 1, L))
         checks.floats(a["prior"], name, "prior", (L,))
         checks.ints(a["rank"], name, "rank", (1,))
+        if "f1_thresholds" in a:                # (folders written before it: none)
+            t = checks.floats(a["f1_thresholds"], name, "f1_thresholds", (L,))
+            if np.any((t < 0) | (t > 1)):
+                raise checks.DamagedModel(name, "f1_thresholds are not all in [0, 1]")
 
     def stats(self):
         return {"rank": int(self.arrays_["rank"][0]), "random_features": self.params.num_features}

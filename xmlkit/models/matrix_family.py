@@ -11,6 +11,54 @@ ROW_BLOCK = 2048      # points scored at once (fewer with many labels:
 BLOCK_ENTRIES = 1 << 22   # at most this many dense scores per block, 32 MB)
 
 
+MIN_POSITIVES = 5      # labels with fewer hold-out positives use the pooled threshold
+#: labels whose hold-out probabilities are computed at a time for the thresholds
+THRESHOLD_COLUMNS = 1024
+
+
+def best_f1(scores, truth):
+    """For each column: the best F1 over cuts of the points ranked by score
+    (F1(r) = 2 TP(r) / (r + P)), on dense blocks (points × labels)."""
+    order = np.argsort(-scores, axis=0, kind="stable")
+    tp = np.cumsum(np.take_along_axis(truth, order, axis=0), axis=0)
+    r = np.arange(1, scores.shape[0] + 1)[:, None]
+    pos = truth.sum(axis=0)
+    f1 = 2 * tp / (r + pos[None, :])
+    return f1.max(axis=0), pos
+
+
+def fit_thresholds_blocked(probabilities, Y, n_labels, columns=None):
+    """Per-label thresholds F*_l / 2 from hold-out truth Y (csr, n × L) and
+    their probabilities, asked for `columns` labels at a time as dense
+    blocks (probabilities(c0, c1): n × (c1 - c0)), so that memory stays
+    O(n × columns) at many labels. Labels with fewer than MIN_POSITIVES
+    hold-out positives get the pooled (micro) F*/2: the best F1 of a rule
+    "score >= s" over every (point, label) pair, s among the positives'
+    scores (a cut elsewhere only adds negatives)."""
+    L = n_labels
+    columns = columns or L
+    Yc = Y.tocsc()
+    f_star, pos = np.zeros(L), np.zeros(L)
+    pos_scores = []
+    for c0 in range(0, L, columns):
+        c1 = min(L, c0 + columns)
+        P = probabilities(c0, c1)
+        T = Yc[:, c0:c1].toarray().astype(np.float64)
+        f_star[c0:c1], pos[c0:c1] = best_f1(P, T)
+        pos_scores.append(P[T > 0])
+    s = np.sort(np.concatenate(pos_scores))[::-1]           # positives, best first
+    if len(s) == 0:
+        return np.where(pos >= MIN_POSITIVES, f_star / 2, 0.0)
+    # pairs scored >= each positive's score: a second pass over the blocks
+    at_least = np.zeros(len(s), np.int64)
+    for c0 in range(0, L, columns):
+        flat = np.sort(probabilities(c0, min(L, c0 + columns)), axis=None)
+        at_least += flat.size - np.searchsorted(flat, s, side="left")
+    tp = np.searchsorted(-s, -s, side="right")              # positives scored >= s_i
+    pooled = np.max(2 * tp / (at_least + len(s)))
+    return np.where(pos >= MIN_POSITIVES, f_star / 2, pooled / 2)
+
+
 def sigmoid(z):
     """1 / (1 + e^-z) elementwise, without overflow (the one logistic
     function of the array models)."""
