@@ -190,6 +190,10 @@ EMBED = (
     Opt("decay", ("--decay",), "Step-size decay per epoch of the logistic refinement "
                                "(<= 1)."),
     Opt("shrink", ("--shrink",), "Label smoothing s: targets s·y + (1−s)(1−y)."),
+    Opt("f1_holdout", ("--f1-holdout",), "Share of the points held out to fit the per-label "
+        "thresholds of xml-predict --decision f1 (a first fit on the others: about twice "
+        "the time); 0: on the training points themselves, one fit (too confident: fewer "
+        "labels per row)."),
     Opt("threads", ("-T", "--threads"), "Threads for the embedding's ridge solves (blocks "
         "of columns); the rest runs in numpy's BLAS. The model does not depend on it."),
     Opt("seed", ("--seed",), "Random seed (test matrix, frequencies, minibatches)."),

@@ -241,23 +241,25 @@ class Embed(ArrayModel):
         "bandwidth": real(0, lo_open=True), "ridge": real(0, lo_open=True),
         "loss": one_of("ridge", "logistic"), "epochs": integer(0),
         "eta": real(0, lo_open=True), "momentum": real(0, 1, hi_open=True),
-        "decay": real(0, 1, lo_open=True), "shrink": real(0.5, 1, lo_open=True), "seed": SEED,
+        "decay": real(0, 1, lo_open=True), "shrink": real(0.5, 1, lo_open=True),
+        "f1_holdout": real(0, 0.5, hi_open=True), "seed": SEED,
     }
     PARAM_GROUPS = (
         ("Embedding", ("rank", "oversample", "passes", "embed_lambda", "map_lambda", "cg_iters")),
         ("Random features", ("num_features", "kernel", "bandwidth")),
-        ("Output layer", ("ridge", "loss", "epochs", "eta", "momentum", "decay", "shrink")),
+        ("Output layer", ("ridge", "loss", "epochs", "eta", "momentum", "decay", "shrink",
+                          "f1_holdout")),
         ("Run", ("threads", "seed")),
     )
     MODEL_KEYS = ("rank", "oversample", "passes", "embed_lambda", "map_lambda", "cg_iters",
                   "num_features",
                   "kernel", "bandwidth", "ridge", "loss", "epochs", "eta", "momentum", "decay",
-                  "shrink")
+                  "shrink", "f1_holdout")
 
     def __init__(self, *, rank=0, oversample=20, passes=1, embed_lambda=1.0, map_lambda=1.0,
                  cg_iters=20, num_features=1000, kernel="gaussian", bandwidth=0.3, ridge=1e-2,
-                 loss="ridge", epochs=5, eta=1.0, momentum=0.5, decay=1.0, shrink=1.0, threads=1,
-                 seed=0):
+                 loss="ridge", epochs=5, eta=1.0, momentum=0.5, decay=1.0, shrink=1.0,
+                 f1_holdout=0.1, threads=1, seed=0):
         """
         Embedding parameters
         --------------------
@@ -290,6 +292,11 @@ class Embed(ArrayModel):
         momentum : heavy-ball momentum of the logistic steps.
         decay : step-size decay per epoch (<= 1).
         shrink : label smoothing s: targets s·y + (1−s)(1−y).
+        f1_holdout : share of the points held out to fit decision="f1"'s
+            per-label thresholds (a first fit on the others, then the fit on
+            all: about twice the time); 0: on the training points
+            themselves, one fit (their probabilities are too confident:
+            fewer labels per row).
 
         Run parameters
         --------------
@@ -315,6 +322,7 @@ class Embed(ArrayModel):
         self.momentum = momentum
         self.decay = decay
         self.shrink = shrink
+        self.f1_holdout = f1_holdout
         self.threads = threads
         self.seed = seed
 
@@ -324,7 +332,8 @@ class Embed(ArrayModel):
         """Steps of training's progress callback: the three stages of the
         fit and the epochs of the logistic refinement."""
         p = self.params
-        return 4 + (p.epochs if p.loss == "logistic" else 0)
+        one = 3 + (p.epochs if p.loss == "logistic" else 0)
+        return 1 + one * (2 if 0 < round(n_points * p.f1_holdout) < n_points else 1)
 
     def _fit_arrays(self, X, Y, progress=None, log=None, executor=None):
         """The fit after start_fit; progress(n) after each step, log(message).
@@ -332,7 +341,6 @@ class Embed(ArrayModel):
         if executor is not None:
             raise XmlkitError("an embed model is one fit: it has no tasks for a cluster")
         import scipy.sparse as sp
-        from scipy.linalg import cho_factor, cho_solve
         from xmlkit._memory import require_memory
         p = self.params
         # (checked before the first product: the BLAS, short of memory, ends
@@ -347,9 +355,34 @@ class Embed(ArrayModel):
         Y = sp.csr_matrix((np.ones(Y.nnz), Y.indices, Y.indptr), shape=Y.shape)
         Y.sum_duplicates()
         Y.data[:] = 1
+        tick = progress or (lambda _: None)
+        n = X.shape[0]
+        h = int(round(n * p.f1_holdout))
+        if 0 < h < n:
+            # decision="f1"'s thresholds from a fit on the other points, on
+            # these points' probabilities (the training points' own are
+            # too confident: on Bibtex in-sample thresholds kept 1 label a row)
+            hold = np.sort(np.random.default_rng(p.seed).permutation(n)[:h])
+            rest = np.setdiff1d(np.arange(n), hold)
+            part = self._fit_once(X[rest], Y[rest], tick)
+            thresholds = self._fit_f1_thresholds(X[hold], Y[hold], part)
+            part = None
+        a = self._fit_once(X, Y, tick)
+        if not 0 < h < n:
+            thresholds = self._fit_f1_thresholds(X, Y, a)
+        a["f1_thresholds"] = thresholds
+        tick(1)
+        self.arrays_ = a
+        if log:
+            log(f"embed: {n} points, {self.n_features_in_} features, {self.n_labels_} labels; "
+                f"rank {a['Wx'].shape[1]}, {p.num_features} random features")
+
+    def _fit_once(self, X, Y, tick):
+        """The model's arrays fitted on X, Y (scipy csr; Y binary)."""
+        from scipy.linalg import cho_factor, cho_solve
+        p = self.params
         n = X.shape[0]
         rng = np.random.default_rng(p.seed)
-        tick = progress or (lambda _: None)
         k = p.rank or auto_rank(Y, rng=np.random.default_rng(p.seed))
         X1 = with_ones(X.astype(np.float64))
         VE, cx, M = label_embedding(X1, Y, k, p.oversample, p.passes, p.embed_lambda,
@@ -411,19 +444,14 @@ class Embed(ArrayModel):
         tick(1)
         a.update(V=V.astype(np.float32, copy=False), prior=np.asarray(Y.mean(axis=0)).ravel(),
                  rank=np.array([Wx.shape[1]]))
-        a["f1_thresholds"] = self._fit_f1_thresholds(X, Y, a)
-        tick(1)
-        self.arrays_ = a
-        if log:
-            log(f"embed: {n} points, {self.n_features_in_} features, {self.n_labels_} labels; "
-                f"rank {Wx.shape[1]}, {p.num_features} random features")
+        return a
 
     def _fit_f1_thresholds(self, X, Y, a):
         """decision="f1"'s per-label thresholds F*_l / 2 (Lipton et al. 2014:
         for calibrated probabilities the F1-optimal threshold is half the
-        best F1), on the training points' own probabilities (a held-out
-        split would cost a second fit), THRESHOLD_COLUMNS labels at a time;
-        labels with few positives get the pooled one (fit_thresholds_blocked)."""
+        best F1) of the model of arrays `a` on the points X, Y (the held-out
+        ones, see f1_holdout), THRESHOLD_COLUMNS labels at a time; labels
+        with few positives get the pooled one (fit_thresholds_blocked)."""
         from xmlkit._memory import require_memory
         n, f1 = X.shape[0], a["V"].shape[0]
         require_memory(4 * n * (f1 + THRESHOLD_COLUMNS),
@@ -585,6 +613,8 @@ class Embed(ArrayModel):
         params = manifest["params"]
         if "map_lambda" not in params:
             manifest = {**manifest, "params": {**params, "map_lambda": 1e-6}}
+        if "f1_holdout" not in manifest["params"]:     # (nor its thresholds: f1-batch only)
+            manifest = {**manifest, "params": {**manifest["params"], "f1_holdout": 0.1}}
         return super().from_manifest(manifest, folder)
 
     def _check_arrays(self, a, name):
