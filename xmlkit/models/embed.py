@@ -361,7 +361,7 @@ class Embed(ArrayModel):
         if 0 < h < n:
             # decision="f1"'s thresholds from a fit on the other points, on
             # these points' probabilities (the training points' own are
-            # too confident: on Bibtex in-sample thresholds kept 1 label a row)
+            # too confident: in-sample thresholds keep too few labels)
             hold = np.sort(np.random.default_rng(p.seed).permutation(n)[:h])
             rest = np.setdiff1d(np.arange(n), hold)
             part = self._fit_once(X[rest], Y[rest], tick)
