@@ -107,6 +107,29 @@ def test_options_min_df_max_features_and_bigrams():
             TextFeaturizer(**bad)
 
 
+HARD_TEXTS = ["Ünïcode ÉTÉ été_2 x y z_ a1 1 22 İstanbul ΣΊΣΥΦΟΣ straße STRASSE",
+              "日本語のテキスト 漢字 mixed日本 e\u0301te cafe\u0301 ﬁne ½ ２３ x²y",
+              "", "a b", "one two three one two three one two three " * 3,
+              "tabs\tand\nnewlines\r\nand--dashes...dots's quote's don't"]
+
+
+@pytest.mark.parametrize("ngram_max, lowercase", [(1, True), (2, True), (3, False)])
+def test_counts_are_scikit_learns(ngram_max, lowercase):
+    """The words and n-grams counted for scoring (without scikit-learn) are
+    CountVectorizer's, count for count, on the vocabulary fitted from the
+    documents, for text in many scripts, cases, digits and punctuation."""
+    from sklearn.feature_extraction.text import CountVectorizer
+    texts = [d["text"] for d in corpus(60, seed=3)] + HARD_TEXTS
+    f = TextFeaturizer(ngram_max=ngram_max, min_df=1, lowercase=lowercase).fit(texts)
+    ptr, idx, val = f._counts(texts + [t.upper() for t in HARD_TEXTS])
+    want = CountVectorizer(ngram_range=(1, ngram_max), lowercase=lowercase,
+                           vocabulary=list(f.terms), dtype=np.float64).transform(
+        texts + [t.upper() for t in HARD_TEXTS]).tocsr()
+    want.sort_indices()
+    assert ptr.tolist() == want.indptr.tolist() and idx.tolist() == want.indices.tolist()
+    assert val.tolist() == want.data.tolist() and len(idx) > 100
+
+
 def test_label_names_count_unknown_names():
     names = LabelNames.fit([["b", "a"], ["c"], None, []])
     assert names.names == ["a", "b", "c"]
@@ -279,7 +302,15 @@ def test_every_family_trains_from_text(text_model, tmp_path):
 
 
 def test_without_scikit_learn_text_says_how_to_install(text_model, tmp_path):
+    """Training on text needs scikit-learn (its vocabulary): one line saying
+    how to install it; scoring text does not import it."""
     tmp, train, model, test, docs = text_model
+    code = ("import sys; sys.modules['sklearn'] = None; sys.argv = sys.argv[1:]; "
+            "from xmlkit.cli.predict import main; main()")
+    r = subprocess.run([sys.executable, "-c", code, "xml-predict", "--text", str(test), "-",
+                        str(model), "--names", "-q"], capture_output=True, text=True,
+                       cwd=tmp_path)
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == len(docs), r.stderr
     code = ("import sys; sys.modules['sklearn'] = None; sys.argv = sys.argv[1:]; "
             "from xmlkit.cli.train import main; main()")
     r = subprocess.run([sys.executable, "-c", code, "xml-train", "--text", str(train),

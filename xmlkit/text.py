@@ -13,18 +13,20 @@ lines ``labels<TAB>text`` with the labels separated by a stated character
 readers do); "-" reads standard input; .gz, .bz2 and .xz files are read
 decompressed.
 
-Words are counted by scikit-learn's CountVectorizer (its tokenizer, the
-`text` extra: ``pip install 'xmlkit[text]'``) over the vocabulary that
-TfidfVectorizer chose when fitting; the counts are then weighted (sublinear
+The vocabulary is chosen by scikit-learn's TfidfVectorizer when fitting (the
+`text` extra: ``pip install 'xmlkit[text]'``); words are counted here with
+its tokenizer's rules (scoring text needs no scikit-learn); the counts are then weighted (sublinear
 tf, idf) and rows scaled to unit length here, in one way for training and
 prediction, so that a reloaded featurizer gives the same features, bit for
 bit, in any process. The featurizer and the label names are plain arrays
 (strings as numpy unicode arrays, options as JSON text), written as one
 `.npz` file that model folders record and check like any other.
 """
+import collections
 import contextlib
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +40,8 @@ FORMATS = ("jsonl", "tsv")
 #: featurizer defaults (chosen on real text: see docs/benchmarks.md, `make -C scripts text`)
 DEFAULTS = {"ngram_max": 2, "sublinear_tf": True, "min_df": 2, "max_features": 100000,
             "lowercase": True}
+#: scikit-learn's default token pattern: words of two or more letters or digits
+TOKEN = re.compile(r"(?u)\b\w\w+\b")
 FEATURIZER_FORMAT = "xmlkit-text-featurizer"
 FEATURIZER_VERSION = 1
 
@@ -281,16 +285,35 @@ class TextFeaturizer:
                         "lowercase": bool(lowercase)}
         self.terms = None
         self.idf = None
+        self._index = None          # (term -> column, made when first needed)
 
     @property
     def n_features(self):
         return len(self.terms)
 
-    def _counter(self, vocabulary=None):
-        text = need_sklearn()
-        o = self.options
-        return text.CountVectorizer(ngram_range=(1, o["ngram_max"]), lowercase=o["lowercase"],
-                                    vocabulary=vocabulary, dtype=np.float64)
+    def _counts(self, texts):
+        """Counts of the vocabulary's terms in each text, as CSR arrays (ptr,
+        sorted indices, float64 counts): the words and n-grams that
+        scikit-learn's CountVectorizer makes with these options (its token
+        pattern, lowercasing, space-joined n-grams; test_text checks it),
+        counted here so that scoring text does not import scikit-learn."""
+        index = self._index
+        if index is None:
+            index = self._index = {t: i for i, t in enumerate(self.terms.tolist())}
+        n_max, lower = self.options["ngram_max"], self.options["lowercase"]
+        ptr, idx, val = [0], [], []
+        for doc in texts:
+            tokens = TOKEN.findall(doc.lower() if lower else doc)
+            grams = tokens if n_max == 1 else tokens + [
+                " ".join(tokens[i:i + n]) for n in range(2, min(n_max, len(tokens)) + 1)
+                for i in range(len(tokens) - n + 1)]
+            row = collections.Counter(j for j in map(index.get, grams) if j is not None)
+            for j in sorted(row):
+                idx.append(j)
+                val.append(row[j])
+            ptr.append(len(idx))
+        return (np.asarray(ptr, np.int64), np.asarray(idx, np.int64),
+                np.asarray(val, np.float64))
 
     def fit(self, texts):
         text = need_sklearn()
@@ -310,24 +333,24 @@ class TextFeaturizer:
                 param="min_df") from None
         self.terms = vec.get_feature_names_out().astype(str)
         self.idf = np.asarray(vec.idf_, dtype=np.float64)
+        self._index = None
         return self
 
     def transform(self, texts):
         """Unit-length TF-IDF rows (CSR float32, sorted indices)."""
         if self.terms is None:
             raise XmlkitError("the featurizer is not fitted")
-        C = self._counter(vocabulary=list(self.terms)).transform(texts).tocsr()
-        C.sort_indices()
-        v = C.data
+        ptr, indices, v = self._counts(texts)
+        n = len(ptr) - 1
         if self.options["sublinear_tf"]:
             v = 1.0 + np.log(v)
-        v = v * self.idf[C.indices]
-        rows = np.repeat(np.arange(C.shape[0]), np.diff(C.indptr))
-        norm = np.sqrt(np.bincount(rows, weights=v * v, minlength=C.shape[0]))
+        v = v * self.idf[indices]
+        rows = np.repeat(np.arange(n), np.diff(ptr))
+        norm = np.sqrt(np.bincount(rows, weights=v * v, minlength=n))
         v = v / np.where(norm > 0, norm, 1.0)[rows]
         import scipy.sparse as sp
-        return sp.csr_matrix((v.astype(np.float32), C.indices.astype(np.int32),
-                              C.indptr.astype(np.int64)), shape=C.shape)
+        return sp.csr_matrix((v.astype(np.float32), indices.astype(np.int32), ptr),
+                             shape=(n, len(self.terms)))
 
     def fit_transform(self, texts):
         return self.fit(texts).transform(texts)

@@ -120,8 +120,7 @@ def explain_text(log, documents, output, model_dir, model, piece, names, text_fo
                  label_sep, index_base, explain):
     """--explain with --text: documents featurized as the model's were; with
     names, terms and label names (and, written to a terminal, a table)."""
-    from xmlkit.text import iter_documents, model_text, need_sklearn
-    need_sklearn()
+    from xmlkit.text import iter_documents, model_text
     featurizer, labels = model_text(model_dir, model)
     terms = featurizer.terms if names else None
     label_names = labels.names if names else None

@@ -295,8 +295,7 @@ def _predict_text(log, documents, scores, model_dir, model, piece, names, text_f
     """xml-predict --text: documents featurized as the model's training
     documents were, scored piece by piece; named JSON Lines (--names) or a
     score matrix (then the documents are counted first, for its header)."""
-    from xmlkit.text import iter_documents, model_text, names_writer, need_sklearn
-    need_sklearn()
+    from xmlkit.text import iter_documents, model_text, names_writer
     featurizer, labels = model_text(model_dir, model)
     chunk = piece or 2**62
     # a stream of documents (a pipe to standard output): each answered as it
