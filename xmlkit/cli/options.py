@@ -322,7 +322,9 @@ def predict_click_options(classes, only=None):
         first = classes[uses[0][0]].PREDICT_PARAMS[param][0]
         kind = click.Choice(values) if choice else \
             (o.type or (type(first) if first is not None else None))
-        text = " ".join(parts) + " Not given: the value the model recorded at training."
+        # (a paragraph per family's meaning: click keeps blank-line paragraphs)
+        text = "\n\n".join(parts) + ("\n\n" if len(parts) > 1 else " ") + \
+            "Not given: the value the model recorded at training."
         out.append(click.Option([*o.decls, param], type=kind, default=None, help=text,
                                 metavar="[" + "|".join(v for v in values if v not in OLD_NAMES)
                                 + "]" if choice else None))
