@@ -197,7 +197,8 @@ def test_option_choices_are_the_estimators_constraints():
 
 def test_show_defaults_prints_the_estimators_defaults():
     """xml-train --algorithm NAME --show-defaults: every default of the
-    family, read from the estimator, as JSON (the omikuji / PECOS dump)."""
+    family, read from the estimator, as JSON (the omikuji / PECOS dump);
+    with any other option or argument, refused."""
     import json
     from conftest import run_cli
     from xmlkit.models import REGISTRY
@@ -208,6 +209,10 @@ def test_show_defaults_prints_the_estimators_defaults():
         assert out["algorithm"] == algorithm
         assert out["params"] == json.loads(json.dumps(cls.param_defaults(), default=str))
         assert out["predict_params"] == cls.predict_defaults()
+    # (given with other options it would show defaults they do not change: refused)
+    for extra in (["-t", "5"], ["data.txt", "m"], ["--seed", "3"]):
+        r = run_cli("xml-train", "--algorithm=fastxml", "--show-defaults", *extra)
+        assert r.returncode == 2 and r.stdout == "" and " ".join(extra) in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("algorithm", sorted(xmlkit.REGISTRY))

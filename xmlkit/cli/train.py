@@ -50,6 +50,7 @@ class FamilyCommand(click.Command):
                     formatter.write_dl(sections[title])
 
     def parse_args(self, ctx, args):
+        ctx.meta["xmlkit.args"] = list(args)        # (what --show-defaults was given with)
         try:
             return super().parse_args(ctx, args)
         except click.NoSuchOption as exc:
@@ -253,6 +254,19 @@ def show_defaults(cls):
     def callback(ctx, param, value):
         if not value or ctx.resilient_parsing:
             return
+        args, others = ctx.meta.get("xmlkit.args", []), []
+        i = 0
+        while i < len(args):        # (--algorithm NAME picks the family: the one taken)
+            if args[i] == "--algorithm":
+                i += 2
+                continue
+            if args[i] != "--show-defaults" and not args[i].startswith("--algorithm="):
+                others.append(args[i])
+            i += 1
+        if others:
+            raise click.UsageError(
+                f"--show-defaults prints the family's defaults and takes nothing else but "
+                f"--algorithm (given: {' '.join(others)})", ctx)
         defaults = {k: v for k, v in cls.param_defaults().items()}
         click.echo(json.dumps({"algorithm": cls.algorithm, "params": defaults,
                                "predict_params": cls.predict_defaults()}, indent=2,
