@@ -161,6 +161,31 @@ def test_a_label_whose_probability_is_zero_is_written_once():
         assert val.tolist() == ([1.0] if k == 1 else [0.0, 1.0])
 
 
+@pytest.mark.parametrize("edit", ["column", "feature", "groups", "child", "label"])
+def test_arrays_changed_after_the_check_are_caught_where_used(bibtex, edit):
+    """The kernel reads a tree's arrays where they lie (a mapped file may be
+    rewritten while in use): an index put out of range after the kernel
+    checked them is caught where it is read, a one-line XmlkitError, never
+    a read outside the arrays or a loop (the arrays here are the model's own,
+    edited in place)."""
+    X, Y, Xt, _ = bibtex
+    m = xmlkit.Parabel(n_trees=1, max_leaf=20).fit(X[:1500], Y[:1500])
+    m.predict(Xt[:50])                                       # (the kernel, checked)
+    t = m.trees_[0]
+    if edit == "column":
+        t["e_col"][-3:] = 255                               # past any leaf's 20 labels
+    elif edit == "feature":
+        t["e_feat"][t["g_ptr"][1] - 1] = 10**9
+    elif edit == "groups":
+        t["g_ptr"][2:] = t["g_ptr"][-1] + 10**6
+    elif edit == "child":
+        t["c_ptr"][1] = 1                                   # node 1 its own child
+    else:
+        t["l_idx"][:] = Y.shape[1] + 7
+    with pytest.raises(xmlkit.XmlkitError, match="changed after they were checked"):
+        m.predict(Xt[:300], k=None)
+
+
 def test_leaf_classifier_is_liblinears_l2_svc():
     """A root leaf's classifier, solved to a tight tolerance without the weight
     threshold, is liblinear's L2R_L2LOSS_SVC_DUAL solution on the unit rows

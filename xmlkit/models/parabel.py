@@ -36,6 +36,7 @@ from xmlkit.csr import (Rows, like, model_rows, piece_rows, score_rows, transpos
                         unit_rows, with_bias)
 from xmlkit.models.base import (C_INT_MAX, MAX_TREES, RANKED_DECISION, SEED, auto_or,
                                 boolean, integer, one_of, real, usable_threads)
+from xmlkit.errors import XmlkitError
 from xmlkit.models.tree_family import TreeEnsemble, check_tree_range
 
 #: rows searched together at most: a node's features are laid out once for all
@@ -328,7 +329,18 @@ class Parabel(TreeEnsemble):
         beam = used["beam_width"]
         threads = usable_threads(threads)
         chunk = int(min(CHUNK_ROWS, max(64, -(-R.shape[0] // (2 * threads)))))
-        return R, (lambda r0, r1: kernel.predict_rows(R, r0, r1, topk, beam)), threads, chunk
+
+        def run(r0, r1):
+            try:
+                return kernel.predict_rows(R, r0, r1, topk, beam)
+            except ValueError as exc:       # (a mapped tree file rewritten while in use)
+                from xmlkit._ext.parabel_predict import CHANGED
+                if str(exc) != CHANGED:
+                    raise
+                where = self.source_[0] if getattr(self, "source_", None) else "the model"
+                raise XmlkitError(f"{where}: {CHANGED}; nothing of this run is to be "
+                                  "trusted: run it again") from None
+        return R, run, threads, chunk
 
     def _effects(self, R, S, threads, n_top=0, **params):
         """Exact leave-one-feature-out effects, by scoring each row once per

@@ -23,6 +23,10 @@ cdef struct ParabelTree:
                                          # uint8, uint16 or int32 (col_bytes)
     int col_bytes                        # bytes of an e_col entry: 1, 2 or 4
     const float* e_val                   # value of each weight
+    int64_t n_e                          # weights (e_feat, e_col, e_val entries)
+    int64_t n_l                          # leaf entries (l_idx)
+    int64_t n_labels                     # label columns (a leaf label is below it)
+    int64_t widest                       # children or leaf labels of a node at most
 
 cdef class ParabelKernel:
     cdef vector[ParabelTree] trees       # the trees, in the order their scores are added
@@ -31,4 +35,6 @@ cdef class ParabelKernel:
     cdef double bias                     # value of the bias feature
     cdef int64_t n_labels                # label columns
     cdef int64_t widest                  # classifiers of the largest group
+    cdef int64_t col_room                # margins a one- or two-byte e_col can index (256 or
+                                         # 65,536; 0 with four-byte ones): see _add_span
     cdef int loss                        # 0: squared hinge, 1: logistic

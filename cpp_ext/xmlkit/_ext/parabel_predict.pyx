@@ -41,25 +41,38 @@ cdef inline double _loglik(double z, int loss) noexcept nogil:
     return -(1 - z) * (1 - z) if z < 1 else 0.0
 
 
-cdef inline void _add_span(double* acc, const void* cols, int col_bytes, const float* ev,
-                           int64_t lo, int64_t hi, float x) noexcept nogil:
-    """acc[col] += weight * x over the weights lo..hi-1 (cols of col_bytes)."""
-    cdef int64_t e
+cdef inline bint _add_span(double* acc, const void* cols, int col_bytes, const float* ev,
+                           int64_t lo, int64_t hi, float x, int64_t width) noexcept nogil:
+    """acc[col] += weight * x over the weights lo..hi-1 (cols of col_bytes);
+    False at a classifier index past `width` (the mapped file changed after
+    it was checked). One- and two-byte indices are summed first and their
+    largest compared after the span (acc holds 256 or 65,536 entries then:
+    an index past width stays inside it); four-byte ones are checked before
+    they are used."""
+    cdef int64_t e, c, top = 0
     cdef const uint8_t* c8
     cdef const uint16_t* c16
     cdef const int32_t* c32
     if col_bytes == 1:
         c8 = <const uint8_t*> cols
         for e in range(lo, hi):
-            acc[c8[e]] += ev[e] * x
+            c = c8[e]
+            top = c if c > top else top
+            acc[c] += ev[e] * x
     elif col_bytes == 2:
         c16 = <const uint16_t*> cols
         for e in range(lo, hi):
-            acc[c16[e]] += ev[e] * x
+            c = c16[e]
+            top = c if c > top else top
+            acc[c] += ev[e] * x
     else:
         c32 = <const int32_t*> cols
         for e in range(lo, hi):
-            acc[c32[e]] += ev[e] * x
+            c = c32[e]
+            if c < 0 or c >= width:
+                return False
+            acc[c] += ev[e] * x
+    return top < width
 
 
 cdef inline int64_t _col(const void* cols, int col_bytes, int64_t e) noexcept nogil:
@@ -75,7 +88,7 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
                         vector[Span]& slot, vector[double]& acc,
                         vector[vector[pair[double, int32_t]]]& nxt,
                         vector[vector[pair[int32_t, float]]]& items, int64_t d,
-                        Span* met, float* met_v) noexcept nogil:
+                        Span* met, float* met_v, bint* bad) noexcept nogil:
     """Score the visits ((node, row), node's -log-score), grouped by node.
     A row's entries find their weights in the node's group (features
     ascending) either by a binary search each or, when that costs more than
@@ -86,7 +99,10 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
     order, then the bias: the same sum, to the bit, as a classifier row's
     dot product. An internal node's children go to nxt[row] as (-log-score,
     child); a leaf's labels to items[row] as (label, probability as a
-    float: a chunk holds trees x beam x leaf size of them per row)."""
+    float: a chunk holds trees x beam x leaf size of them per row). Every
+    index read from the tree is bounded where it is used (its arrays may be
+    a mapped file, changed after they were checked): one out of range sets
+    bad[0] and is not followed."""
     cdef size_t a = 0, b, c
     cdef int32_t node, f
     cdef int64_t g0, g1, q, e, k, m, n_met, width, row, first, entries
@@ -110,12 +126,24 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
         else:
             first, width = tv.c_ptr[node], tv.c_ptr[node + 1] - tv.c_ptr[node]
         g0, g1 = tv.g_ptr[node], tv.g_ptr[node + 1]
+        if width < 0 or width > tv.widest or g0 < 0 or g0 > g1 or g1 > tv.n_e or \
+                (first < 0 or first + width > tv.n_l if leaf else
+                 first <= node or first + width > tv.n_nodes):
+            bad[0] = True
+            a = b
+            continue
         laid = 2 * (g1 - g0) < entries * (log2(<double> (g1 - g0 + 1)) + 1) * SEARCH_COST
         if laid:
             if slot.size() == 0:
                 slot.resize(d, Span(0, 0))
-            for e in range(g0, g1):             # (no branch: a feature's last write stays)
+            for e in range(g0, g1):             # (a feature's last write stays)
+                if ef[e] < 0 or ef[e] >= d:
+                    bad[0] = True
+                    break
                 slot[ef[e]].second = e + 1
+            if bad[0]:
+                a = b
+                continue
             for e in range(g1 - 1, g0 - 1, -1):
                 slot[ef[e]].first = e
         q = g1                                  # (the bias: the last feature)
@@ -144,17 +172,23 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
                 met_v[n_met] = sv[q]
                 n_met += 1
             for m in range(n_met):
-                _add_span(acc.data(), tv.e_col, tv.col_bytes, tv.e_val, met[m].first,
-                          met[m].second, met_v[m])
+                if not _add_span(acc.data(), tv.e_col, tv.col_bytes, tv.e_val, met[m].first,
+                                 met[m].second, met_v[m], width):
+                    bad[0] = True
             for e in range(bias_span.first, bias_span.second):
                 k = _col(tv.e_col, tv.col_bytes, e)
+                if k < 0 or k >= width:
+                    bad[0] = True
+                    continue
                 acc[k] = acc[k] + tv.e_val[e] * bias
             s = visits[c].second
             if leaf:
                 n0 = items[row].size()
                 items[row].resize(n0 + width)
                 for k in range(width):
-                    items[row][n0 + k].first = tv.l_idx[first + k]
+                    if tv.l_idx[first + k] < 0 or tv.l_idx[first + k] >= tv.n_labels:
+                        bad[0] = True
+                    items[row][n0 + k].first = tv.l_idx[first + k] if not bad[0] else 0
                     items[row][n0 + k].second = <float> exp(-s + _loglik(acc[k], loss))
                     acc[k] = 0
             else:
@@ -166,7 +200,7 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
                     acc[k] = 0
         if laid:
             for e in range(g0, g1):
-                slot[ef[e]] = Span(0, 0)
+                slot[ef[e]] = Span(0, 0)        # (every feature checked when laid out)
         a = b
 
 
@@ -175,7 +209,7 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
                   vector[vector[pair[double, int32_t]]]& cur,
                   vector[vector[pair[double, int32_t]]]& nxt, vector[Visit]& visits,
                   vector[vector[pair[int32_t, float]]]& items, vector[Span]& slot,
-                  vector[double]& acc, Span* met, float* met_v) noexcept nogil:
+                  vector[double]& acc, Span* met, float* met_v, bint* bad) noexcept nogil:
     """Tree tv's beam search for the nr rows of a chunk, level by level (a
     leaf in the beam stays in it); the labels of each row's final leaves
     appended to items[row]."""
@@ -198,7 +232,7 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
                                            cur[r][a].first))
         if visits.size() == 0:
             break
-        _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, acc, nxt, items, d, met, met_v)
+        _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, acc, nxt, items, d, met, met_v, bad)
         for r in range(nr):
             if nxt[r].size() > <size_t> beam:
                 partial_sort(nxt[r].begin(), nxt[r].begin() + beam, nxt[r].end())
@@ -209,15 +243,17 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
         for a in range(cur[r].size()):
             visits.push_back(Visit(pair[int32_t, int32_t](cur[r][a].second, <int32_t> r),
                                    cur[r][a].first))
-    _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, acc, nxt, items, d, met, met_v)
+    _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, acc, nxt, items, d, met, met_v, bad)
 
 
-cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
+cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
                    int64_t r0, int64_t r1, int topk, int beam, RowsOut& out) except + nogil:
     """ParabelKernel.predict_rows without the GIL: the rows' unit values,
     each tree's search over the chunk, then each row's labels summed over
-    the trees (in tree order) and written."""
+    the trees (in tree order) and written. False when a tree's index was out
+    of range (see _score_groups): the rows' scores are not to be used."""
     cdef int64_t d = f.d, nr = r1 - r0, r, q, base = xp[r0]
+    cdef bint bad = False
     cdef int n_trees = <int> f.trees.size()
     cdef int t
     cdef vector[int64_t] rp
@@ -236,7 +272,7 @@ cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
     cdef int32_t lab
     cdef double norm
     acc.resize(f.n_labels, 0.0)
-    margins.resize(f.widest, 0.0)
+    margins.resize(max(f.widest, f.col_room), 0.0)   # (see _add_span)
     cur.resize(nr)
     nxt.resize(nr)
     items.resize(nr)
@@ -259,7 +295,9 @@ cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
             sv[q] = <float> (xv[base + q] / norm)
     for t in range(n_trees):
         _search(&f.trees[t], beam, f.loss, d, f.bias, nr, rp.data(), xi + base, sv.data(),
-                cur, nxt, visits, items, slot, margins, met.data(), met_v.data())
+                cur, nxt, visits, items, slot, margins, met.data(), met_v.data(), &bad)
+    if bad:
+        return False
     seen.resize(f.n_labels, 0)
     for r in range(nr):
         touched.clear()
@@ -292,6 +330,7 @@ cdef void _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
             acc[lab] = 0
             seen[lab] = 0
         emit_top(ranked, topk, sel, out)
+    return True
 
 
 cdef int _group_pass(const int64_t* cp, const int64_t* lp, const int64_t* wp,
@@ -423,6 +462,9 @@ cdef int _check_groups(int64_t n, const int64_t* cp, const int64_t* lp, const in
     return 0
 
 
+#: what predict_rows raises when a tree's arrays (a mapped file) changed after
+#: they were checked: an index out of range where it is used
+CHANGED = "a tree's arrays changed after they were checked (its file changed in use)"
 #: what a failed _check_groups code says
 GROUP_FAULTS = ("", "group pointers are out of range or order",
                 "group features are out of range or not ascending",
@@ -506,8 +548,15 @@ cdef class ParabelKernel:
             v.c_ptr, v.l_ptr, v.l_idx = &cp[0], &lp[0], &li[0]
             v.g_ptr, v.e_feat, v.e_val = &gp[0], &ef[0], &ev[0]
             v.e_col, v.col_bytes = cnp.PyArray_DATA(ec), ec.dtype.itemsize
+            v.n_e, v.n_l = tree["e_val"].shape[0], len(tree["l_idx"])
+            v.n_labels = n_labels
             self.trees.push_back(v)
             self.widest = max(self.widest, int(np.max(np.diff(cp))), int(np.max(np.diff(lp))))
+        self.col_room = 0
+        for t in range(self.trees.size()):
+            self.trees[t].widest = self.widest
+            if self.trees[t].col_bytes < 4:
+                self.col_room = max(self.col_room, 1 << (8 * self.trees[t].col_bytes))
         self.d = d
         self.bias = bias
         self.n_labels = n_labels
@@ -524,7 +573,10 @@ cdef class ParabelKernel:
     def _rows(self, const indptr_t[::1] xp, const int32_t[::1] xi, const float[::1] xv,
               int64_t r0, int64_t r1, int k, int beam):
         cdef RowsOut out
+        cdef bint whole
         rows_open(out)
         with nogil:
-            _predict(self, &xp[0], &xi[0], &xv[0], r0, r1, k, beam, out)
+            whole = _predict(self, &xp[0], &xi[0], &xv[0], r0, r1, k, beam, out)
+        if not whole:
+            raise ValueError(CHANGED)
         return rows_pieces(out)
