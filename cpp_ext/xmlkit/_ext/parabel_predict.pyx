@@ -83,6 +83,55 @@ cdef inline int64_t _col(const void* cols, int col_bytes, int64_t e) noexcept no
     return (<const int32_t*> cols)[e]
 
 
+cdef inline bint _lay_out(const int32_t* ef, int64_t g0, int64_t g1, int64_t d,
+                          Span* slot) noexcept nogil:
+    """slot[feature] = its weights' span, for the features of weights g0..g1-1
+    (ascending: a feature's last write of .second and, backwards, of .first
+    stay); False, nothing laid out past it, at a feature outside 0..d-1."""
+    cdef int64_t e
+    for e in range(g0, g1):
+        if ef[e] < 0 or ef[e] >= d:
+            return False
+        slot[ef[e]].second = e + 1
+    for e in range(g1 - 1, g0 - 1, -1):
+        slot[ef[e]].first = e
+    return True
+
+
+cdef inline bint _emit_labels(const ParabelTree* tv, int64_t first, int64_t width,
+                              double s, int loss, double* acc,
+                              vector[pair[int32_t, float]]& out) noexcept nogil:
+    """A leaf's labels l_idx[first .. first + width - 1] onto `out` as
+    (label, exp(-s + log-likelihood of its margin acc[k])), acc reset; False
+    at a label outside the model's (then written as 0)."""
+    cdef size_t n0 = out.size()
+    cdef int64_t k
+    cdef int32_t lab
+    cdef bint ok = True
+    out.resize(n0 + width)
+    for k in range(width):
+        lab = tv.l_idx[first + k]
+        if lab < 0 or lab >= tv.n_labels:
+            ok, lab = False, 0
+        out[n0 + k].first = lab
+        out[n0 + k].second = <float> exp(-s + _loglik(acc[k], loss))
+        acc[k] = 0
+    return ok
+
+
+cdef inline void _emit_children(int64_t first, int64_t width, double s, int loss,
+                                double* acc, vector[pair[double, int32_t]]& out) noexcept nogil:
+    """An internal node's children first .. first + width - 1 onto `out` as
+    (-log-score: s minus its margin acc[k]'s log-likelihood, child), acc reset."""
+    cdef size_t n0 = out.size()
+    cdef int64_t k
+    out.resize(n0 + width)
+    for k in range(width):
+        out[n0 + k].first = s - _loglik(acc[k], loss)
+        out[n0 + k].second = <int32_t> (first + k)
+        acc[k] = 0
+
+
 cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int64_t* rp,
                         const int32_t* xi, const float* sv, vector[Visit]& visits,
                         vector[Span]& slot, vector[double]& acc,
@@ -104,14 +153,12 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
     a mapped file, changed after they were checked): one out of range sets
     bad[0] and is not followed."""
     cdef size_t a = 0, b, c
-    cdef int32_t node, f
+    cdef int32_t node
     cdef int64_t g0, g1, q, e, k, m, n_met, width, row, first, entries
-    cdef size_t n0
     cdef const int32_t* at
     cdef const int32_t* ef = tv.e_feat
     cdef Span span, bias_span
     cdef bint leaf, laid
-    cdef double s
     sort(visits.begin(), visits.end())
     while a < visits.size():
         node = visits[a].first.first
@@ -136,16 +183,10 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
         if laid:
             if slot.size() == 0:
                 slot.resize(d, Span(0, 0))
-            for e in range(g0, g1):             # (a feature's last write stays)
-                if ef[e] < 0 or ef[e] >= d:
-                    bad[0] = True
-                    break
-                slot[ef[e]].second = e + 1
-            if bad[0]:
+            if not _lay_out(ef, g0, g1, d, slot.data()):
+                bad[0] = True
                 a = b
                 continue
-            for e in range(g1 - 1, g0 - 1, -1):
-                slot[ef[e]].first = e
         q = g1                                  # (the bias: the last feature)
         while q > g0 and ef[q - 1] == d - 1:
             q -= 1
@@ -181,23 +222,12 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
                     bad[0] = True
                     continue
                 acc[k] = acc[k] + tv.e_val[e] * bias
-            s = visits[c].second
             if leaf:
-                n0 = items[row].size()
-                items[row].resize(n0 + width)
-                for k in range(width):
-                    if tv.l_idx[first + k] < 0 or tv.l_idx[first + k] >= tv.n_labels:
-                        bad[0] = True
-                    items[row][n0 + k].first = tv.l_idx[first + k] if not bad[0] else 0
-                    items[row][n0 + k].second = <float> exp(-s + _loglik(acc[k], loss))
-                    acc[k] = 0
+                if not _emit_labels(tv, first, width, visits[c].second, loss, acc.data(),
+                                    items[row]):
+                    bad[0] = True
             else:
-                n0 = nxt[row].size()
-                nxt[row].resize(n0 + width)
-                for k in range(width):
-                    nxt[row][n0 + k].first = s - _loglik(acc[k], loss)
-                    nxt[row][n0 + k].second = <int32_t> (first + k)
-                    acc[k] = 0
+                _emit_children(first, width, visits[c].second, loss, acc.data(), nxt[row])
         if laid:
             for e in range(g0, g1):
                 slot[ef[e]] = Span(0, 0)        # (every feature checked when laid out)
