@@ -47,7 +47,8 @@ CHUNK_ROWS = 1024
 LOSSES = ("squared_hinge", "log")
 TREE_KEYS = ("c_ptr", "depth", "l_ptr", "l_idx", "g_ptr", "e_feat", "e_col", "e_val")
 #: the classifier rows a tree is made of (node rows, then leaf entries; CSR),
-#: stored regrouped by node (grouped_tree) and as such by folders before 0.1.1
+#: stored regrouped by node (grouped_tree), and as such by folders written
+#: before that layout (regrouped when loaded)
 ROW_KEYS = ("w_ptr", "w_idx", "w_val")
 
 
@@ -321,6 +322,7 @@ class Parabel(TreeEnsemble):
     def _scorer(self, X, k, threads, beam_width, decision, threshold):
         """(rows, run(r0, r1) -> CSR pieces of their scores, threads, chunk
         rows) for predict and predict_pieces."""
+        from xmlkit._ext.parabel_predict import ChangedInUse
         used = self._predict_params(beam_width=beam_width, decision=decision,
                                     threshold=threshold)
         R = model_rows(X, self.n_features_in_)
@@ -333,12 +335,9 @@ class Parabel(TreeEnsemble):
         def run(r0, r1):
             try:
                 return kernel.predict_rows(R, r0, r1, topk, beam)
-            except ValueError as exc:       # (a mapped tree file rewritten while in use)
-                from xmlkit._ext.parabel_predict import CHANGED
-                if str(exc) != CHANGED:
-                    raise
+            except ChangedInUse as exc:     # (a mapped tree file rewritten while in use)
                 where = self.source_[0] if getattr(self, "source_", None) else "the model"
-                raise XmlkitError(f"{where}: {CHANGED}; nothing of this run is to be "
+                raise XmlkitError(f"{where}: {exc}; nothing of this run is to be "
                                   "trusted: run it again") from None
         return R, run, threads, chunk
 

@@ -41,6 +41,24 @@ cdef inline double _loglik(double z, int loss) noexcept nogil:
     return -(1 - z) * (1 - z) if z < 1 else 0.0
 
 
+ctypedef fused narrow_col:
+    # a classifier index of one or two bytes (see _add_span)
+    uint8_t
+    uint16_t
+
+
+cdef inline int64_t _add_narrow(double* acc, const narrow_col* cols, const float* ev,
+                                int64_t lo, int64_t hi, float x) noexcept nogil:
+    """acc[col] += weight * x over the weights lo..hi-1; returns the largest
+    index met (compared after the span: acc holds every index the type can)."""
+    cdef int64_t e, c, top = 0
+    for e in range(lo, hi):
+        c = cols[e]
+        top = c if c > top else top
+        acc[c] += ev[e] * x
+    return top
+
+
 cdef inline bint _add_span(double* acc, const void* cols, int col_bytes, const float* ev,
                            int64_t lo, int64_t hi, float x, int64_t width) noexcept nogil:
     """acc[col] += weight * x over the weights lo..hi-1 (cols of col_bytes);
@@ -49,30 +67,19 @@ cdef inline bint _add_span(double* acc, const void* cols, int col_bytes, const f
     largest compared after the span (acc holds 256 or 65,536 entries then:
     an index past width stays inside it); four-byte ones are checked before
     they are used."""
-    cdef int64_t e, c, top = 0
-    cdef const uint8_t* c8
-    cdef const uint16_t* c16
+    cdef int64_t e, c
     cdef const int32_t* c32
     if col_bytes == 1:
-        c8 = <const uint8_t*> cols
-        for e in range(lo, hi):
-            c = c8[e]
-            top = c if c > top else top
-            acc[c] += ev[e] * x
-    elif col_bytes == 2:
-        c16 = <const uint16_t*> cols
-        for e in range(lo, hi):
-            c = c16[e]
-            top = c if c > top else top
-            acc[c] += ev[e] * x
-    else:
-        c32 = <const int32_t*> cols
-        for e in range(lo, hi):
-            c = c32[e]
-            if c < 0 or c >= width:
-                return False
-            acc[c] += ev[e] * x
-    return top < width
+        return _add_narrow(acc, <const uint8_t*> cols, ev, lo, hi, x) < width
+    if col_bytes == 2:
+        return _add_narrow(acc, <const uint16_t*> cols, ev, lo, hi, x) < width
+    c32 = <const int32_t*> cols
+    for e in range(lo, hi):
+        c = c32[e]
+        if c < 0 or c >= width:
+            return False
+        acc[c] += ev[e] * x
+    return True
 
 
 cdef inline int64_t _col(const void* cols, int col_bytes, int64_t e) noexcept nogil:
@@ -492,9 +499,15 @@ cdef int _check_groups(int64_t n, const int64_t* cp, const int64_t* lp, const in
     return 0
 
 
-#: what predict_rows raises when a tree's arrays (a mapped file) changed after
-#: they were checked: an index out of range where it is used
-CHANGED = "a tree's arrays changed after they were checked (its file changed in use)"
+class ChangedInUse(ValueError):
+    """What predict_rows raises when a tree's arrays (a mapped file) changed
+    after they were checked: an index out of range where it is used."""
+
+    def __init__(self):
+        super().__init__("a tree's arrays changed after they were checked (its file "
+                         "changed in use)")
+
+
 #: what a failed _check_groups code says
 GROUP_FAULTS = ("", "group pointers are out of range or order",
                 "group features are out of range or not ascending",
@@ -608,5 +621,5 @@ cdef class ParabelKernel:
         with nogil:
             whole = _predict(self, &xp[0], &xi[0], &xv[0], r0, r1, k, beam, out)
         if not whole:
-            raise ValueError(CHANGED)
+            raise ChangedInUse()
         return rows_pieces(out)
