@@ -254,14 +254,16 @@ def _check_version_fits(path, m):
                           "manifest")
 
 
-def require_current(folder, manifest, doing):
+def require_current(folder, manifest, doing,
+                    instead="load it and save it (model.save) in a new folder first"):
     """Refuse to add to a folder of an older format version (its files carry
-    no origin to tie new ones to; `doing`: what was asked)."""
+    no origin to tie new ones to; `doing`: what was asked, `instead`: what
+    to do)."""
     if manifest.get("format_version") != FORMAT_VERSION:
         raise XmlkitError(
             f"{folder}: holds a model of format version {manifest.get('format_version')} "
             f"(xmlkit {manifest.get('xmlkit_version', '?')}): this version cannot {doing}; "
-            "load it and save it (model.save) in a new folder first")
+            f"{instead}")
 
 
 def _safe_name(name):
@@ -332,11 +334,7 @@ def prepare_folder(folder, manifest):
         if listed(old) == [] and not any(folder.glob("*.npz")):
             write_manifest(folder, manifest)
             return
-        if old.get("format_version") != FORMAT_VERSION:
-            raise XmlkitError(
-                f"{folder}: holds a model of format version {old.get('format_version')} "
-                f"(xmlkit {old.get('xmlkit_version', '?')}): this version cannot add to it; "
-                "train into a new folder")
+        require_current(folder, old, "add to it", "train into a new folder")
         if old.get("data") != manifest.get("data"):
             raise XmlkitError(f"{folder}: holds a model trained on other data (its digest "
                               f"{old.get('data', 'not recorded')}, these data "
