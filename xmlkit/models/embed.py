@@ -333,7 +333,13 @@ class Embed(ArrayModel):
         fit and the epochs of the logistic refinement."""
         p = self.params
         one = 3 + (p.epochs if p.loss == "logistic" else 0)
-        return 1 + one * (2 if 0 < round(n_points * p.f1_holdout) < n_points else 1)
+        return 1 + one * (2 if self._held_out(n_points) else 1)
+
+    def _held_out(self, n):
+        """Points of n held out for decision="f1"'s thresholds (f1_holdout);
+        0: the thresholds are fitted on all of them, with the model."""
+        h = int(round(n * self.params.f1_holdout))
+        return h if 0 < h < n else 0
 
     def _fit_arrays(self, X, Y, progress=None, log=None, executor=None):
         """The fit after start_fit; progress(n) after each step, log(message).
@@ -357,8 +363,8 @@ class Embed(ArrayModel):
         Y.data[:] = 1
         tick = progress or (lambda _: None)
         n = X.shape[0]
-        h = int(round(n * p.f1_holdout))
-        if 0 < h < n:
+        h = self._held_out(n)
+        if h:
             # decision="f1"'s thresholds from a fit on the other points, on
             # these points' probabilities (the training points' own are
             # too confident: in-sample thresholds keep too few labels)
@@ -368,7 +374,7 @@ class Embed(ArrayModel):
             thresholds = self._fit_f1_thresholds(X[hold], Y[hold], part)
             part = None
         a = self._fit_once(X, Y, tick)
-        if not 0 < h < n:
+        if not h:
             thresholds = self._fit_f1_thresholds(X, Y, a)
         a["f1_thresholds"] = thresholds
         tick(1)
@@ -457,8 +463,7 @@ class Embed(ArrayModel):
         require_memory(4 * n * (f1 + THRESHOLD_COLUMNS),
                        f"embed's F1 thresholds over {n} training points",
                        "; fewer random features (num_features) fit")
-        Phi = np.vstack([self._phi(X[r0:min(n, r0 + ROW_BLOCK)], a).astype(np.float32)
-                         for r0 in range(0, n, ROW_BLOCK)])
+        Phi = self._all_features(X, a)
         return fit_thresholds_blocked(
             lambda c0, c1: self._link(Phi @ a["V"][:, c0:c1]).astype(np.float64), Y,
             self.n_labels_, THRESHOLD_COLUMNS)
@@ -503,6 +508,12 @@ class Embed(ArrayModel):
     def _phi(self, X, a):
         """φ = [cos(H1 Ω + b), 1] of rows X (as _embedded)."""
         return fourier(self._embedded(X, a), a["Omega"], a["b"])
+
+    def _all_features(self, X, a):
+        """φ of every row of X (scipy csr, at least one row) by the arrays
+        `a`, in float32 as `features` gives them, ROW_BLOCK rows at a time."""
+        return np.vstack([self._phi(X[r0:r0 + ROW_BLOCK], a).astype(np.float32)
+                          for r0 in range(0, X.shape[0], ROW_BLOCK)])
 
     def features(self, R, r0, r1):
         """φ of rows r0..r1-1 of R (Rows): the random features of the
@@ -550,11 +561,9 @@ class Embed(ArrayModel):
                               "decides each row alone)")
         if decision == "f1-batch":
             # every label ranks all the points: their features once, labels by blocks
-            Phi = np.vstack([self.features(R, r0, min(n, r0 + ROW_BLOCK))
-                             for r0 in range(0, n, ROW_BLOCK)]) if n else \
-                np.zeros((0, V.shape[0]), np.float32)
+            Phi = self._all_features(R.to_scipy(), self.arrays_)    # (n >= MIN_F1_BATCH)
             rows, cols, vals = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
-            for j0 in range(0, L if n else 0, LABEL_BLOCK):
+            for j0 in range(0, L, LABEL_BLOCK):
                 j1 = min(L, j0 + LABEL_BLOCK)
                 P = self._link(Phi @ V[:, j0:j1])
                 r, c = np.nonzero(f1_decisions(P, self.arrays_["prior"][j0:j1], n))
@@ -613,8 +622,6 @@ class Embed(ArrayModel):
         params = manifest["params"]
         if "map_lambda" not in params:
             manifest = {**manifest, "params": {**params, "map_lambda": 1e-6}}
-        if "f1_holdout" not in manifest["params"]:     # (nor its thresholds: f1-batch only)
-            manifest = {**manifest, "params": {**manifest["params"], "f1_holdout": 0.1}}
         return super().from_manifest(manifest, folder)
 
     def _check_arrays(self, a, name):
