@@ -607,6 +607,20 @@ def test_an_edited_format_version_is_refused(family, version, tiny, tmp_path):
     assert one_line_error(r) and r.stdout == "", (version, r.stderr)
 
 
+@pytest.mark.parametrize("version", [2, 1])
+def test_an_older_folder_said_older_still_is_refused(version, tiny, tmp_path):
+    """A folder as version 3 wrote it (XXH64 records, files without origins)
+    whose manifest says 2 or 1: its records are not what those versions
+    wrote (SHA-256 ones, none), so the edit is refused, one line, exit 2."""
+    from conftest import as_format_3
+    m = tmp_path / "m"
+    shutil.copytree(tiny / "fastxml", m)
+    as_format_3(m, lambda manifest: manifest.update(format_version=version))
+    r = run_cli("xml-predict", tiny / "test.txt", tmp_path / "s.txt", m, "-q")
+    assert one_line_error(r) and "edited manifest" in r.stderr, r.stderr
+    assert not (tmp_path / "s.txt").exists()
+
+
 def test_an_origin_in_a_folder_said_older_is_refused(tiny, tmp_path):
     """A current folder whose manifest was edited to read as version 3
     (data digest dropped too): its files' origins betray it, exit 2."""
