@@ -161,7 +161,8 @@ def test_a_label_whose_probability_is_zero_is_written_once():
         assert val.tolist() == ([1.0] if k == 1 else [0.0, 1.0])
 
 
-@pytest.mark.parametrize("edit", ["column", "feature", "groups", "child", "label"])
+@pytest.mark.parametrize("edit", ["column", "bias_column", "feature", "groups", "child",
+                                  "label"])
 def test_arrays_changed_after_the_check_are_caught_where_used(bibtex, edit):
     """The kernel reads a tree's arrays where they lie (a mapped file may be
     rewritten while in use): an index put out of range after the kernel
@@ -172,8 +173,10 @@ def test_arrays_changed_after_the_check_are_caught_where_used(bibtex, edit):
     m = xmlkit.Parabel(n_trees=1, max_leaf=20).fit(X[:1500], Y[:1500])
     m.predict(Xt[:50])                                       # (the kernel, checked)
     t = m.trees_[0]
-    if edit == "column":
-        t["e_col"][-3:] = 255                               # past any leaf's 20 labels
+    if edit == "column":                                    # past any node's 20 classifiers
+        t["e_col"][t["e_feat"] < X.shape[1]] = 255
+    elif edit == "bias_column":
+        t["e_col"][t["e_feat"] == X.shape[1]] = 255
     elif edit == "feature":
         t["e_feat"][t["g_ptr"][1] - 1] = 10**9
     elif edit == "groups":
