@@ -86,6 +86,7 @@ def fit_folder(model, X, Y, folder, progress=None, log=None, executor=None,
                                               tick, log, executor):
                 parts[key] = keep(part)
                 records.add(model.part_file(key))
+                del part            # (not held while the next part grows)
         except BaseException:
             records.flush(failing=True)
             raise

@@ -227,6 +227,7 @@ class Parabel(TreeEnsemble):
                 if after is not None:
                     after(t, tree)
                 yield t, tree
+                del tree        # (not held while the next tree grows)
             return
         builders = queue.SimpleQueue()
         for _ in range(threads):
@@ -262,6 +263,7 @@ class Parabel(TreeEnsemble):
                     if after is not None:
                         after(g.t, tree)
                     yield g.t, tree
+                    del tree
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 

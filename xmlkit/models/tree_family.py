@@ -71,6 +71,7 @@ class TreeEnsemble(ModelBase):
             (lambda *a, **kw: executor.grow_trees(self, *a, **kw))
         for t, tree in grow(X, Y, todo, after=after):
             yield t, tree
+            del tree            # (not held while the next tree grows)
             if progress is not None:
                 progress(1)
 
