@@ -58,6 +58,23 @@ def test_mapped_layout(tmp_path):
     assert f.verified
 
 
+def test_the_table_is_the_same_mapped_a_window_at_a_time(tmp_path, monkeypatch):
+    """The table is computed over windows of the file (DIGEST_WINDOW bytes
+    mapped at a time): with windows of two blocks, a file of several
+    windows and a partial last block gets the table of the whole file, and
+    opens and verifies."""
+    monkeypatch.setattr(arrayfile, "DIGEST_WINDOW", 2 * BLOCK)
+    a = np.random.default_rng(1).random(5 * BLOCK // 8 + 99)
+    path, record = arrays_file(tmp_path, a=a)
+    table = np.load(path)["__blocks__"]
+    covered = zipfile.ZipFile(path).getinfo("__blocks__.npy").header_offset
+    assert len(table) == -(-covered // BLOCK) >= 6
+    assert np.array_equal(table, block_digests(path.read_bytes(), covered, BLOCK))
+    f = arrayfile.open_file(path, record)
+    f.verify()
+    assert f.verified and np.array_equal(f["a"], a)
+
+
 def test_blocks_are_checked_as_they_are_needed(tmp_path):
     """A BlockFile checks a block's digest and elements the first time bytes
     of it are needed, and only those blocks; a damaged block is refused when

@@ -100,15 +100,26 @@ def write(folder, name, arrays, compact=False, remove_dead=False, suffix=".npz")
                               aligned=not compact)
                 a = None
             if not compact:
-                from xmlkit._ext.file_check import BLOCK, block_digests
                 f.flush()
-                covered = f.tell()
-                if covered:
-                    with mmap.mmap(f.fileno(), covered, access=mmap.ACCESS_READ) as m:
-                        table = block_digests(m, covered, BLOCK)
-                else:
-                    table = block_digests(b"", 0, BLOCK)
-                _write_member(zf, f, TABLE, table, True, aligned=True)
+                _write_member(zf, f, TABLE, _file_digests(f, f.tell()), True, aligned=True)
+
+
+#: bytes of a file mapped at a time while its digests are computed: a large
+#: file is not all resident at once (a multiple of the digest block and of
+#: every system's mapping granularity)
+DIGEST_WINDOW = 1 << 24
+
+
+def _file_digests(f, covered):
+    """The table of open file f's first `covered` bytes (block_digests),
+    mapped a window at a time."""
+    from xmlkit._ext.file_check import BLOCK, block_digests
+    tables = [block_digests(b"", 0, BLOCK)]
+    for lo in range(0, covered, DIGEST_WINDOW):
+        n = min(DIGEST_WINDOW, covered - lo)
+        with mmap.mmap(f.fileno(), n, access=mmap.ACCESS_READ, offset=lo) as m:
+            tables.append(block_digests(m, n, BLOCK))
+    return np.concatenate(tables)
 
 
 def _write_member(zf, f, key, a, stored, aligned):
