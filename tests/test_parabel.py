@@ -286,6 +286,57 @@ def test_folder_of_classifier_rows_loads_regrouped(tmp_path, monkeypatch, bibtex
     assert (a != b).nnz == 0 and np.array_equal(a.indices, b.indices)
 
 
+def _regrouped(tree, n_features):
+    from xmlkit.models.parabel import TREE_KEYS
+    return grouped_tree({**{k: tree[k] for k in TREE_KEYS[:4]},
+                         **dict(zip(("w_ptr", "w_idx", "w_val"), classifier_rows(tree)))},
+                        n_features, "t")
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_nodes_lay_out_their_groups_as_the_whole_tree_grouping(bibtex, small_model, wide):
+    """Each node's kernel lays out its own group (feature-major, the
+    classifiers in order within a feature, e_col of the widest node's type):
+    the same arrays, of the same types, as grouping the tree's classifier
+    rows all at once (group_weights). Wide: a leaf of 300 labels (uint16)."""
+    from xmlkit.models.parabel import TREE_KEYS
+    if wide:
+        rng = np.random.default_rng(0)
+        X = sp.random(400, 50, density=0.2, format="csr", random_state=1)
+        dense = rng.random((400, 300)) < 0.02
+        dense[np.arange(300), np.arange(300)] = True            # (every label used)
+        Y = sp.csr_matrix(dense.astype(np.float32))
+        model = xmlkit.Parabel(n_trees=1, max_leaf=300).fit(X, Y)
+        assert model.trees_[0]["e_col"].dtype == np.uint16 and len(model.trees_[0]["c_ptr"]) == 2
+    else:
+        model = small_model
+        assert model.trees_[0]["e_col"].dtype == np.uint8
+    for tree in model.trees_.values():
+        again = _regrouped(tree, model.n_features_in_)
+        for k in TREE_KEYS:
+            assert np.array_equal(again[k], tree[k]) and again[k].dtype == tree[k].dtype, k
+        # within a group, (feature, classifier) pairs strictly ascend
+        g = np.repeat(np.arange(len(tree["g_ptr"]) - 1), np.diff(tree["g_ptr"]))
+        steps = np.diff(np.stack([g, tree["e_feat"], tree["e_col"].astype(np.int64)]), axis=1)
+        first = np.argmax(steps != 0, axis=0)
+        assert np.all(steps[first, np.arange(steps.shape[1])] > 0)
+
+
+def test_rows_are_scaled_to_unit_length_as_they_are_read(bibtex):
+    """The node kernels read each row scaled to unit length (and the bias
+    appended): rows given scaled by powers of two (exact) grow the same
+    trees, to the bit."""
+    X, Y, _, _ = bibtex
+    X, Y = X[:600], Y[:600]
+    factors = 2.0 ** (np.arange(X.shape[0]) % 7 - 3)
+    scaled = sp.csr_matrix(sp.diags(factors) @ X)
+    a = xmlkit.Parabel(n_trees=1, max_leaf=30).fit(X, Y).trees_[0]
+    b = xmlkit.Parabel(n_trees=1, max_leaf=30).fit(scaled, Y).trees_[0]
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    c = xmlkit.Parabel(n_trees=1, max_leaf=30, bias=2.0).fit(X, Y).trees_[0]
+    assert not np.array_equal(a["e_val"], c["e_val"])
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_pieces_are_predicts_rows_in_order(bibtex, small_model, threads):
     """predict_pieces: consecutive chunks, each through finish, that stack to

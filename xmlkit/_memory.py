@@ -2,7 +2,8 @@
 
 give_back(): after a file is read, return at once the pages that the
 parser's growing buffers freed (glibc's malloc_trim); the C library would
-keep them resident for allocations that may never come.
+keep them resident for allocations that may never come. Likewise once a
+Parabel tree's small per-node pieces are joined into its arrays.
 
 map_large_blocks() (xml-train): blocks of 4 MiB and more are mapped on
 their own, so that freeing one returns it at once: glibc's threshold

@@ -102,14 +102,19 @@ def like(template, rows):
     return rows if isinstance(template, Rows) else rows.to_scipy()
 
 
-def unit_rows(R):
-    """Rows scaled to unit L2 length (empty rows stay empty)."""
-    counts = np.diff(R.indptr)
-    sq = np.bincount(np.repeat(np.arange(R.shape[0]), counts),
+def row_scales(R):
+    """What scales each row to unit L2 length (float64; 1 for an empty row)."""
+    sq = np.bincount(np.repeat(np.arange(R.shape[0]), np.diff(R.indptr)),
                      weights=R.data.astype(np.float64) ** 2, minlength=R.shape[0])
-    scale = 1 / np.sqrt(np.where(sq > 0, sq, 1))
-    return Rows(R.indptr, R.indices, (R.data * np.repeat(scale, counts)).astype(np.float32),
-                R.shape)
+    return 1 / np.sqrt(np.where(sq > 0, sq, 1))
+
+
+def unit_rows(R, scale=None):
+    """Rows scaled to unit L2 length (empty rows stay empty); scale: their
+    row_scales, when known."""
+    scale = row_scales(R) if scale is None else scale
+    return Rows(R.indptr, R.indices,
+                (R.data * np.repeat(scale, np.diff(R.indptr))).astype(np.float32), R.shape)
 
 
 def with_bias(R, bias):

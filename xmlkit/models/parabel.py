@@ -32,8 +32,8 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 import numpy as np
 
 from xmlkit import checks
-from xmlkit.csr import (Rows, like, model_rows, piece_rows, score_rows, transpose_rows,
-                        unit_rows, with_bias)
+from xmlkit.csr import (Rows, like, model_rows, piece_rows, row_scales, score_rows,
+                        transpose_rows, unit_rows)
 from xmlkit.models.base import (C_INT_MAX, MAX_TREES, RANKED_DECISION, SEED, auto_or,
                                 boolean, integer, one_of, real, usable_threads)
 from xmlkit.errors import XmlkitError
@@ -195,14 +195,16 @@ class Parabel(TreeEnsemble):
         """The training data as the node kernels read them (ParabelData)."""
         from xmlkit._ext.parabel_tree import ParabelData, label_centroids
         D, L = X.shape[1], Y.shape[1]
-        U = unit_rows(X)
-        xp, xi, xv = with_bias(U, self.bias)
+        scale = row_scales(X)
         lp, li, _ = transpose_rows(Y, L)
+        U = unit_rows(X, scale)             # (the kernels scale X's rows as they read them)
         cp, ci, cv = label_centroids(np.ascontiguousarray(U.indptr, dtype=np.int64),
                                      U.indices, U.data, lp, li, D,
                                      float(self.centroid_threshold))
-        return ParabelData(xp, xi, xv, np.ascontiguousarray(Y.indptr, dtype=np.int64),
-                           Y.indices, lp, li, cp, ci, cv, D + 1, L)
+        del U
+        return ParabelData(X.indptr, X.indices, X.data, scale, self.bias,
+                           np.ascontiguousarray(Y.indptr, dtype=np.int64), Y.indices, lp, li,
+                           cp, ci, cv, D + 1, L)
 
     def _builder(self, data):
         from xmlkit._ext.parabel_tree import ParabelNode
@@ -387,7 +389,7 @@ class _Growth:
         self.small = p.max_leaf if not p.balanced else 1
         self.labels, self.depth = [np.arange(L, dtype=np.int32)], [0]
         self.seed = [node_seed(p.seed, t, 0)]
-        self.children, self.rows, self.leaves = [None], [None], {}
+        self.children, self.groups = [None], [None]
         self.pending = 1
 
     def task(self, i):
@@ -397,10 +399,11 @@ class _Growth:
 
     def done(self, i, result):
         """Record node i's result; returns the new children's numbers."""
-        group, nc, wp, wi, wv = result
+        group, nc, feat, col, val = result
         self.pending -= 1
+        self.groups[i] = [feat, col, val]
         if self.task(i)[2]:
-            self.leaves[i], self.children[i] = (wp, wi, wv), []
+            self.children[i] = []
             return []
         order = np.argsort(group, kind="stable")
         bounds = np.searchsorted(group[order], np.arange(nc + 1))
@@ -410,7 +413,7 @@ class _Growth:
             self.depth.append(self.depth[i] + 1)
             self.seed.append(self._child_seed(self.seed[i], c))
             self.children.append(None)
-            self.rows.append((wi[wp[c]:wp[c + 1]], wv[wp[c]:wp[c + 1]]))
+            self.groups.append(None)
         self.children[i] = kids
         self.pending += nc
         return kids
@@ -419,38 +422,58 @@ class _Growth:
         return self.pending == 0
 
     def tree(self):
-        """The tree's arrays (assemble_tree), nodes breadth-first."""
+        """The tree's arrays (TREE_KEYS), nodes breadth-first: each node's
+        group as its kernel laid it out, joined an array at a time, each
+        array's pieces given back once joined (at most one array is held
+        twice: xmlkit._memory.give_back, the pieces being small blocks)."""
+        from xmlkit._memory import give_back
         bfs = [0]
         for i in bfs:
             bfs.extend(self.children[i])
-        new = {old: k for k, old in enumerate(bfs)}
-        rows = [(np.zeros(0, np.int32), np.zeros(0, np.float32))] + [self.rows[i]
-                                                                     for i in bfs[1:]]
-        tree = assemble_tree([self.labels[i] for i in bfs], [self.depth[i] for i in bfs],
-                             [len(self.children[i]) for i in bfs], rows,
-                             {new[i]: v for i, v in self.leaves.items()})
-        rows = self.rows = self.leaves = None   # (the pieces: not held beside the tree)
-        return grouped_tree(tree, self.n_features, f"tree {self.t}")
+        n_child = [len(self.children[i]) for i in bfs]
+        tree = tree_structure([self.labels[i] for i in bfs], [self.depth[i] for i in bfs],
+                              n_child, [k for k, c in enumerate(n_child) if not c])
+        pieces = [self.groups[i] for i in bfs]
+        self.groups = None
+        g_ptr = np.zeros(len(bfs) + 1, np.int64)
+        np.cumsum([len(p[0]) for p in pieces], out=g_ptr[1:])
+        tree["g_ptr"] = g_ptr
+        types = (np.int32, np.result_type(*[p[1].dtype for p in pieces]), np.float32)
+        for k, (key, dtype) in enumerate(zip(TREE_KEYS[5:], types)):
+            tree[key] = np.concatenate([p[k] for p in pieces], dtype=dtype)
+            for p in pieces:
+                p[k] = None
+            give_back()
+        return tree
 
 
-def assemble_tree(labels, depth, n_child, rows, leaves):
-    """A tree's arrays as classifier rows (TREE_KEYS[:4] and ROW_KEYS; stored
-    as grouped_tree makes them) from its nodes in breadth-first order (the
-    children of a node follow those of the nodes before it): each node's
-    labels, depth and number of children, its classifier row (idx, val;
-    the root's empty), and per leaf the CSR pieces (ptr, idx, val) of its
-    labels' classifiers."""
+def tree_structure(labels, depth, n_child, leaf_ids):
+    """A tree's node arrays (TREE_KEYS[:4]: c_ptr, depth, l_ptr, l_idx) from
+    its nodes in breadth-first order (the children of a node follow those
+    of the nodes before it): each node's labels, depth and number of
+    children, and which nodes are leaves (ascending)."""
     n = len(labels)
     c_ptr = np.empty(n + 1, np.int64)
     c_ptr[0] = 1
     np.cumsum(n_child, out=c_ptr[1:])
     c_ptr[1:] += 1
-    leaf_ids = sorted(leaves)
     counts = np.zeros(n, np.int64)
     counts[leaf_ids] = [len(labels[i]) for i in leaf_ids]
     l_ptr = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=l_ptr[1:])
     l_idx = np.concatenate([labels[i] for i in leaf_ids]).astype(np.int32)
+    return {"c_ptr": c_ptr, "depth": np.asarray(depth, np.int32), "l_ptr": l_ptr,
+            "l_idx": l_idx}
+
+
+def assemble_tree(labels, depth, n_child, rows, leaves):
+    """A tree's arrays as classifier rows (TREE_KEYS[:4] and ROW_KEYS; stored
+    as grouped_tree makes them) from its nodes in breadth-first order
+    (tree_structure), each node's classifier row (idx, val; the root's
+    empty), and per leaf the CSR pieces (ptr, idx, val) of its labels'
+    classifiers."""
+    leaf_ids = sorted(leaves)
+    tree = tree_structure(labels, depth, n_child, leaf_ids)
     pieces_i = [r[0] for r in rows]
     pieces_v = [r[1] for r in rows]
     sizes = [len(r[0]) for r in rows]
@@ -461,10 +484,9 @@ def assemble_tree(labels, depth, n_child, rows, leaves):
         sizes.extend(np.diff(wp).tolist())
     w_ptr = np.zeros(len(sizes) + 1, np.int64)
     np.cumsum(sizes, out=w_ptr[1:])
-    return {"c_ptr": c_ptr, "depth": np.asarray(depth, np.int32), "l_ptr": l_ptr,
-            "l_idx": l_idx, "w_ptr": w_ptr,
-            "w_idx": np.concatenate(pieces_i).astype(np.int32),
-            "w_val": np.concatenate(pieces_v).astype(np.float32)}
+    tree.update({"w_ptr": w_ptr, "w_idx": np.concatenate(pieces_i).astype(np.int32),
+                 "w_val": np.concatenate(pieces_v).astype(np.float32)})
+    return tree
 
 
 def grouped_tree(tree, n_features, name):

@@ -10,9 +10,11 @@ from sparse_rows cimport mt19937
 
 cdef class ParabelData:
     # the training data as every node of every tree reads them (read-only once built)
-    cdef const int64_t[::1] xp           # unit feature rows with the bias column appended (CSR)
+    cdef const int64_t[::1] xp           # feature rows (CSR), read scaled, the bias column appended
     cdef const int32_t[::1] xi
     cdef const float[::1] xv
+    cdef const double[::1] xs            # each row's scale to unit length
+    cdef float bias                      # the value of the bias column (d - 1) in every row
     cdef const int64_t[::1] yp           # labels of each point (CSR, values ignored)
     cdef const int32_t[::1] yi
     cdef const int64_t[::1] lp           # points of each label, ascending (CSR of Y's transpose)
@@ -50,10 +52,11 @@ cdef class ParabelNode:
     cdef vector[int64_t] tp              # the classifiers each point is a positive of (CSR)
     cdef vector[int32_t] ti
     cdef mt19937 rng                     # the node's random stream
-    # classifiers made (CSR rows over the global features, one per classifier)
+    # classifiers made (CSR rows over the local features, one per classifier)
     cdef vector[int64_t] wp
     cdef vector[int32_t] wi
     cdef vector[float] wv
+    cdef vector[int64_t] count           # per local feature: its weights, then a cursor
 
     cdef void _gather(self, ParabelData data, const int32_t* labels, int64_t m) except + nogil
     cdef void _targets(self, ParabelData data, const int32_t* labels, int64_t m,

@@ -16,7 +16,7 @@
 # does not depend on which thread grows which node.
 
 from libc.math cimport fabs, log, sqrt
-from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
 from libcpp.algorithm cimport sort
@@ -37,12 +37,29 @@ cdef enum:
     # a point's update touches only the columns that moved when fewer than
     # 1 / SPARSE_STEP of the block's did (else the whole rows, vectorised)
     SPARSE_STEP = 4
+    # a node's rows and weights (scratch, 8 bytes an entry) are kept for the
+    # next node up to KEEP_BYTES, else given back: the few large nodes of a
+    # tree's top do not hold their memory while the rest of it grows
+    KEEP_BYTES = 4194304
     # Newton steps at most per coordinate (logistic loss), as liblinear
     MAX_INNER = 100
 
 #: (classifiers trained together at most, bytes of their dense weights): what
 #: a node's solver holds (xmlkit.models.parabel checks the memory for it)
 BLOCK = (MAX_BLOCK, BLOCK_BYTES)
+
+ctypedef fused any_col:
+    # a classifier's index within its node, as the tree stores it (col_type)
+    uint8_t
+    uint16_t
+    int32_t
+
+
+def col_type(int64_t widest):
+    """The narrowest of uint8, uint16, int32 that numbers `widest` classifiers
+    of a node (a tree's e_col: the type of its widest node)."""
+    return np.dtype(np.uint8 if widest <= 1 << 8 else np.uint16 if widest <= 1 << 16
+                    else np.int32)
 
 
 def node_seed(uint64_t seed, uint64_t tree, uint64_t node):
@@ -107,12 +124,17 @@ cdef class ParabelData:
     """The training data of a Parabel forest, shared (read-only) by every
     node of every tree. Members: see parabel_tree.pxd."""
 
-    def __init__(self, xp, xi, xv, yp, yi, lp, li, cp, ci, cv, int64_t d, int64_t L):
-        """xp, xi, xv: the unit rows with the bias column (d - 1) appended;
-        yp, yi: the labels of each point; lp, li: the points of each label,
-        ascending; cp, ci, cv: the label centroids (label_centroids)."""
+    def __init__(self, xp, xi, xv, xs, float bias, yp, yi, lp, li, cp, ci, cv, int64_t d,
+                 int64_t L):
+        """xp, xi, xv: the feature rows (CSR, indices ascending, below d - 1),
+        each scaled by xs (float64: a row's unit length) and given the bias
+        column d - 1, of value `bias`, as they are read; yp, yi: the labels of
+        each point; lp, li: the points of each label, ascending; cp, ci, cv:
+        the label centroids (label_centroids)."""
         self.xp = np.ascontiguousarray(xp, dtype=np.int64)
         self.xi, self.xv = padded(xi, np.int32), padded(xv, np.float32)
+        self.xs = padded(xs, np.float64)
+        self.bias = bias
         self.yp = np.ascontiguousarray(yp, dtype=np.int64)
         self.yi = padded(yi, np.int32)
         self.lp = np.ascontiguousarray(lp, dtype=np.int64)
@@ -123,12 +145,33 @@ cdef class ParabelData:
         self.d = d
         self.L = L
         if self.yp.shape[0] != self.n + 1 or self.lp.shape[0] != L + 1 \
-                or self.cp.shape[0] != L + 1:
+                or self.cp.shape[0] != L + 1 or np.shape(xs)[0] != self.n:
             raise ValueError("the arrays disagree in length")
 
 
 cdef inline int64_t _rand_below(mt19937& rng, int64_t n) noexcept nogil:
     return <int64_t> (rng() % <uint64_t> n)
+
+
+cdef void _lay_out(ParabelNode node, any_col* col, int32_t* feat,
+                   float* val) noexcept nogil:
+    """A node's rows (wp, wi: local features, wv) laid out feature-major into
+    (feat: global features, col, val), by a counting sort over the local
+    features (ascending as the global ones), stable in the classifiers."""
+    cdef int64_t nf = node.feats.size(), j, q, k, f
+    node.count.assign(nf + 1, 0)
+    for q in range(<int64_t> node.wi.size()):
+        node.count[node.wi[q] + 1] += 1
+    for f in range(nf):
+        node.count[f + 1] += node.count[f]
+    for j in range(<int64_t> node.wp.size() - 1):
+        for q in range(node.wp[j], node.wp[j + 1]):
+            f = node.wi[q]
+            k = node.count[f]
+            node.count[f] = k + 1
+            feat[k] = node.feats[f]
+            col[k] = <any_col> j
+            val[k] = node.wv[q]
 
 
 cdef class ParabelNode:
@@ -154,8 +197,10 @@ cdef class ParabelNode:
         """Train a node of labels `labels` (int32, ascending): a leaf, one
         classifier per label; else the labels clustered into children, one
         classifier per child. Returns (the classifier of each label: its
-        own, or its child's; the number of classifiers; their weights as CSR
-        pieces over the features, a row per classifier)."""
+        own, or its child's; the number of classifiers; their weights as the
+        tree stores a node's group: feature-major, features ascending, each
+        feature's weights in classifier order, as (feature int32, classifier
+        of col_type(number of classifiers), value float32))."""
         cdef const int32_t[::1] lab = padded(labels, np.int32)
         cdef int64_t m = np.shape(labels)[0]
         group_arr = np.zeros(max(m, 1), np.int32)
@@ -175,8 +220,29 @@ cdef class ParabelNode:
                     n_cls = group[j] + 1
             self._targets(data, &lab[0], m, &group[0])
             self._solve(n_cls)
+        n_w = self.wi.size()
+        feat_a, val_a = np.empty(max(n_w, 1), np.int32), np.empty(max(n_w, 1), np.float32)
+        col_a = np.empty(max(n_w, 1), col_type(n_cls))
+        cdef int32_t[::1] feat = feat_a
+        cdef float[::1] val = val_a
+        cdef void* col = cnp.PyArray_DATA(col_a)
+        cdef int col_bytes = col_a.dtype.itemsize
+        with nogil:
+            if col_bytes == 1:
+                _lay_out(self, <uint8_t*> col, &feat[0], &val[0])
+            elif col_bytes == 2:
+                _lay_out(self, <uint16_t*> col, &feat[0], &val[0])
+            else:
+                _lay_out(self, <int32_t*> col, &feat[0], &val[0])
             self._release()
-        return (group_arr[:m], int(n_cls), *csr_pieces(self.wp, self.wi, self.wv))
+            if self.ri.capacity() * 8 > KEEP_BYTES:
+                self.rp.clear(); self.ri.clear(); self.rv.clear(); self.sq.clear()
+                self.rp.shrink_to_fit(); self.ri.shrink_to_fit(); self.rv.shrink_to_fit()
+                self.sq.shrink_to_fit()
+            if self.wi.capacity() * 8 > KEEP_BYTES:
+                self.wp.clear(); self.wi.clear(); self.wv.clear()
+                self.wp.shrink_to_fit(); self.wi.shrink_to_fit(); self.wv.shrink_to_fit()
+        return group_arr[:m], int(n_cls), feat_a[:n_w], col_a[:n_w], val_a[:n_w]
 
     cdef void _gather(self, ParabelData data, const int32_t* labels, int64_t m) except + nogil:
         """The node's points (those of its labels) and their features, as
@@ -184,6 +250,7 @@ cdef class ParabelNode:
         cdef int64_t j, q, r, a
         cdef int32_t p, f
         cdef double s
+        cdef float v
         self.pts.clear()
         self.feats.clear()
         for j in range(m):
@@ -201,6 +268,8 @@ cdef class ParabelNode:
                 if self.fmap[f] < 0:
                     self.fmap[f] = 0
                     self.feats.push_back(f)
+        if self.pts.size():
+            self.feats.push_back(<int32_t> (data.d - 1))        # (every row's bias)
         sort(self.feats.begin(), self.feats.end())
         for a in range(<int64_t> self.feats.size()):
             self.fmap[self.feats[a]] = <int32_t> a
@@ -210,9 +279,13 @@ cdef class ParabelNode:
             p = self.pts[a]
             s = 0
             for r in range(data.xp[p], data.xp[p + 1]):
+                v = <float> (<double> data.xv[r] * data.xs[p])
                 self.ri.push_back(self.fmap[data.xi[r]])
-                self.rv.push_back(data.xv[r])
-                s += <double> data.xv[r] * data.xv[r]
+                self.rv.push_back(v)
+                s += <double> v * v
+            self.ri.push_back(self.fmap[data.d - 1])
+            self.rv.push_back(data.bias)
+            s += <double> data.bias * data.bias
             self.rp.push_back(self.ri.size())
             self.sq.push_back(<float> s)
 
@@ -255,7 +328,7 @@ cdef class ParabelNode:
 
     cdef void _solve(self, int64_t n_cls) except + nogil:
         """Train the n_cls classifiers of the node, a block at a time, and
-        append their thresholded weights (global feature ids) to wp, wi, wv."""
+        append their thresholded weights (local features) to wp, wi, wv."""
         cdef int64_t nf = self.feats.size(), n = self.pts.size()
         cdef int64_t bw, b0, j, f
         cdef vector[float] W
@@ -277,7 +350,7 @@ cdef class ParabelNode:
                 for f in range(nf):
                     v = W[f * bw + j]
                     if fabs(v) > self.threshold:
-                        self.wi.push_back(self.feats[f])
+                        self.wi.push_back(<int32_t> f)
                         self.wv.push_back(v)
                 self.wp.push_back(self.wi.size())
             b0 += bw
