@@ -247,7 +247,7 @@ cdef class ParabelNode:
     cdef void _gather(self, ParabelData data, const int32_t* labels, int64_t m) except + nogil:
         """The node's points (those of its labels) and their features, as
         local rows (pts, feats, rp, ri, rv, sq)."""
-        cdef int64_t j, q, r, a
+        cdef int64_t j, q, r, a, nnz = 0
         cdef int32_t p, f
         cdef double s
         cdef float v
@@ -263,6 +263,7 @@ cdef class ParabelNode:
         for a in range(<int64_t> self.pts.size()):
             p = self.pts[a]
             self.pmap[p] = <int32_t> a
+            nnz += data.xp[p + 1] - data.xp[p] + 1
             for r in range(data.xp[p], data.xp[p + 1]):
                 f = data.xi[r]
                 if self.fmap[f] < 0:
@@ -274,6 +275,10 @@ cdef class ParabelNode:
         for a in range(<int64_t> self.feats.size()):
             self.fmap[self.feats[a]] = <int32_t> a
         self.rp.clear(); self.ri.clear(); self.rv.clear(); self.sq.clear()
+        # (their sizes known: no growth by doubling, which held the old rows
+        # beside the new and left up to twice the room)
+        self.rp.reserve(self.pts.size() + 1); self.sq.reserve(self.pts.size())
+        self.ri.reserve(nnz); self.rv.reserve(nnz)
         self.rp.push_back(0)
         for a in range(<int64_t> self.pts.size()):
             p = self.pts[a]
@@ -384,6 +389,31 @@ cdef class ParabelNode:
             group[j] = renum[group[j]]
 
 
+cdef int _local_features(ParabelNode node, ParabelData data, const int32_t* labels, int64_t m,
+                         vector[int64_t]& lcp, vector[int32_t]& lci,
+                         vector[int64_t]& shift) except -1 nogil:
+    """The centroids of the node's labels over its local features, a CSR of
+    m rows (lcp, lci) whose values are read in place: entry q of row j is
+    data.cv[q + shift[j]]. Every feature of a centroid is a feature of the
+    node (the node holds all its labels' points): an error if one is not."""
+    cdef int64_t j, q, n = 0
+    cdef int32_t f
+    for j in range(m):
+        n += data.cp[labels[j] + 1] - data.cp[labels[j]]
+    lci.reserve(n)
+    lcp.push_back(0)
+    for j in range(m):
+        shift.push_back(data.cp[labels[j]] - <int64_t> lci.size())
+        for q in range(data.cp[labels[j]], data.cp[labels[j] + 1]):
+            f = node.fmap[data.ci[q]]
+            if f < 0:
+                with gil:
+                    raise ValueError("a label's centroid has a feature none of its points has")
+            lci.push_back(f)
+        lcp.push_back(lci.size())
+    return 0
+
+
 cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int64_t m,
                   int64_t K, bint balanced, int32_t* group) except + nogil:
     """Spherical k-means of the node's label centroids into K clusters
@@ -393,27 +423,19 @@ cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int
     centre 0 minus centre 1 and gives the first half to centre 0; K > 2 gives
     (label, centre) pairs by descending cosine to centres with room left
     (ceil(m / K) labels each). Else every label goes to its best centre.
-    The centroids are read once into local feature ids; each cluster's sum
-    changes by the labels that moved, then is scaled to unit length."""
+    The centroids' features are read once into local ids (_local_features);
+    each cluster's sum changes by the labels that moved, then is scaled to
+    unit length."""
     cdef int64_t nf = node.feats.size()
     cdef vector[double] centre, total, cos, norm
     cdef vector[int32_t] pick, prev, lci
-    cdef vector[int64_t] lcp
-    cdef vector[float] lcv
+    cdef vector[int64_t] lcp, shift
     cdef vector[pair[double, int64_t]] order
     cdef vector[int64_t] count
-    cdef int64_t j, c, a, q, l, was, rounds = 0
-    cdef int32_t f
+    cdef int64_t j, c, a, q, was, rounds = 0
     cdef double old_obj = -10000, obj = -1, x, s0, s1
-    lcp.push_back(0)
-    for j in range(m):
-        l = labels[j]
-        for q in range(data.cp[l], data.cp[l + 1]):
-            f = node.fmap[data.ci[q]]
-            if f >= 0:
-                lci.push_back(f)
-                lcv.push_back(data.cv[q])
-        lcp.push_back(lci.size())
+    cdef const float* cv = &data.cv[0]
+    _local_features(node, data, labels, m, lcp, lci, shift)
     centre.resize(nf * K, 0.0)
     total.resize(nf * K, 0.0)
     cos.resize(m * K, 0.0)
@@ -430,22 +452,22 @@ cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int
             pick.push_back(<int32_t> j)
     for c in range(K):
         for q in range(lcp[pick[c]], lcp[pick[c] + 1]):
-            centre[lci[q] * K + c] = lcv[q]
+            centre[lci[q] * K + c] = cv[q + shift[pick[c]]]
     while obj - old_obj >= node.cluster_eps and rounds < 10000:
         rounds += 1
         if K == 2:                              # (the sums in registers)
             for j in range(m):
                 s0 = s1 = 0
                 for q in range(lcp[j], lcp[j + 1]):
-                    s0 += lcv[q] * centre[lci[q] * 2]
-                    s1 += lcv[q] * centre[lci[q] * 2 + 1]
+                    s0 += cv[q + shift[j]] * centre[lci[q] * 2]
+                    s1 += cv[q + shift[j]] * centre[lci[q] * 2 + 1]
                 cos[j * 2], cos[j * 2 + 1] = s0, s1
         else:
             for j in range(m):
                 for c in range(K):
                     cos[j * K + c] = 0
                 for q in range(lcp[j], lcp[j + 1]):
-                    x = lcv[q]
+                    x = cv[q + shift[j]]
                     for c in range(K):
                         cos[j * K + c] += x * centre[lci[q] * K + c]
         _assign(cos, m, K, balanced, group, order, count)
@@ -460,8 +482,8 @@ cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int
                 continue
             for q in range(lcp[j], lcp[j + 1]):
                 if was >= 0:
-                    total[lci[q] * K + was] -= lcv[q]
-                total[lci[q] * K + c] += lcv[q]
+                    total[lci[q] * K + was] -= cv[q + shift[j]]
+                total[lci[q] * K + c] += cv[q + shift[j]]
             prev[j] = <int32_t> c
         for c in range(K):
             norm[c] = 0
