@@ -322,6 +322,23 @@ def test_nodes_lay_out_their_groups_as_the_whole_tree_grouping(bibtex, small_mod
         assert np.all(steps[first, np.arange(steps.shape[1])] > 0)
 
 
+def test_pieces_given_back_as_a_tree_is_made_change_nothing(bibtex, small_model,
+                                                            monkeypatch):
+    """The tree's arrays are made piece by piece, the pieces given back every
+    GIVE_BACK_BYTES: given back after every piece, the same trees."""
+    from xmlkit.models import parabel
+    calls = []
+    monkeypatch.setattr(parabel, "GIVE_BACK_BYTES", 0)
+    monkeypatch.setattr("xmlkit._memory.give_back", lambda: calls.append(1))
+    X, Y, _, _ = bibtex
+    again = xmlkit.Parabel(n_trees=2, max_leaf=20, threads=1).fit(X, Y)
+    for t, tree in small_model.trees_.items():
+        assert all(np.array_equal(again.trees_[t][k], tree[k]) for k in tree)
+    # (every group of both trees but empty ones, for each of the 3 arrays, and once more)
+    nodes = sum(int(np.count_nonzero(np.diff(t["g_ptr"]))) for t in again.trees_.values())
+    assert len(calls) == 3 * (nodes + 2)
+
+
 def test_rows_are_scaled_to_unit_length_as_they_are_read(bibtex):
     """The node kernels read each row scaled to unit length (and the bias
     appended): rows given scaled by powers of two (exact) grow the same

@@ -107,7 +107,7 @@ def write(folder, name, arrays, compact=False, remove_dead=False, suffix=".npz")
 #: bytes of a file mapped at a time while its digests are computed: a large
 #: file is not all resident at once (a multiple of the digest block and of
 #: every system's mapping granularity)
-DIGEST_WINDOW = 1 << 24
+DIGEST_WINDOW = 1 << 22
 
 
 def _file_digests(f, covered):

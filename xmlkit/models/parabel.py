@@ -374,6 +374,11 @@ class Parabel(TreeEnsemble):
                 "max_depth": float(np.mean([t["depth"].max() for t in trees]))}
 
 
+#: bytes of a tree's pieces let go between two calls of give_back as the
+#: tree's arrays are made (_Growth.tree)
+GIVE_BACK_BYTES = 1 << 23
+
+
 class _Growth:
     """One tree as its nodes are trained, in any order: a node's seed is its
     parent's mixed with its place among the children (the root's: the
@@ -423,9 +428,11 @@ class _Growth:
 
     def tree(self):
         """The tree's arrays (TREE_KEYS), nodes breadth-first: each node's
-        group as its kernel laid it out, joined an array at a time, each
-        array's pieces given back once joined (at most one array is held
-        twice: xmlkit._memory.give_back, the pieces being small blocks)."""
+        group as its kernel laid it out, copied into the tree's arrays (made
+        empty: their pages are taken as they are written) an array at a
+        time, each piece let go once copied and the small blocks given back
+        every GIVE_BACK_BYTES (xmlkit._memory.give_back), so the pieces and
+        the arrays are not held twice over."""
         from xmlkit._memory import give_back
         bfs = [0]
         for i in bfs:
@@ -440,10 +447,16 @@ class _Growth:
         tree["g_ptr"] = g_ptr
         types = (np.int32, np.result_type(*[p[1].dtype for p in pieces]), np.float32)
         for k, (key, dtype) in enumerate(zip(TREE_KEYS[5:], types)):
-            tree[key] = np.concatenate([p[k] for p in pieces], dtype=dtype)
-            for p in pieces:
+            out, freed = np.empty(g_ptr[-1], dtype), 0
+            for i, p in enumerate(pieces):
+                out[g_ptr[i]:g_ptr[i + 1]] = p[k]
+                freed += p[k].nbytes
                 p[k] = None
+                if freed > GIVE_BACK_BYTES:
+                    give_back()
+                    freed = 0
             give_back()
+            tree[key] = out
         return tree
 
 
