@@ -389,28 +389,17 @@ cdef class ParabelNode:
             group[j] = renum[group[j]]
 
 
-cdef int _local_features(ParabelNode node, ParabelData data, const int32_t* labels, int64_t m,
-                         vector[int64_t]& lcp, vector[int32_t]& lci,
-                         vector[int64_t]& shift) except -1 nogil:
-    """The centroids of the node's labels over its local features, a CSR of
-    m rows (lcp, lci) whose values are read in place: entry q of row j is
-    data.cv[q + shift[j]]. Every feature of a centroid is a feature of the
-    node (the node holds all its labels' points): an error if one is not."""
-    cdef int64_t j, q, n = 0
-    cdef int32_t f
+cdef int _check_local(ParabelNode node, ParabelData data, const int32_t* labels,
+                      int64_t m) except -1 nogil:
+    """Every feature of the centroids of the node's labels is a feature of
+    the node (it holds all its labels' points), which k-means reads through
+    fmap: an error if one is not."""
+    cdef int64_t j, q
     for j in range(m):
-        n += data.cp[labels[j] + 1] - data.cp[labels[j]]
-    lci.reserve(n)
-    lcp.push_back(0)
-    for j in range(m):
-        shift.push_back(data.cp[labels[j]] - <int64_t> lci.size())
         for q in range(data.cp[labels[j]], data.cp[labels[j] + 1]):
-            f = node.fmap[data.ci[q]]
-            if f < 0:
+            if node.fmap[data.ci[q]] < 0:
                 with gil:
                     raise ValueError("a label's centroid has a feature none of its points has")
-            lci.push_back(f)
-        lcp.push_back(lci.size())
     return 0
 
 
@@ -423,19 +412,21 @@ cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int
     centre 0 minus centre 1 and gives the first half to centre 0; K > 2 gives
     (label, centre) pairs by descending cosine to centres with room left
     (ceil(m / K) labels each). Else every label goes to its best centre.
-    The centroids' features are read once into local ids (_local_features);
-    each cluster's sum changes by the labels that moved, then is scaled to
+    The centroids are read in place, their features through fmap; each
+    cluster's sum changes by the labels that moved, then is scaled to
     unit length."""
     cdef int64_t nf = node.feats.size()
     cdef vector[double] centre, total, cos, norm
-    cdef vector[int32_t] pick, prev, lci
-    cdef vector[int64_t] lcp, shift
+    cdef vector[int32_t] pick, prev
     cdef vector[pair[double, int64_t]] order
     cdef vector[int64_t] count
     cdef int64_t j, c, a, q, was, rounds = 0
     cdef double old_obj = -10000, obj = -1, x, s0, s1
     cdef const float* cv = &data.cv[0]
-    _local_features(node, data, labels, m, lcp, lci, shift)
+    cdef const int32_t* ci = &data.ci[0]
+    cdef const int64_t* cp = &data.cp[0]
+    cdef const int32_t* fmap = node.fmap.data()
+    _check_local(node, data, labels, m)
     centre.resize(nf * K, 0.0)
     total.resize(nf * K, 0.0)
     cos.resize(m * K, 0.0)
@@ -451,25 +442,25 @@ cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int
         if j >= 0:
             pick.push_back(<int32_t> j)
     for c in range(K):
-        for q in range(lcp[pick[c]], lcp[pick[c] + 1]):
-            centre[lci[q] * K + c] = cv[q + shift[pick[c]]]
+        for q in range(cp[labels[pick[c]]], cp[labels[pick[c]] + 1]):
+            centre[fmap[ci[q]] * K + c] = cv[q]
     while obj - old_obj >= node.cluster_eps and rounds < 10000:
         rounds += 1
         if K == 2:                              # (the sums in registers)
             for j in range(m):
                 s0 = s1 = 0
-                for q in range(lcp[j], lcp[j + 1]):
-                    s0 += cv[q + shift[j]] * centre[lci[q] * 2]
-                    s1 += cv[q + shift[j]] * centre[lci[q] * 2 + 1]
+                for q in range(cp[labels[j]], cp[labels[j] + 1]):
+                    s0 += cv[q] * centre[fmap[ci[q]] * 2]
+                    s1 += cv[q] * centre[fmap[ci[q]] * 2 + 1]
                 cos[j * 2], cos[j * 2 + 1] = s0, s1
         else:
             for j in range(m):
                 for c in range(K):
                     cos[j * K + c] = 0
-                for q in range(lcp[j], lcp[j + 1]):
-                    x = cv[q + shift[j]]
+                for q in range(cp[labels[j]], cp[labels[j] + 1]):
+                    x = cv[q]
                     for c in range(K):
-                        cos[j * K + c] += x * centre[lci[q] * K + c]
+                        cos[j * K + c] += x * centre[fmap[ci[q]] * K + c]
         _assign(cos, m, K, balanced, group, order, count)
         old_obj = obj
         obj = 0
@@ -480,10 +471,10 @@ cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int
             was, c = prev[j], group[j]
             if was == c:
                 continue
-            for q in range(lcp[j], lcp[j + 1]):
+            for q in range(cp[labels[j]], cp[labels[j] + 1]):
                 if was >= 0:
-                    total[lci[q] * K + was] -= cv[q + shift[j]]
-                total[lci[q] * K + c] += cv[q + shift[j]]
+                    total[fmap[ci[q]] * K + was] -= cv[q]
+                total[fmap[ci[q]] * K + c] += cv[q]
             prev[j] = <int32_t> c
         for c in range(K):
             norm[c] = 0
