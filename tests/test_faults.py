@@ -444,6 +444,37 @@ def test_a_streams_rows_before_a_bad_one_are_answered(family, tiny):
     assert out.splitlines()[1:] == head.stdout.splitlines()[1:]
 
 
+@pytest.mark.parametrize("family", ["fastxml", "parabel"])
+def test_a_stream_of_unknown_length_is_answered(family, tiny, tmp_path):
+    """A stream whose producer does not count its rows ahead says N is '?':
+    each row is answered as it arrives, the scores' header says '?' too,
+    the stream ends where its input ends (exit 0), and the scores read back
+    (xml-eval) as the whole file's."""
+    model, test = tiny / family, tiny / "test.txt"
+    whole = run_cli("xml-predict", test, "-", model, "-k", "3", "-q").stdout.splitlines()
+    lines = test.read_text().splitlines()
+    n, d, _ = lines[0].split()
+    p = subprocess.Popen([str(BIN / "xml-predict"), "-", "-", str(model), "-k", "3", "-q"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p.stdin.write(f"? {d}\n")
+    p.stdin.flush()
+    got = [p.stdout.readline().rstrip("\n")]
+    for line in lines[1:6]:
+        p.stdin.write(line.partition(" ")[2] + "\n")
+        p.stdin.flush()
+        got.append(p.stdout.readline().rstrip("\n"))
+    p.stdin.write("".join(line.partition(" ")[2] + "\n" for line in lines[6:]))
+    p.stdin.close()
+    got += p.stdout.read().splitlines()
+    assert p.wait() == 0
+    assert got[0] == "? " + whole[0].split()[1] and got[1:] == whole[1:]
+    scores = tmp_path / "s.txt"
+    scores.write_text("\n".join(got) + "\n")
+    (tmp_path / "w.txt").write_text("\n".join(whole) + "\n")
+    a, b = (run_cli("xml-eval", f, test, "--json", "-q") for f in (scores, tmp_path / "w.txt"))
+    assert a.returncode == 0 and a.stdout == b.stdout
+
+
 @pytest.mark.slow
 def test_a_text_stream_is_answered_document_by_document(tmp_path):
     """`... | xml-predict --text - - MODEL --names`: each document's names come

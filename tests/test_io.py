@@ -136,6 +136,30 @@ def test_one_based_indices_are_an_explicit_option(tmp_path):
         read_matrix(p)                          # 0-based: index 3 >= 3
 
 
+def test_a_header_may_leave_n_unknown(tmp_path):
+    """N written '?' (a producer that does not count ahead): the rows are
+    what the file holds, in both layouts and compressed; '?' stands for N
+    only; a score file written with N unknown says '?' and reads back."""
+    from xmlkit.io import iter_xc, matrix_writer
+    for suffix in SUFFIXES:
+        M = read_matrix(write_text(tmp_path / f"m.txt{suffix}", "? 4\n0:1\n\n3:2.5\n"))
+        assert M.shape == (3, 4) and M.toarray().tolist() == [[1, 0, 0, 0], [0] * 4,
+                                                                [0, 0, 0, 2.5]]
+    X, Y = read_dataset(write_text(tmp_path / "d.txt", "? 3 2\n1 0:1\n0,1 2:1\n"))
+    assert X.shape == (2, 3) and Y.toarray().tolist() == [[0, 1], [1, 1]]
+    assert read_matrix(write_text(tmp_path / "e.txt", "? 3\n")).shape == (0, 3)
+    header, pieces = iter_xc(tmp_path / "m.txt", 2)
+    assert header == (None, 4) and sum(p.feature_rows.shape[0] for p in pieces) == 3
+    for bad in ("3 ?\n0:1\n", "?? 3\n0:1\n", "? 3 ?\n", "?3 3\n", "-1 3\n"):
+        with pytest.raises(InputFormatError, match=r":1: malformed header .*'\?'"):
+            read_xc(write_text(tmp_path / "bad.txt", bad))
+    out = tmp_path / "s.txt"
+    with matrix_writer(out, None, 4) as write:
+        write(M[:2])
+        write(M[2:])
+    assert out.read_text().startswith("? 4\n") and (read_matrix(out) != M).nnz == 0
+
+
 def test_header_layout_decides(tmp_path):
     p = write_text(tmp_path / "m.txt", "1 3\n0:1\n")
     assert read_xc(p).layout == "matrix"

@@ -297,12 +297,14 @@ class DaskExecutor:
 
     def predict_blocks(self, model, kwargs, pieces, n_rows, whole=False):
         """model.predict(rows, **kwargs) of the rows of `pieces` (Rows), as
-        tasks of about n_rows / (4 workers) rows (at most TASK_ROWS; each
-        piece whole when `whole`), yielded in order."""
+        tasks of about n_rows / (4 workers) rows (at most TASK_ROWS, the
+        most when n_rows is None: not known ahead; each piece whole when
+        `whole`), yielded in order."""
         import math
         m = self._shared_model(model)
         kwargs = {**kwargs, "threads": 1}
-        size = max(1, min(TASK_ROWS, math.ceil(n_rows / (4 * worker_count(self.client)))))
+        size = TASK_ROWS if n_rows is None else \
+            max(1, min(TASK_ROWS, math.ceil(n_rows / (4 * worker_count(self.client)))))
         blocks = pieces if whole else split_pieces(pieces, size)
         yield from self.map_blocks(_predict_block, (m, kwargs), blocks)
 

@@ -8,7 +8,8 @@ Two layouts, told apart by their header (never by guessing from the rows):
   each line ``idx:val idx:val``; an empty line is an empty row.
 
 Indices are 0-based unless ``index_base=1`` is asked for explicitly. The
-header is authoritative for the shape. Files ending in ``.gz``, ``.bz2`` or
+header is authoritative for the shape; its N may be ``?`` (UNKNOWN_ROWS:
+the rows are then what the file holds). Files ending in ``.gz``, ``.bz2`` or
 ``.xz`` are (de)compressed transparently. Every format problem raises
 :class:`~xmlkit.errors.InputFormatError` naming the file and line.
 
@@ -187,20 +188,32 @@ def _shown(text, most=60):
     return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 
+#: N in a header that does not know it (a stream's producer): the rows are
+#: then what the file holds, counted as they are read
+UNKNOWN_ROWS = "?"
+
+
 def _parse_header(path, line):
     """The header's integers: ASCII digits only (no sign, no '_', no other
-    script's digits), separated by spaces or tabs, each below 2^63."""
+    script's digits), separated by spaces or tabs, each below 2^63; N may
+    be UNKNOWN_ROWS (None)."""
     text = line.decode("utf-8", "replace").rstrip("\r").strip(" \t")
     fields = re.split(r"[ \t]+", text) if text else []
     dims = None
+    unknown = bool(fields) and fields[0] == UNKNOWN_ROWS
+    if unknown:
+        fields = ["0", *fields[1:]]
     if 2 <= len(fields) <= 3 and all(re.fullmatch(r"[0-9]{1,19}", f) for f in fields):
         dims = [int(f) for f in fields]
         if max(dims) >= 2**63:
             dims = None
+        elif unknown:
+            dims[0] = None
     if dims is None:
         raise InputFormatError(
             path, 1, f"malformed header '{_shown(text)}': expected 'N D L' (data set) "
-            "or 'N C' (sparse matrix) as non-negative integers")
+            f"or 'N C' (sparse matrix) as non-negative integers, N or '{UNKNOWN_ROWS}' "
+            "(rows not counted ahead)")
     return dims
 
 
@@ -339,7 +352,8 @@ def _xc_parts(path, index_base, layout, progress, chunk_rows, stream=False):
             n_rows, n_cols = dims[0], dims[1]
             n_labels = dims[2] if found == "dataset" else -1
             try:
-                parser = RowParser(n_rows, n_cols, n_labels, index_base)
+                parser = RowParser(2**62 if n_rows is None else n_rows, n_cols, n_labels,
+                                   index_base)
             except ValueError as exc:
                 raise InputFormatError(path, 1, str(exc)) from None
             yield tuple(dims)
@@ -386,7 +400,9 @@ def _xc_parts(path, index_base, layout, progress, chunk_rows, stream=False):
                 from None
         except OSError as exc:
             raise XmlkitError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if parser.rows_done != n_rows:
+    if n_rows is None:
+        n_rows = parser.rows_done
+    elif parser.rows_done != n_rows:
         raise InputFormatError(path, parser.line_no,
                                f"file ends after {parser.rows_done} rows but the header says "
                                f"N={n_rows}")
@@ -480,13 +496,14 @@ def output_stream(path):
 def matrix_writer(path, n_rows, n_cols, precision=6, fixed=True, index_base=0):
     """Write a sparse matrix file ``N C`` piece by piece (as write_matrix):
     yields a MatrixWriter `write`; write(M) writes the next rows, until
-    n_rows are written. The file is replaced atomically when all rows are
-    there; `path` "-" writes to standard output as the rows come."""
+    n_rows are written (None: as many as come, N written UNKNOWN_ROWS).
+    The file is replaced atomically when all rows are there; `path` "-"
+    writes to standard output as the rows come."""
     with output_stream(path) as out:
-        out.write(f"{n_rows} {n_cols}\n".encode())
+        out.write(f"{UNKNOWN_ROWS if n_rows is None else n_rows} {n_cols}\n".encode())
         write = MatrixWriter(out, path, n_rows, n_cols, precision, fixed, index_base)
         yield write
-        if write.done != n_rows:
+        if n_rows is not None and write.done != n_rows:
             raise XmlkitError(f"{path}: {write.done} rows written of {n_rows}")
         out.flush()
 
@@ -521,7 +538,7 @@ class MatrixWriter:
 
     def write_text(self, formatted):
         n, pieces = formatted
-        if self.done + n > self.n_rows:
+        if self.n_rows is not None and self.done + n > self.n_rows:
             raise XmlkitError(f"{self.path}: rows beyond the {self.n_rows} x {self.n_cols} "
                               "matrix being written")
         for text in pieces:

@@ -113,7 +113,7 @@ def explain_xc(log, features, output, model, piece, index_base, explain, check_w
             if stream:
                 out.flush()
             bar.update(X.shape[0])
-    log(f"explained {n_rows} points in {time.perf_counter() - start:.2f} s -> {output}")
+    log(f"explained {bar.n} points in {time.perf_counter() - start:.2f} s -> {output}")
 
 
 def explain_text(log, documents, output, model_dir, model, piece, names, text_format,

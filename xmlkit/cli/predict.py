@@ -213,6 +213,7 @@ def _predict_xc(log, timeline, features, scores, model_dir, model, piece, fewer_
     timeline.save()
     n_trees = len(getattr(model, "trees_", None) or ())
     what = f"{n_trees} trees" if n_trees else model.algorithm
+    n_rows = bar.n          # (the rows read: a header may leave N unknown)
     log(f"read and scored {n_rows} points with {what} in {seconds:.2f} s "
         f"({1000 * seconds / max(1, n_rows):.3f} ms/point) -> {scores}")
 
