@@ -475,6 +475,34 @@ def test_a_stream_of_unknown_length_is_answered(family, tiny, tmp_path):
     assert a.returncode == 0 and a.stdout == b.stdout
 
 
+@pytest.mark.parametrize("family", ["fastxml", "pfastrexml", "parabel", "ldsm", "embed",
+                                    "linear"])
+def test_a_model_file_cut_short_in_use_is_exit_2(family, tiny, tmp_path):
+    """A stream answering with a model whose files are truncated under their
+    mapping (a redeploy gone wrong): no signal; the rows after it end the
+    command with exit 2 and one line naming the folder."""
+    model = tmp_path / family
+    shutil.copytree(tiny / family, model)
+    lines = (tiny / "test.txt").read_text().splitlines()
+    d = lines[0].split()[1]
+    p = subprocess.Popen([str(BIN / "xml-predict"), "-", "-", str(model), "-k", "3", "-q"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    p.stdin.write(f"? {d}\n{lines[1].partition(' ')[2]}\n")
+    p.stdin.flush()
+    assert p.stdout.readline().startswith("? ") and p.stdout.readline()
+    for f in model.glob("*.npz"):
+        os.truncate(f, 4096)
+    try:
+        _, err = p.communicate("".join(line.partition(" ")[2] + "\n" for line in lines[2:]),
+                               timeout=60)
+    except BrokenPipeError:            # (it stopped before reading them all)
+        err = p.stderr.read()
+    p.wait()
+    assert p.returncode == 2, (p.returncode, err)
+    assert err.count("\n") == 1 and str(model) in err and "cut short while in use" in err, err
+
+
 @pytest.mark.slow
 def test_a_text_stream_is_answered_document_by_document(tmp_path):
     """`... | xml-predict --text - - MODEL --names`: each document's names come

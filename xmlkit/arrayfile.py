@@ -214,6 +214,8 @@ def open_file(path, record=None):
             raise XmlkitError(f"{path}: cannot be read ({exc})") from None
     members = _members(data, path)
     if TABLE in members:
+        from xmlkit._ext.file_check import mapped_folder
+        mapped_folder(str(path.parent))     # (named if it is cut short in use: file_check)
         return ArrayFile(path, record, data, members)
     if record is not None and "block" in record:
         raise DamagedModel(path, "it is not the mapped file the manifest records")

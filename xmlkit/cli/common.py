@@ -111,6 +111,8 @@ def run(command, prog):
     shows the traceback).
     """
     signal.signal(signal.SIGTERM, _on_sigterm)
+    from xmlkit._ext.file_check import exit_on_map_fault
+    exit_on_map_fault(f"{prog}: error: ")   # (a mapped model file cut short: exit 2)
 
     def show_warning(message, category, filename, lineno, file=None, line=None):
         click.echo(f"{prog}: warning: {message}", err=True)

@@ -29,8 +29,28 @@ cdef extern from "xk_portable.h":
     uint8_t xk_flag_get(const uint8_t* p) nogil
     void xk_flag_set(uint8_t* p) nogil
 
+cdef extern from "xk_mapfault.h":
+    void xk_exit_on_map_fault(const char* prefix, size_t n) nogil
+    void xk_mapped_folder(const char* folder, size_t n) nogil
+
 #: bytes per block of a mapped file's table
 BLOCK = 1 << 16
+
+
+def exit_on_map_fault(str prefix):
+    """From now on, a mapped file cut short under its mapping (SIGBUS) ends
+    the process with exit code 2 and one line on stderr: `prefix`, the
+    folder mapped_folder last named, what happened (xk_mapfault.h). For a
+    command-line tool; a no-op on Windows."""
+    b = prefix.encode("utf-8", "replace")
+    xk_exit_on_map_fault(b, len(b))
+
+
+def mapped_folder(str folder):
+    """The folder the line of exit_on_map_fault names: that of the files
+    being mapped."""
+    b = folder.encode("utf-8", "replace")
+    xk_mapped_folder(b, len(b))
 
 cdef uint64_t P1 = 11400714785074694791ULL
 cdef uint64_t P2 = 14029467366897019727ULL
