@@ -356,6 +356,9 @@ class ArrayFile(Mapping):
         """The DamagedModel error of a BlockFile whose check failed."""
         from xmlkit._ext.file_check import BLOCK
         k = blocks.failed_block
+        if k is None:       # (every block passed: a kernel found an index out of range)
+            return DamagedModel(self.path, "an index out of range where it is used: the file "
+                                           "changed after it was checked (in use)")
         where = [n for n, (a, b) in self.spans.items() if a < (k + 1) * BLOCK and b > k * BLOCK]
         return DamagedModel(self.path, f"block {k} ({', '.join(where) or 'headers'}) differs from "
                                   "its digest or holds values it cannot hold")

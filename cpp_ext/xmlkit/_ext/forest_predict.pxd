@@ -19,6 +19,8 @@ cdef struct TreeView:
     const int32_t* li                    # label of each leaf entry
     const float* lv                      # value of each leaf entry
     int64_t n_nodes
+    int64_t n_w                          # weights (wi, wv) and leaf entries (li, lv): every
+    int64_t n_le                         # pointer and index is bounded where it is used
     bint ascending                       # every weight row strictly ascending: a row may
                                          # be searched instead of scattered
     bint ready                           # its contents are checked: it may be routed

@@ -95,6 +95,7 @@ cdef class ForestKernel:
             v.child, v.wp, v.wi, v.wv = &child[0, 0], &wp[0], &wi[0], &wv[0]
             v.lp, v.li, v.lv = &lp[0], &li[0], &lv[0]
             v.n_nodes = n
+            v.n_w, v.n_le = len(tree["w_idx"]), len(tree["l_idx"])
             v.ascending = False
             v.ready = False
             v.dense_id = NULL
@@ -230,11 +231,18 @@ cdef inline bint _need_row(const TreeView* tv, int64_t lo, int64_t hi) noexcept 
     return _need(tv, tv.o_wi, lo, hi, 4) and _need(tv, tv.o_wv, lo, hi, 4)
 
 
-cdef inline bint _need_leaf(const TreeView* tv, int64_t node) noexcept nogil:
-    """A leaf's label pointers and its labels are checked."""
-    return (_need(tv, tv.o_lp, node, node + 2, 8) and _need(tv, tv.o_li, tv.lp[node],
-                                                             tv.lp[node + 1], 4)
-            and _need(tv, tv.o_lv, tv.lp[node], tv.lp[node + 1], 4))
+cdef inline bint _need_entries(const TreeView* tv, int64_t a, int64_t b) noexcept nogil:
+    """Leaf entries a..b-1 (labels and values; within the tree's) are checked."""
+    return _need(tv, tv.o_li, a, b, 4) and _need(tv, tv.o_lv, a, b, 4)
+
+
+cdef inline int32_t _bounded(int32_t c, int64_t nf, bint* bad) noexcept nogil:
+    """Feature c of a weight, where it is used: in 0..nf (nf: the bias),
+    else nf, and *bad set (its file changed after it was checked)."""
+    if c < 0 or c > nf:
+        bad[0] = True
+        return <int32_t> nf
+    return c
 
 
 cdef int _route(ForestKernel f, Py_ssize_t t, const indptr_t* xp, const int32_t* xi,
@@ -242,11 +250,11 @@ cdef int _route(ForestKernel f, Py_ssize_t t, const indptr_t* xp, const int32_t*
                  Scratch& s) except -1 nogil:
     """leaf[i] = the leaf of tree t that point r0 + i reaches, for i < n. s.dense (n_features + 1 zeros) is left zeroed; the rest of s is
     scratch space."""
-    cdef int64_t i, j, e, lo, hi, a, b, row_len, entries, at
-    cdef int32_t node, p
+    cdef int64_t i, j, e, lo, hi, a, b, row_len, entries, at, w0, w1
+    cdef int32_t node, p, c0, c1
     cdef int64_t nf = f.n_features
     cdef double margin, bias = f.bias
-    cdef bint scatter
+    cdef bint scatter, bad = False
     cdef TreeView* tv = &f.trees[t]
     cdef const int32_t* child = tv.child
     cdef const int64_t* wp = tv.wp
@@ -267,21 +275,28 @@ cdef int _route(ForestKernel f, Py_ssize_t t, const indptr_t* xp, const int32_t*
         if not _need_node(tv, node):
             f.failed = t
             return DAMAGED
-        if hi - lo == 1 and tv.ascending and child[2 * node] >= 0:
+        # (each link and pointer read once and bounded here: a mapped file
+        # may change after its blocks were checked)
+        c0, c1, w0, w1 = child[2 * node], child[2 * node + 1], wp[node], wp[node + 1]
+        if c0 >= 0 and not (c0 < tv.n_nodes and 0 <= c1 < tv.n_nodes and 0 <= w0
+                            and w1 <= tv.n_w):
+            f.failed = t
+            return DAMAGED
+        if hi - lo == 1 and tv.ascending and c0 >= 0:
             leaf[s.order[lo]] = _walk(f, tv, node, xp, xi, xv, r0 + s.order[lo], s)
             if leaf[s.order[lo]] < 0:
                 f.failed = t
                 return DAMAGED
             continue
-        if child[2 * node] < 0:
+        if c0 < 0:
             for i in range(lo, hi):
                 leaf[s.order[i]] = node
             continue
-        if not _need_row(tv, wp[node], wp[node + 1]):
+        if not _need_row(tv, w0, w1):
             f.failed = t
             return DAMAGED
         # (a row whose pointers decrease is empty)
-        row_len = max(0, wp[node + 1] - wp[node])
+        row_len = max(0, w1 - w0)
         entries = 0
         for i in range(lo, hi):
             entries += xp[r0 + s.order[i] + 1] - xp[r0 + s.order[i]] + 1
@@ -292,8 +307,8 @@ cdef int _route(ForestKernel f, Py_ssize_t t, const indptr_t* xp, const int32_t*
         if tv.dense_id[node] >= 0:
             w = <float*> (tv.dense + tv.dense_id[node] * (nf + 1))
         elif scatter:
-            for j in range(wp[node], wp[node + 1]):
-                w[wi[j]] = wv[j]
+            for j in range(w0, w1):
+                w[_bounded(wi[j], nf, &bad)] = wv[j]
         a, b = lo, hi
         for i in range(lo, hi):
             p = s.order[i]
@@ -303,10 +318,10 @@ cdef int _route(ForestKernel f, Py_ssize_t t, const indptr_t* xp, const int32_t*
                     margin += <double> w[xi[e]] * xv[e]
                 margin += <double> w[nf] * bias
             else:
-                at = wp[node]
+                at = w0
                 for e in range(xp[r0 + p], xp[r0 + p + 1]):
-                    margin += _weight_from(wi, wv, &at, wp[node + 1], xi[e]) * xv[e]
-                margin += _weight_from(wi, wv, &at, wp[node + 1], <int32_t> nf) * bias
+                    margin += _weight_from(wi, wv, &at, w1, xi[e]) * xv[e]
+                margin += _weight_from(wi, wv, &at, w1, <int32_t> nf) * bias
             # first child's points to the front, the second's to the back
             if margin >= 0:
                 s.spare[a] = p
@@ -317,12 +332,15 @@ cdef int _route(ForestKernel f, Py_ssize_t t, const indptr_t* xp, const int32_t*
         if tv.dense_id[node] >= 0:
             w = s.dense.data()
         elif scatter:
-            for j in range(wp[node], wp[node + 1]):
-                w[wi[j]] = 0.0
+            for j in range(w0, w1):
+                w[_bounded(wi[j], nf, &bad)] = 0.0
+        if bad:                         # (s.dense is this call's: left as it is)
+            f.failed = t
+            return DAMAGED
         for i in range(lo, hi):
             s.order[i] = s.spare[i]
-        s.todo.push_back(Span(child[2 * node + 1], a, hi))
-        s.todo.push_back(Span(child[2 * node], lo, a))
+        s.todo.push_back(Span(c1, a, hi))
+        s.todo.push_back(Span(c0, lo, a))
     return 0
 
 cdef int _densify(ForestKernel f, Py_ssize_t t) except -1 nogil:
@@ -330,7 +348,8 @@ cdef int _densify(ForestKernel f, Py_ssize_t t) except -1 nogil:
     >= n_features + 1: at most twice the row's own bytes): a point's margin
     at such a node costs its non-zeros, without scattering the row."""
     cdef TreeView* tv = &f.trees[t]
-    cdef int64_t i, j, k = 0, d = f.n_features + 1
+    cdef int64_t i, j, k = 0, d = f.n_features + 1, lo, hi
+    cdef bint bad = False
     cdef vector[int64_t]* ids = &f.dense_ids[t]
     cdef vector[float]* rows = &f.dense_rows[t]
     ids.resize(tv.n_nodes)
@@ -351,11 +370,15 @@ cdef int _densify(ForestKernel f, Py_ssize_t t) except -1 nogil:
     rows.resize(k * d + 1)
     for i in range(tv.n_nodes):
         if ids[0][i] >= 0:
-            if not _need_row(tv, tv.wp[i], tv.wp[i + 1]):
+            lo, hi = tv.wp[i], tv.wp[i + 1]
+            if lo < 0 or hi > tv.n_w or not _need_row(tv, lo, hi):
                 f.failed = t
                 return DAMAGED
-            for j in range(tv.wp[i], tv.wp[i + 1]):
-                rows[0][ids[0][i] * d + tv.wi[j]] = tv.wv[j]
+            for j in range(lo, hi):
+                rows[0][ids[0][i] * d + _bounded(tv.wi[j], d - 1, &bad)] = tv.wv[j]
+            if bad:
+                f.failed = t
+                return DAMAGED
     tv.dense_id = ids.data()
     tv.dense = rows.data()
     return 0
@@ -390,16 +413,19 @@ cdef int32_t _walk(ForestKernel f, TreeView* tv, int32_t node, const indptr_t* x
     cdef int64_t e, j, lo, end, at, nnz = xp[r + 1] - xp[r]
     cdef double margin, bias = f.bias, wb
     cdef float v
+    cdef int32_t c0, c1
+    cdef bint bad = False
     for e in range(xp[r], xp[r + 1]):
         x[xi[e]] = xv[e]
     while True:
         if not _need_node(tv, node):
             node = -1
             break
-        if child[2 * node] < 0:
+        c0, c1, lo, end = child[2 * node], child[2 * node + 1], wp[node], wp[node + 1]
+        if c0 < 0:
             break
-        lo, end = wp[node], wp[node + 1]
-        if not _need_row(tv, lo, end):
+        if not (c0 < tv.n_nodes and 0 <= c1 < tv.n_nodes and 0 <= lo and end <= tv.n_w
+                and _need_row(tv, lo, end)):
             node = -1
             break
         margin = 0.0
@@ -412,16 +438,19 @@ cdef int32_t _walk(ForestKernel f, TreeView* tv, int32_t node, const indptr_t* x
                 end -= 1
                 wb = wv[end]
             for j in range(lo, end):
-                v = x[wi[j]]
+                v = x[_bounded(wi[j], nf, &bad)]
                 if v != 0:          # (a chain of additions: only those that count)
                     margin += <double> wv[j] * v
             margin += wb * bias
+            if bad:
+                node = -1
+                break
         else:
             at = lo
             for e in range(xp[r], xp[r + 1]):
                 margin += _weight_from(wi, wv, &at, end, xi[e]) * xv[e]
             margin += _weight_from(wi, wv, &at, end, nf) * bias
-        node = child[2 * node] if margin >= 0 else child[2 * node + 1]
+        node = c0 if margin >= 0 else c1
     for e in range(xp[r], xp[r + 1]):
         x[xi[e]] = 0.0
     return node
@@ -436,7 +465,7 @@ cdef int _accumulate(ForestKernel f, const int32_t** leaf, int64_t n, int topk,
     cdef vector[int32_t] touched
     cdef vector[pair[double, int32_t]] ranked
     cdef vector[pair[int32_t, float]] sel
-    cdef int64_t r, j, k
+    cdef int64_t r, j, k, a, b
     cdef Py_ssize_t t, n_trees = f.trees.size()
     cdef int32_t node, l
     cdef double inv_t = 1.0 / n_trees
@@ -448,11 +477,18 @@ cdef int _accumulate(ForestKernel f, const int32_t** leaf, int64_t n, int topk,
         for t in range(n_trees):
             tv = &f.trees[t]
             node = leaf[t][r]
-            if not _need_leaf(tv, node):
+            if node < 0 or node >= tv.n_nodes or not _need(tv, tv.o_lp, node, node + 2, 8):
                 f.failed = t
                 return DAMAGED
-            for j in range(tv.lp[node], tv.lp[node + 1]):
+            a, b = tv.lp[node], tv.lp[node + 1]         # (read once, bounded)
+            if a < 0 or b > tv.n_le or not _need_entries(tv, a, b):
+                f.failed = t
+                return DAMAGED
+            for j in range(a, b):
                 l = tv.li[j]
+                if l < 0 or l >= f.n_labels:
+                    f.failed = t
+                    return DAMAGED
                 if not seen[l]:
                     seen[l] = 1
                     touched.push_back(l)
