@@ -461,7 +461,7 @@ def save_arrays(folder, name, arrays, manifest=None, remove_dead=False, compact=
 
 
 def load_arrays(folder, name, manifest=None, lazy=False, recorded=True):
-    """The arrays of `<folder>/<name>.npz`: a dict, checked against the
+    """The arrays of `<folder>/<name>.npz`: a dict of copies, checked against the
     file's record in a version 2 to 4 `manifest` (which must record it,
     unless not `recorded`: a file to adopt, checked whole by the caller)
     and against its origin, or with lazy=True the file itself
@@ -482,7 +482,8 @@ def load_arrays(folder, name, manifest=None, lazy=False, recorded=True):
         return arrays
     if not arrays.verified:
         arrays.verify()
-    return dict(arrays)
+    import numpy as np
+    return {k: np.array(a) for k, a in arrays.items()}     # (a file changed in use: unseen)
 
 
 def array_names(folder, prefix):

@@ -135,6 +135,7 @@ class FastXML(TreeEnsemble):
     algorithm = "fastxml"
     use_idcg = True
     CHECKS_ON_USE = True        # (mapped tree files: verified as they are first routed)
+    BOUNDED_AT_USE = True
     _parameter_constraints = {
         "n_trees": integer(1, MAX_TREES), "start_tree": integer(0), "threads": integer(1),
         "bias": real(), "log_loss_coeff": real(0, lo_open=True), "max_leaf": integer(1),

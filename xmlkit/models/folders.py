@@ -12,6 +12,8 @@ classifiers).
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from xmlkit import store
 from xmlkit.errors import XmlkitError
 
@@ -74,6 +76,8 @@ def load_part(model, folder, key, manifest=None, recorded=True, check_now=False)
     arrays = store.load_arrays(folder, name, manifest, lazy=True, recorded=recorded)
     if not (arrays.verified or model.CHECKS_ON_USE):
         arrays.verify()
+    if not model.BOUNDED_AT_USE:        # (copied: a file changed in use cannot reach them)
+        arrays = {k: np.array(a) for k, a in arrays.items()}
     part = model.decode_part(arrays, f"{folder}/{name}.npz")
     if check_now and hasattr(part, "verify"):
         part.verify()

@@ -71,6 +71,8 @@ class Parabel(TreeEnsemble):
     """Parabel label-tree ensemble: ``Parabel(n_trees=3, ...).fit(X, Y)``,
     then ``predict(X, k)``. X: sparse N×D features, Y: sparse N×L labels."""
 
+    BOUNDED_AT_USE = True       # (the kernel bounds every index where it reads it)
+
     algorithm = "parabel"
     _parameter_constraints = {
         "n_trees": integer(1, MAX_TREES), "start_tree": integer(0), "threads": integer(1),

@@ -32,6 +32,12 @@ class FolderProtocol:
     #: that predict). Otherwise the file is verified before decode_part
     #: sees it.
     CHECKS_ON_USE = False
+    #: the family's kernels bound every index of a part where they read it,
+    #: so its parts may stay mapped while in use (a file changed under them
+    #: is an error, never an out-of-bounds read). Otherwise (kernels,
+    #: scipy or BLAS that trust their arrays) a part's arrays are copied
+    #: into the process once verified.
+    BOUNDED_AT_USE = False
 
     # -- the model and its manifest
     def start_fit(self, X, Y):
