@@ -1,9 +1,10 @@
 """Long runs of the fuzzers of tests/ (make -C scripts fuzz): the model-folder
 fuzzer (tests/model_fuzz.py) over a model of every family, damaged and
-crafted, with parts of other runs and edited manifests, seed after seed; and
-the text fuzzer (tests/text_fuzz.py). Each for --seconds (default 600),
-the two side by side; writes results/fuzz.md: cases, outcomes, and every
-crash or signal (there must be none).
+crafted, with parts of other runs and edited manifests, seed after seed; the
+text fuzzer (tests/text_fuzz.py); and the fuzzer of model files changed
+while xml-predict uses them (tests/inuse_fuzz.py). Each for --seconds
+(default 600), the three side by side; writes results/fuzz.md: cases,
+outcomes, and every crash or signal (there must be none).
 
     python fuzz.py [--seconds S] [--out results/fuzz.md]
 """
@@ -56,10 +57,9 @@ def models(work):
     return out
 
 
-def model_fuzz(work, seconds):
+def model_fuzz(work, seconds, others):
     """Rounds of the model fuzzer (each family, damaged and crafted, a new
     seed per round) until `seconds` have passed; counts and failures."""
-    others = models(work)
     counts, failures, runs = {}, [], 0
     end = time.monotonic() + seconds
     seed = 0
@@ -94,23 +94,24 @@ def main():
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        text = subprocess.Popen([sys.executable, str(TESTS / "text_fuzz.py"),
-                                 str(work / "text"), "0", str(a.seconds)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        models_result = model_fuzz(work, a.seconds)
-        out, err = text.communicate()
-    lines = out.strip().splitlines()
-    text_summary = json.loads(lines[-1]) if lines else {}
-    text_failures = lines[:-1] + ([f"exit {text.returncode}: {err[-300:]}"]
-                                  if text.returncode != 0 else [])
+        others = models(work)
+        text, inuse = (subprocess.Popen([sys.executable, str(TESTS / script), str(where), "0",
+                                         str(a.seconds)],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                       for script, where in (("text_fuzz.py", work / "text"),
+                                             ("inuse_fuzz.py", work)))
+        models_result = model_fuzz(work, a.seconds, others)
+        text_summary, text_failures = _summary(text)
+        inuse_summary, inuse_failures = _summary(inuse)
     minutes = (time.monotonic() - start) / 60
     m = models_result
     rows = [
-        f"Both fuzzers for {a.seconds:.0f} s, side by side ({minutes:.1f} min in all, "
+        f"The three fuzzers for {a.seconds:.0f} s, side by side ({minutes:.1f} min in all, "
         f"{os.cpu_count()} cores); made by `python scripts/fuzz.py`. Outcomes: `refused` "
         "(exit 2), `same` (the scores of "
         "the undamaged model), `different` (allowed only for crafted folders' arrays: "
-        "records rewritten to match), `ok` (a valid input read), `crash` (never).",
+        "records rewritten to match), `ok` (a valid input read), `answered` (exit 0, every "
+        "row scored), `crash` (never).",
         "",
         "| fuzzer | runs | cases | outcomes | crashes or signals |",
         "|---|---|---|---|---|",
@@ -123,12 +124,27 @@ def main():
         f"{text_summary.get('cases', 0)} | "
         + ", ".join(f"{k} {v}" for k, v in sorted(text_summary.items()) if k != "cases")
         + f" | {len(text_failures)} |",
+        f"| files changed in use (tests/inuse_fuzz.py: cp over, truncated, random bytes in "
+        f"place, at a random moment of an xml-predict batch or stream; every family) | 1 | "
+        f"{inuse_summary.get('cases', 0)} | "
+        + ", ".join(f"{k} {v}" for k, v in sorted(inuse_summary.items()) if k != "cases")
+        + f" | {len(inuse_failures)} |",
     ]
-    for f in (m["failures"] + text_failures)[:20]:
+    for f in (m["failures"] + text_failures + inuse_failures)[:20]:
         rows.append(f"\n- {f[:500]}")
     Path(a.out).write_text("\n".join(rows) + "\n")
     print("\n".join(rows))
-    sys.exit(1 if m["failures"] or text_failures else 0)
+    sys.exit(1 if m["failures"] or text_failures or inuse_failures else 0)
+
+
+def _summary(process):
+    """(summary, failures) of a fuzzer that prints a JSON line per failure,
+    then its summary."""
+    out, err = process.communicate()
+    lines = out.strip().splitlines()
+    summary = json.loads(lines[-1]) if lines else {}
+    return summary, lines[:-1] + ([f"exit {process.returncode}: {err[-300:]}"]
+                                  if process.returncode != 0 else [])
 
 
 if __name__ == "__main__":

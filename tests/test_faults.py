@@ -52,6 +52,25 @@ def test_model_fuzzer(family, resign, tiny, tiny_others):
     assert sum(row["outcome"] == "refused" for row in rows) > len(rows) // 2
 
 
+@pytest.mark.slow
+def test_inuse_fuzzer(tiny, tiny_others, tmp_path):
+    """Model files changed while xml-predict uses them (copied over,
+    truncated, random bytes in place, at a random moment of a batch or a
+    stream; every family) for 20 s: each run answers (exit 0) or stops with
+    one line (exit 2); never a signal, an internal error or a hang."""
+    for family in FAMILIES:
+        (tmp_path / family).symlink_to(tiny / family)
+        (tmp_path / f"{family}_seed").symlink_to(tiny_others[family][0])
+    (tmp_path / "test.txt").symlink_to(tiny / "test.txt")
+    r = subprocess.run([sys.executable, str(ROOT / "tests" / "inuse_fuzz.py"), str(tmp_path),
+                        "1", "20"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    *failures, summary = r.stdout.splitlines()
+    summary = json.loads(summary)
+    assert not failures, failures[:5]
+    assert summary["cases"] > 10 and summary.get("answered") and summary.get("refused"), summary
+
+
 def test_deleted_tree_and_nan_weights_are_refused_by_the_cli(tiny, tmp_path):
     m = tmp_path / "m"
     shutil.copytree(tiny / "fastxml", m)
