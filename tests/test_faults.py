@@ -418,6 +418,22 @@ def test_symlink_output_and_streams(tiny, tmp_path):
     assert r.returncode == 0 and r.stdout == pruned.read_bytes() and b"nnz" in r.stderr
 
 
+def _row_by_row(model, header, rows):
+    """`xml-predict - - model -k 3` fed `header`, then each data-set row's
+    features, each line's answer read before the next is written: (the
+    process, its stdin still open; the lines read)."""
+    p = subprocess.Popen([str(BIN / "xml-predict"), "-", "-", str(model), "-k", "3", "-q"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p.stdin.write(header + "\n")
+    p.stdin.flush()
+    got = [p.stdout.readline().rstrip("\n")]
+    for line in rows:
+        p.stdin.write(line.partition(" ")[2] + "\n")         # (the features alone)
+        p.stdin.flush()
+        got.append(p.stdout.readline().rstrip("\n"))
+    return p, got
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["fastxml", "pfastrexml", "linear"])
 def test_a_stream_is_answered_row_by_row(family, tiny):
@@ -428,15 +444,7 @@ def test_a_stream_is_answered_row_by_row(family, tiny):
     whole = run_cli("xml-predict", test, "-", model, "-k", "3", "-q").stdout.splitlines()
     lines = test.read_text().splitlines()
     n, d, _ = lines[0].split()
-    p = subprocess.Popen([str(BIN / "xml-predict"), "-", "-", str(model), "-k", "3", "-q"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    p.stdin.write(f"{n} {d}\n")
-    p.stdin.flush()
-    got = [p.stdout.readline().rstrip("\n")]
-    for line in lines[1:]:
-        p.stdin.write(line.partition(" ")[2] + "\n")         # (the features alone)
-        p.stdin.flush()
-        got.append(p.stdout.readline().rstrip("\n"))
+    p, got = _row_by_row(model, f"{n} {d}", lines[1:])
     p.stdin.close()
     assert p.stdout.read() == "" and p.wait() == 0
     assert got == whole
@@ -473,16 +481,7 @@ def test_a_stream_of_unknown_length_is_answered(family, tiny, tmp_path):
     model, test = tiny / family, tiny / "test.txt"
     whole = run_cli("xml-predict", test, "-", model, "-k", "3", "-q").stdout.splitlines()
     lines = test.read_text().splitlines()
-    n, d, _ = lines[0].split()
-    p = subprocess.Popen([str(BIN / "xml-predict"), "-", "-", str(model), "-k", "3", "-q"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    p.stdin.write(f"? {d}\n")
-    p.stdin.flush()
-    got = [p.stdout.readline().rstrip("\n")]
-    for line in lines[1:6]:
-        p.stdin.write(line.partition(" ")[2] + "\n")
-        p.stdin.flush()
-        got.append(p.stdout.readline().rstrip("\n"))
+    p, got = _row_by_row(model, f"? {lines[0].split()[1]}", lines[1:6])
     p.stdin.write("".join(line.partition(" ")[2] + "\n" for line in lines[6:]))
     p.stdin.close()
     got += p.stdout.read().splitlines()
