@@ -189,6 +189,23 @@ def test_arrays_changed_after_the_check_are_caught_where_used(bibtex, edit):
         m.predict(Xt[:300], k=None)
 
 
+def test_a_file_changed_between_load_and_use_is_an_error(bibtex, small_model, tmp_path):
+    """A tree file of a loaded folder rewritten in place before its first
+    prediction: the kernel's own check of the groups fails, a one-line
+    XmlkitError naming the folder (not a ValueError: an internal error)."""
+    from xmlkit import store
+    from xmlkit.models.folders import save_folder
+    _, _, Xt, _ = bibtex
+    save_folder(small_model, tmp_path / "m")
+    m = xmlkit.load_model(tmp_path / "m")
+    start, end = store.load_arrays(tmp_path / "m", "tree_00000", lazy=True).spans["e_feat"]
+    with open(tmp_path / "m" / "tree_00000.npz", "r+b") as f:
+        f.seek(start)
+        f.write(b"\xff" * min(400, end - start))
+    with pytest.raises(xmlkit.XmlkitError, match=f"^{tmp_path / 'm'}: .*changed in use"):
+        m.predict(Xt[:50])
+
+
 def test_leaf_classifier_is_liblinears_l2_svc():
     """A root leaf's classifier, solved to a tight tolerance without the weight
     threshold, is liblinear's L2R_L2LOSS_SVC_DUAL solution on the unit rows

@@ -295,11 +295,24 @@ class Parabel(TreeEnsemble):
         cached = getattr(self, "_packed", None)
         if cached is not None and cached[0] == trees:
             return cached[1]
-        kernel = ParabelKernel([self.trees_[t] for t in sorted(self.trees_)],
-                               self.n_features_in_ + 1, self.bias, self.n_labels_,
-                               LOSSES.index(self.loss))
+        try:
+            kernel = ParabelKernel([self.trees_[t] for t in sorted(self.trees_)],
+                                   self.n_features_in_ + 1, self.bias, self.n_labels_,
+                                   LOSSES.index(self.loss))
+        except ValueError as exc:
+            if getattr(self, "source_", None) is None:
+                raise                   # (trees given through the API)
+            raise self._changed_in_use(f"{exc}, after its checks passed: a file changed in "
+                                       "use") from None
         self._packed = (trees, kernel)
         return kernel
+
+    def _changed_in_use(self, what):
+        """The XmlkitError of a tree found damaged after the folder's checks
+        passed (`what`: how): its file changed while in use."""
+        where = self.source_[0] if getattr(self, "source_", None) else "the model"
+        return XmlkitError(f"{where}: {what}; nothing of this run is to be trusted: run it "
+                           "again")
 
     def predict(self, X, k=5, threads=1, progress=None, beam_width=None, decision=None,
                 threshold=None):
@@ -342,9 +355,7 @@ class Parabel(TreeEnsemble):
             try:
                 return kernel.predict_rows(R, r0, r1, topk, beam)
             except ChangedInUse as exc:     # (a mapped tree file rewritten while in use)
-                where = self.source_[0] if getattr(self, "source_", None) else "the model"
-                raise XmlkitError(f"{where}: {exc}; nothing of this run is to be "
-                                  "trusted: run it again") from None
+                raise self._changed_in_use(exc) from None
         return R, run, threads, chunk
 
     def _effects(self, R, S, threads, n_top=0, **params):
