@@ -38,7 +38,7 @@ EXTRA = {
     "families": ["make_synthetic.py"],
     "dask": ["make_synthetic.py"],
     "text": ["pydists.py"],
-    "fuzz": ["../tests/model_fuzz.py", "../tests/text_fuzz.py"],
+    "fuzz": ["../tests/model_fuzz.py", "../tests/text_fuzz.py", "../tests/inuse_fuzz.py"],
 }
 STAMP = re.compile(r"^\*Made by `(?P<target>[^`]+)` at commit (?P<commit>\S+?)\.? "
                    r"Sources: (?P<sources>[^*]+)\.\*$")
