@@ -402,7 +402,6 @@ class _Growth:
         from xmlkit._ext.parabel_tree import child_seed, node_seed
         p, L = model.params, model.n_labels_
         self.t, self._child_seed = t, child_seed
-        self.n_features = model.n_features_in_
         self.limit = leaf_depth(L, p.max_leaf, p.arity, p.max_depth, p.balanced)
         self.small = p.max_leaf if not p.balanced else 1
         self.labels, self.depth = [np.arange(L, dtype=np.int32)], [0]

@@ -432,6 +432,13 @@ cdef int _group_pass(const int64_t* cp, const int64_t* lp, const int64_t* wp,
     return 0
 
 
+def col_type(int64_t widest):
+    """The narrowest of uint8, uint16, int32 that numbers `widest` classifiers
+    of a node (a tree's e_col: the type of its widest node)."""
+    return np.dtype(np.uint8 if widest <= 1 << 8 else np.uint16 if widest <= 1 << 16
+                    else np.int32)
+
+
 def group_weights(const int64_t[::1] cp, const int64_t[::1] lp, const int64_t[::1] wp,
                   const int32_t[::1] wi, const float[::1] wv, int64_t d):
     """A tree's classifier rows regrouped by the node that scores them (see
@@ -455,10 +462,9 @@ def group_weights(const int64_t[::1] cp, const int64_t[::1] lp, const int64_t[::
     for i in range(n):
         widest = max(widest, cp[i + 1] - cp[i], lp[i + 1] - lp[i])
     n_e = g_ptr[n]
-    col_type = np.uint8 if widest <= 1 << 8 else np.uint16 if widest <= 1 << 16 else np.int32
     feats_a = np.zeros(max(1, min(d, n_e)), np.int32)
     e_feat_a = np.zeros(max(n_e, 1), np.int32)
-    cdef cnp.ndarray e_col_a = np.zeros(max(n_e, 1), col_type)
+    cdef cnp.ndarray e_col_a = np.zeros(max(n_e, 1), col_type(widest))
     e_val_a = np.zeros(max(n_e, 1), np.float32)
     cdef int32_t[::1] feats = feats_a, e_feat = e_feat_a
     cdef float[::1] e_val = e_val_a

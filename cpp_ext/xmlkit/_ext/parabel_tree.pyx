@@ -24,6 +24,7 @@ from libcpp.algorithm cimport sort
 cimport numpy as cnp
 
 import numpy as np
+from xmlkit._ext.parabel_predict import col_type
 from sparse_rows cimport add_label_rows, csr_pieces, mt19937, padded, tree_seed
 
 cnp.import_array()
@@ -53,13 +54,6 @@ ctypedef fused any_col:
     uint8_t
     uint16_t
     int32_t
-
-
-def col_type(int64_t widest):
-    """The narrowest of uint8, uint16, int32 that numbers `widest` classifiers
-    of a node (a tree's e_col: the type of its widest node)."""
-    return np.dtype(np.uint8 if widest <= 1 << 8 else np.uint16 if widest <= 1 << 16
-                    else np.int32)
 
 
 def node_seed(uint64_t seed, uint64_t tree, uint64_t node):
