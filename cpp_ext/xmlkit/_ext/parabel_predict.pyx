@@ -6,7 +6,7 @@
 # exp(leaf log-score + its classifier's log-likelihood), and a label's score
 # is the sum over the trees over the number of trees.
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t
+from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uint16_t
 from libc.math cimport exp, log1p, log2, sqrt
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
@@ -26,12 +26,15 @@ cdef extern from "xk_portable.h":
 
 ctypedef pair[pair[int32_t, int32_t], double] Visit     # ((node, row), -log-score)
 ctypedef pair[int64_t, int64_t] Span                    # a range of weights
+ctypedef pair[int32_t, int32_t] Slot                    # (layout stamp, first weight)
 
 cdef enum:
     # a binary search step over a group's features costs about this many
     # steps of laying a feature out (a dependent read far away, against a
     # write in a row): chooses between the two
     SEARCH_COST = 8
+    # a group laid out holds offsets below this (larger ones are searched)
+    LAID_MAX = 1 << 30
 
 
 cdef inline double _loglik(double z, int loss) noexcept nogil:
@@ -91,17 +94,17 @@ cdef inline int64_t _col(const void* cols, int col_bytes, int64_t e) noexcept no
 
 
 cdef inline bint _lay_out(const int32_t* ef, int64_t g0, int64_t g1, int64_t d,
-                          Span* slot) noexcept nogil:
-    """slot[feature] = its weights' span, for the features of weights g0..g1-1
-    (ascending: a feature's last write of .second and, backwards, of .first
-    stay); False, nothing laid out past it, at a feature outside 0..d-1."""
+                          int32_t stamp, Slot* slot) noexcept nogil:
+    """slot[feature] = (stamp, offset of its first weight from g0), for the
+    features of weights g0..g1-1 (backwards: a feature's first weight is
+    written last); a slot of another stamp is empty (nothing to clear).
+    False, nothing laid out past it, at a feature outside 0..d-1."""
     cdef int64_t e
-    for e in range(g0, g1):
+    for e in range(g1 - 1, g0 - 1, -1):
         if ef[e] < 0 or ef[e] >= d:
             return False
-        slot[ef[e]].second = e + 1
-    for e in range(g1 - 1, g0 - 1, -1):
-        slot[ef[e]].first = e
+        slot[ef[e]].first = stamp
+        slot[ef[e]].second = <int32_t> (e - g0)
     return True
 
 
@@ -139,9 +142,45 @@ cdef inline void _emit_children(int64_t first, int64_t width, double s, int loss
         acc[k] = 0
 
 
+cdef inline int64_t _spans_met(const ParabelTree* tv, int64_t g0, int64_t g1, bint laid,
+                               const Slot* slot, int32_t stamp, const int32_t* xi,
+                               const float* sv, int64_t q0, int64_t q1, Span* met,
+                               float* met_v) noexcept nogil:
+    """The spans of group g0..g1 that a row's entries q0..q1-1 meet, into
+    met (with the entry's value): found through the layout when laid (a
+    span's end then -1, found when summed), else by a binary search; each
+    fetched ahead. Returns their count."""
+    cdef const int32_t* ef = tv.e_feat
+    cdef const int32_t* at
+    cdef int64_t q, n_met = 0
+    cdef Span span
+    cdef Slot s
+    for q in range(q0, q1):
+        if laid:
+            s = slot[xi[q]]
+            if s.first != stamp:
+                continue
+            span = Span(g0 + s.second, -1)
+            XK_PREFETCH(ef + span.first)
+        else:
+            at = lower_bound(ef + g0, ef + g1, xi[q])
+            if at == ef + g1 or at[0] != xi[q]:
+                continue
+            span.first = at - ef
+            span.second = span.first + 1
+            while span.second < g1 and ef[span.second] == xi[q]:
+                span.second += 1
+        XK_PREFETCH(<const char*> tv.e_col + span.first * tv.col_bytes)
+        XK_PREFETCH(tv.e_val + span.first)
+        met[n_met] = span
+        met_v[n_met] = sv[q]
+        n_met += 1
+    return n_met
+
+
 cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int64_t* rp,
                         const int32_t* xi, const float* sv, vector[Visit]& visits,
-                        vector[Span]& slot, vector[double]& acc,
+                        vector[Slot]& slot, int32_t* stamp, vector[double]& acc,
                         vector[vector[pair[double, int32_t]]]& nxt,
                         vector[vector[pair[int32_t, float]]]& items, int64_t d,
                         Span* met, float* met_v, bint* bad) noexcept nogil:
@@ -149,22 +188,21 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
     A row's entries find their weights in the node's group (features
     ascending) either by a binary search each or, when that costs more than
     laying the group out once for all the rows that reach it, through that
-    layout (slot: feature -> its weights' span, else empty; made when first
-    needed, written and cleared again); the spans a row meets are fetched
-    ahead, then summed. Each margin is the sum over the row's entries in
-    order, then the bias: the same sum, to the bit, as a classifier row's
-    dot product. An internal node's children go to nxt[row] as (-log-score,
-    child); a leaf's labels to items[row] as (label, probability as a
-    float: a chunk holds trees x beam x leaf size of them per row). Every
-    index read from the tree is bounded where it is used (its arrays may be
-    a mapped file, changed after they were checked): one out of range sets
-    bad[0] and is not followed."""
+    layout (slot: feature -> (stamp, its first weight); made when first
+    needed; each layout a new stamp, so nothing is cleared); the spans a
+    row meets are fetched ahead, then summed. Each margin is the sum over
+    the row's entries in order, then the bias: the same sum, to the bit, as
+    a classifier row's dot product. An internal node's children go to
+    nxt[row] as (-log-score, child); a leaf's labels to items[row] as
+    (label, probability as a float: a chunk holds trees x beam x leaf size
+    of them per row). Every index read from the tree is bounded where it is
+    used (its arrays may be a mapped file, changed after they were
+    checked): one out of range sets bad[0] and is not followed."""
     cdef size_t a = 0, b, c
     cdef int32_t node
     cdef int64_t g0, g1, q, e, k, m, n_met, width, row, first, entries
-    cdef const int32_t* at
     cdef const int32_t* ef = tv.e_feat
-    cdef Span span, bias_span
+    cdef Span bias_span
     cdef bint leaf, laid
     sort(visits.begin(), visits.end())
     while a < visits.size():
@@ -186,11 +224,14 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
             bad[0] = True
             a = b
             continue
-        laid = 2 * (g1 - g0) < entries * (log2(<double> (g1 - g0 + 1)) + 1) * SEARCH_COST
+        laid = g1 - g0 < LAID_MAX and \
+            g1 - g0 < entries * (log2(<double> (g1 - g0 + 1)) + 1) * SEARCH_COST
         if laid:
-            if slot.size() == 0:
-                slot.resize(d, Span(0, 0))
-            if not _lay_out(ef, g0, g1, d, slot.data()):
+            if slot.size() == 0 or stamp[0] == INT32_MAX:
+                slot.assign(d, Slot(0, 0))
+                stamp[0] = 0
+            stamp[0] += 1
+            if not _lay_out(ef, g0, g1, d, stamp[0], slot.data()):
                 bad[0] = True
                 a = b
                 continue
@@ -200,26 +241,13 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
         bias_span = Span(q, g1)
         for c in range(a, b):
             row = visits[c].first.second
-            n_met = 0
-            for q in range(rp[row], rp[row + 1]):      # the spans met, fetched ahead
-                if laid:
-                    span = slot[xi[q]]
-                    if span.first == span.second:
-                        continue
-                else:
-                    at = lower_bound(ef + g0, ef + g1, xi[q])
-                    if at == ef + g1 or at[0] != xi[q]:
-                        continue
-                    span.first = at - ef
-                    span.second = span.first + 1
-                    while span.second < g1 and ef[span.second] == xi[q]:
-                        span.second += 1
-                XK_PREFETCH(<const char*> tv.e_col + span.first * tv.col_bytes)
-                XK_PREFETCH(tv.e_val + span.first)
-                met[n_met] = span
-                met_v[n_met] = sv[q]
-                n_met += 1
+            n_met = _spans_met(tv, g0, g1, laid, slot.data(), stamp[0], xi, sv, rp[row],
+                               rp[row + 1], met, met_v)
             for m in range(n_met):
+                if met[m].second < 0:           # (laid: the span runs while its feature does)
+                    met[m].second = met[m].first + 1
+                    while met[m].second < g1 and ef[met[m].second] == ef[met[m].first]:
+                        met[m].second += 1
                 if not _add_span(acc.data(), tv.e_col, tv.col_bytes, tv.e_val, met[m].first,
                                  met[m].second, met_v[m], width):
                     bad[0] = True
@@ -235,9 +263,6 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
                     bad[0] = True
             else:
                 _emit_children(first, width, visits[c].second, loss, acc.data(), nxt[row])
-        if laid:
-            for e in range(g0, g1):
-                slot[ef[e]] = Span(0, 0)        # (every feature checked when laid out)
         a = b
 
 
@@ -245,7 +270,8 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
                   int64_t nr, const int64_t* rp, const int32_t* xi, const float* sv,
                   vector[vector[pair[double, int32_t]]]& cur,
                   vector[vector[pair[double, int32_t]]]& nxt, vector[Visit]& visits,
-                  vector[vector[pair[int32_t, float]]]& items, vector[Span]& slot,
+                  vector[vector[pair[int32_t, float]]]& items, vector[Slot]& slot,
+                  int32_t* stamp,
                   vector[double]& acc, Span* met, float* met_v, bint* bad) noexcept nogil:
     """Tree tv's beam search for the nr rows of a chunk, level by level (a
     leaf in the beam stays in it); the labels of each row's final leaves
@@ -269,7 +295,8 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
                                            cur[r][a].first))
         if visits.size() == 0:
             break
-        _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, acc, nxt, items, d, met, met_v, bad)
+        _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, stamp, acc, nxt, items, d, met,
+                      met_v, bad)
         for r in range(nr):
             if nxt[r].size() > <size_t> beam:
                 partial_sort(nxt[r].begin(), nxt[r].begin() + beam, nxt[r].end())
@@ -280,7 +307,8 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
         for a in range(cur[r].size()):
             visits.push_back(Visit(pair[int32_t, int32_t](cur[r][a].second, <int32_t> r),
                                    cur[r][a].first))
-    _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, acc, nxt, items, d, met, met_v, bad)
+    _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, stamp, acc, nxt, items, d, met,
+                      met_v, bad)
 
 
 cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
@@ -295,7 +323,9 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
     cdef int t
     cdef vector[int64_t] rp
     cdef vector[float] sv
-    cdef vector[Span] slot, met
+    cdef vector[Slot] slot
+    cdef vector[Span] met
+    cdef int32_t stamp = 0
     cdef vector[float] met_v
     cdef vector[double] acc, margins
     cdef vector[int32_t] touched
@@ -332,7 +362,7 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
             sv[q] = <float> (xv[base + q] / norm)
     for t in range(n_trees):
         _search(&f.trees[t], beam, f.loss, d, f.bias, nr, rp.data(), xi + base, sv.data(),
-                cur, nxt, visits, items, slot, margins, met.data(), met_v.data(), &bad)
+                cur, nxt, visits, items, slot, &stamp, margins, met.data(), met_v.data(), &bad)
     if bad:
         return False
     seen.resize(f.n_labels, 0)
