@@ -397,6 +397,59 @@ cdef int _check_local(ParabelNode node, ParabelData data, const int32_t* labels,
     return 0
 
 
+cdef struct ByFeature:
+    # the node's label centroids by local feature (CSC): feature f's entries
+    # ptr[f] .. ptr[f + 1] - 1, labels ascending, as (label j, value)
+    vector[int64_t] ptr
+    vector[int32_t] lab
+    vector[float] val
+
+
+cdef void _by_feature(const int64_t* cp, const int32_t* ci, const float* cv,
+                      const int32_t* fmap, const int32_t* labels, int64_t m, int64_t nf,
+                      ByFeature& out) except + nogil:
+    """The centroids of labels[0 .. m - 1] (features through fmap) by feature."""
+    cdef int64_t j, q, f, k
+    cdef vector[int64_t] at
+    out.ptr.assign(nf + 1, 0)
+    for j in range(m):
+        for q in range(cp[labels[j]], cp[labels[j] + 1]):
+            out.ptr[fmap[ci[q]] + 1] += 1
+    for f in range(nf):
+        out.ptr[f + 1] += out.ptr[f]
+    at.assign(out.ptr.begin(), out.ptr.end() - 1)
+    out.lab.resize(out.ptr[nf])
+    out.val.resize(out.ptr[nf])
+    for j in range(m):
+        for q in range(cp[labels[j]], cp[labels[j] + 1]):
+            f = fmap[ci[q]]
+            k = at[f]
+            at[f] = k + 1
+            out.lab[k] = <int32_t> j
+            out.val[k] = cv[q]
+
+
+cdef void _cosines(const ByFeature& by_feat, int64_t nf, int64_t m, int64_t K,
+                   const double* centre, double* cos) noexcept nogil:
+    """cos[j * K + c] = label j's centroid . centre c, feature by feature:
+    each centre row read once (the labels' rows, K wide, are the small
+    side); every sum in ascending feature order, as a label's row would
+    give it."""
+    cdef int64_t f, e, c
+    cdef double x
+    cdef const double* row
+    cdef double* acc
+    for e in range(m * K):
+        cos[e] = 0
+    for f in range(nf):
+        row = &centre[f * K]
+        for e in range(by_feat.ptr[f], by_feat.ptr[f + 1]):
+            x = by_feat.val[e]
+            acc = &cos[by_feat.lab[e] * K]
+            for c in range(K):
+                acc[c] += x * row[c]
+
+
 cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int64_t m,
                   int64_t K, bint balanced, int32_t* group) except + nogil:
     """Spherical k-means of the node's label centroids into K clusters
@@ -414,6 +467,7 @@ cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int
     cdef vector[int32_t] pick, prev
     cdef vector[pair[double, int64_t]] order
     cdef vector[int64_t] count
+    cdef ByFeature by_feat
     cdef int64_t j, c, a, q, was, rounds = 0
     cdef double old_obj = -10000, obj = -1, x, s0, s1
     cdef const float* cv = &data.cv[0]
@@ -438,6 +492,8 @@ cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int
     for c in range(K):
         for q in range(cp[labels[pick[c]]], cp[labels[pick[c]] + 1]):
             centre[fmap[ci[q]] * K + c] = cv[q]
+    if K > 2:
+        _by_feature(cp, ci, cv, fmap, labels, m, nf, by_feat)
     while obj - old_obj >= node.cluster_eps and rounds < 10000:
         rounds += 1
         if K == 2:                              # (the sums in registers)
@@ -448,13 +504,7 @@ cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int
                     s1 += cv[q] * centre[fmap[ci[q]] * 2 + 1]
                 cos[j * 2], cos[j * 2 + 1] = s0, s1
         else:
-            for j in range(m):
-                for c in range(K):
-                    cos[j * K + c] = 0
-                for q in range(cp[labels[j]], cp[labels[j] + 1]):
-                    x = cv[q]
-                    for c in range(K):
-                        cos[j * K + c] += x * centre[fmap[ci[q]] * K + c]
+            _cosines(by_feat, nf, m, K, centre.data(), cos.data())
         _assign(cos, m, K, balanced, group, order, count)
         old_obj = obj
         obj = 0
@@ -472,12 +522,14 @@ cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int
             prev[j] = <int32_t> c
         for c in range(K):
             norm[c] = 0
-        for a in range(nf * K):
-            norm[a % K] += total[a] * total[a]
+        for a in range(nf):
+            for c in range(K):
+                norm[c] += total[a * K + c] * total[a * K + c]
         for c in range(K):
             norm[c] = sqrt(norm[c]) if norm[c] > 0 else 1.0
-        for a in range(nf * K):
-            centre[a] = total[a] / norm[a % K]
+        for a in range(nf):
+            for c in range(K):
+                centre[a * K + c] = total[a * K + c] / norm[c]
 
 
 cdef void _assign(const vector[double]& cos, int64_t m, int64_t K, bint balanced,
