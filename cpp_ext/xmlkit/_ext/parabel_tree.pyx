@@ -23,6 +23,14 @@ from libcpp.algorithm cimport sort
 
 cimport numpy as cnp
 
+cdef extern from "xk_wide.h":
+    void xk_rows_dot(int64_t lo, int64_t hi, const int32_t* f, const float* v, const float* W,
+                     int64_t bw, int64_t na, float* z) noexcept nogil
+    void xk_rows_axpy(int64_t lo, int64_t hi, const int32_t* f, const float* v, float* W,
+                      int64_t bw, int64_t na, const float* d) noexcept nogil
+    void xk_rows_dotd(double* acc, const double* row, double x, int64_t K) noexcept nogil
+
+
 import numpy as np
 from xmlkit._ext.parabel_predict import col_type
 from sparse_rows cimport add_label_rows, csr_pieces, mt19937, padded, tree_seed
@@ -435,19 +443,14 @@ cdef void _cosines(const ByFeature& by_feat, int64_t nf, int64_t m, int64_t K,
     each centre row read once (the labels' rows, K wide, are the small
     side); every sum in ascending feature order, as a label's row would
     give it."""
-    cdef int64_t f, e, c
-    cdef double x
+    cdef int64_t f, e
     cdef const double* row
-    cdef double* acc
     for e in range(m * K):
         cos[e] = 0
     for f in range(nf):
         row = &centre[f * K]
         for e in range(by_feat.ptr[f], by_feat.ptr[f + 1]):
-            x = by_feat.val[e]
-            acc = &cos[by_feat.lab[e] * K]
-            for c in range(K):
-                acc[c] += x * row[c]
+            xk_rows_dotd(&cos[by_feat.lab[e] * K], row, by_feat.val[e], K)
 
 
 cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int64_t m,
@@ -737,13 +740,8 @@ cdef inline void _margins(ParabelNode node, int64_t i, int64_t bw, int64_t na,
             z1 += v * row[1]
         z[0], z[1] = z0, z1
         return
-    for k in range(na):
-        z[k] = 0
-    for q in range(node.rp[i], node.rp[i + 1]):
-        row = &W[node.ri[q] * bw]
-        v = node.rv[q]
-        for k in range(na):
-            z[k] += v * row[k]
+    xk_rows_dot(node.rp[i], node.rp[i + 1], node.ri.data(), node.rv.data(), W.data(), bw, na,
+                z.data())
 
 
 cdef void _unpack(vector[float]& W, int64_t nf, int64_t bw, const vector[int32_t]& col,
@@ -795,11 +793,5 @@ cdef inline void _axpy(ParabelNode node, int64_t i, int64_t bw, int64_t na,
                        vector[float]& delta, vector[float]& W) noexcept nogil:
     """W += x_i delta over W's first na columns (rows bw wide): each non-zero
     of local point i adds delta to its row."""
-    cdef int64_t q, j
-    cdef float v
-    cdef float* row
-    for q in range(node.rp[i], node.rp[i + 1]):
-        row = &W[node.ri[q] * bw]
-        v = node.rv[q]
-        for j in range(na):
-            row[j] += v * delta[j]
+    xk_rows_axpy(node.rp[i], node.rp[i + 1], node.ri.data(), node.rv.data(), W.data(), bw, na,
+                 delta.data())
