@@ -567,6 +567,28 @@ def test_blas_threads_only_for_models_that_use_none(tiny, tmp_path):
     assert not forest_folder([str(tmp_path), "nowhere"])
 
 
+def test_blas_threads_in_training_only_for_families_that_use_none():
+    """xml-train gives the BLAS one thread for the families that train
+    without it, named by --algorithm (the last given) or by default."""
+    from xmlkit.cli.launch import NO_BLAS_TRAIN, TRAIN_DEFAULT, train_algorithm
+    from xmlkit.cli.train import DEFAULT_ALGORITHM
+    assert TRAIN_DEFAULT == DEFAULT_ALGORITHM
+    assert train_algorithm(["a.txt", "m"]) == "fastxml"
+    assert train_algorithm(["--algorithm", "parabel", "a.txt", "m"]) == "parabel"
+    assert train_algorithm(["--algorithm=embed", "a.txt", "--algorithm", "linear"]) == "linear"
+    assert set(NO_BLAS_TRAIN) == {"fastxml", "pfastrexml", "parabel"}
+    code = ("import os, sys; from xmlkit.cli import launch; sys.argv = ['xml-train'] + "
+            "sys.argv[1:]; import xmlkit.cli.train as t; "
+            "t.main = lambda: print(os.environ.get('OPENBLAS_NUM_THREADS')); launch.train()")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    for args, want in ((["--algorithm", "parabel"], "1"), ([], "1"),
+                       (["--algorithm", "embed"], "None")):
+        out = subprocess.run([sys.executable, "-c", code, *args], env=env, text=True,
+                             capture_output=True, check=True).stdout.strip()
+        assert out == want, args
+
+
 def _damaged_copies(folder, tmp_path):
     """(what, copy of `folder` with it done to a tree file) for each damage
     of the mapped layout the fuzzer also makes (tests/model_fuzz.py)."""

@@ -1,18 +1,24 @@
-"""The entry point of xml-predict, which sets what must be set before numpy
-is imported. numpy's BLAS (OpenBLAS) starts its own threads, one per core,
+"""The entry points of xml-predict and xml-train, which set what must be
+set before numpy is imported. numpy's BLAS (OpenBLAS) starts its own threads, one per core,
 when numpy is imported, and they spin for a while on cores the command's
 threads need. The tree families predict without the BLAS: for a model folder of
 theirs (an xmlkit folder whose manifest names one, or a C++ tool's folder),
 the BLAS is given one thread, unless OPENBLAS_NUM_THREADS or
 OMP_NUM_THREADS is set. The array models' products keep the BLAS as it is,
 so that their scores stay those of any run (the BLAS's thread count
-decides the order of its sums)."""
+decides the order of its sums). xml-train does the same for the families
+that train without the BLAS, named by --algorithm (or xml-train's default)."""
 import json
 import os
 import sys
 
 #: families whose prediction makes no BLAS call
 NO_BLAS = ("fastxml", "pfastrexml", "parabel", "ldsm")
+#: families whose training makes none
+NO_BLAS_TRAIN = ("fastxml", "pfastrexml", "parabel")
+#: xml-train's family when --algorithm is not given (xmlkit.cli.train's
+#: DEFAULT_ALGORITHM, not imported here: it imports numpy)
+TRAIN_DEFAULT = "fastxml"
 
 
 def forest_folder(args):
@@ -31,9 +37,32 @@ def forest_folder(args):
     return False
 
 
-def predict():
-    if forest_folder(sys.argv[1:]) and not any(
-            v in os.environ for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")):
+def train_algorithm(args):
+    """The family an xml-train command line names with --algorithm (the last
+    one given, as click takes it), else xml-train's default."""
+    name = TRAIN_DEFAULT
+    for i, a in enumerate(args):
+        if a == "--algorithm" and i + 1 < len(args):
+            name = args[i + 1]
+        elif a.startswith("--algorithm="):
+            name = a.split("=", 1)[1]
+    return name
+
+
+def _one_blas_thread():
+    if not any(v in os.environ for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")):
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+
+def predict():
+    if forest_folder(sys.argv[1:]):
+        _one_blas_thread()
     from xmlkit.cli.predict import main
+    main()
+
+
+def train():
+    if train_algorithm(sys.argv[1:]) in NO_BLAS_TRAIN:
+        _one_blas_thread()
+    from xmlkit.cli.train import main
     main()
