@@ -621,7 +621,8 @@ def _plain(o):
 
 class Step:
     """One unit of benchmark work: ``action(step)`` makes its files and
-    returns the record (a dict) that is written to ``target`` (JSON), last.
+    returns the record (a dict) that is written to ``target`` (JSON), last,
+    with the library id of the code it measured (provenance.library_id).
     ``deps``: records or data files it needs; ``timed``: its times are
     reported (it runs alone, see the module's docstring); ``kw``: its
     parameters (JSON-able, so a step is the same in every process)."""
@@ -639,9 +640,13 @@ class Step:
                 sys.exit(f"{self.target}: needs {d}, which is not made yet")
         self.target.parent.mkdir(parents=True, exist_ok=True)
         WORK.mkdir(parents=True, exist_ok=True)
+        from provenance import library_id
+        library = library_id()              # (the code the step measures: before it runs)
         with open(WORK / ".timing.lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX if self.timed else fcntl.LOCK_SH)
             record = self.action(self)
+        if isinstance(record, dict):
+            record = {**record, "library": library}
         text = json.dumps(record, default=_plain)
         save(text + "\n", self.target)
         print(f"{self.target.name}: {text[:300]}", file=sys.stderr, flush=True)

@@ -7,9 +7,12 @@ hand:
 FastXML and PfastreXML: accuracy against the C++ tool's seeds and the
 side-by-side speed ratios of fastxml.md / pfastrexml.md, the means over
 more seeds of seeds.md, the 100k / 1M training ratios of scale.md and the
-prediction ratios of predict_scaling.md; LdSM, embed
-and linear: their Bibtex rows. A results file or row that is missing is an
-error (run its make target first).
+prediction ratios of predict_scaling.md; Parabel: its man-page accuracy
+against the C++ tool's seeds and its side-by-side ratios (man pages, debtags,
+100k synthetic points) of parabel.md; LdSM, embed and linear: their Bibtex
+rows. A results file or row that is missing is an error (run its make target
+first). Below the table, the results files read that measured other library
+code than the working tree's (provenance.py), if any.
 """
 import argparse
 import re
@@ -18,6 +21,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
+#: the results files read, in the order first read
+READ = []
 
 
 def tables(name):
@@ -26,6 +31,8 @@ def tables(name):
     path = RESULTS / name
     if not path.is_file():
         sys.exit(f"{path}: missing (run make -C scripts {path.stem} first)")
+    if name not in READ:
+        READ.append(name)
     out, header = [], None
     for line in path.read_text().splitlines():
         if not line.startswith("|"):
@@ -111,6 +118,17 @@ def pfastrexml():
             "(Bibtex, Delicious)")
 
 
+def parabel():
+    acc = find("parabel.md", "C++ mean (se)", setting="manpages Parabel", metric="P@1")[0]
+    ours, cpp, seeds = means(acc)
+    sbs, train = train_ratios("parabel.md", ["manpages Parabel", "debtags Parabel",
+                                             "synthetic 100,000 points"])
+    predict = span([ratio(r["predict ratio (range)"]) for r in sbs])
+    return (f"P@1 {ours} on man pages (C++ {cpp}, means of {seeds} seeds of each); training "
+            f"{train}, prediction {predict} the C++ tool's time (man pages, debtags, 100k "
+            "synthetic points)")
+
+
 def ldsm():
     row = find("ldsm.md", "P@1/3/5", setting="**xmlkit defaults**")[0]
     paper = find("ldsm.md", "P@1/3/5", setting="paper")[0]
@@ -135,6 +153,9 @@ FAMILIES = [
      fastxml),
     ("PfastreXML", "propensity-scored trees and tail-label re-ranking (Jain et al., 2016)",
      pfastrexml),
+    ("Parabel", "label trees of 2-means over label centroids, one classifier per node and "
+                "label, beam search (Prabhu et al., 2018); Bonsai's wide trees by options",
+     parabel),
     ("LdSM", "logarithm-depth streaming multi-label trees (Majzoubi & Choromanska, 2020)",
      ldsm),
     ("embed", "randomized label embedding, random Fourier features, F1 inference "
@@ -152,11 +173,22 @@ def render():
     return "\n".join(out) + "\n"
 
 
+def older():
+    """The line naming the results files read (after render) that measured
+    other library code than the working tree's, or ''."""
+    sys.path.insert(0, str(HERE))
+    from provenance import older_code
+    names = [name for name in READ if older_code(Path(name).stem)]
+    return (f"\nMeasured on older library code than this commit's: {', '.join(names)} "
+            "(`python scripts/provenance.py check` says how).\n" if names else "")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=RESULTS / "headline.md")
     a = ap.parse_args()
     text = render()
+    text += older()
     a.out.write_text(text)
     print(text, end="")
 

@@ -1,5 +1,7 @@
 """The docs: docs/cli.md is each command's --help as printed (regenerate with
 python scripts/cli_docs.py); the README stays short."""
+import json
+import os
 import re
 import subprocess
 import sys
@@ -17,10 +19,33 @@ def test_cli_reference_is_current():
     assert r.returncode == 0, r.stderr
 
 
-def test_readme_is_short_and_links_resolve():
+def _prose_words(text):
+    """The words of markdown text outside code blocks, tables and the
+    blocks copied from results files."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    text = re.sub(r"<!-- begin (\S+) -->.*?<!-- end \1 -->", "", text, flags=re.S)
+    return len(" ".join(l for l in text.splitlines() if not l.startswith("|")).split())
+
+
+def test_readme_is_short_where_a_newcomer_starts():
+    """What a newcomer reads first (the README up to its command quick start:
+    what xmlkit is, the headline table, how to install and run it) stays at
+    most 400 words of prose, and the whole README 1,300; tables, code and
+    the headline block do not count, but a headline row stays under 500
+    characters and the table under 12 rows (a family or a figure more never
+    forces unrelated text out)."""
     readme = (ROOT / "README.md").read_text()
-    assert len(readme.encode()) <= 12 * 1024
-    import re
+    first = readme[:readme.index("\n## Quick start: commands")]
+    assert _prose_words(first) <= 400
+    assert _prose_words(readme) <= 1300
+    block = readme[readme.index("<!-- begin scripts/results/headline.md -->"):
+                   readme.index("<!-- end scripts/results/headline.md -->")]
+    rows = [l for l in block.splitlines() if l.startswith("| ") and not l.startswith("| family")]
+    assert 0 < len(rows) < 12 and all(len(r) < 500 for r in rows)
+
+
+def test_readme_links_resolve():
+    readme = (ROOT / "README.md").read_text()
     for target in re.findall(r"\]\((docs/[^)#]+)\)", readme):
         assert (ROOT / target).is_file(), target
     for doc in (ROOT / "docs").glob("*.md"):
@@ -38,9 +63,11 @@ def test_readme_headline_is_read_from_the_results():
     headline = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(headline)
     results = ROOT / "scripts" / "results"
-    made = (results / "headline.md").read_text().rstrip("\n").rsplit("\n\n", 1)
+    made = (results / "headline.md").read_text().rstrip("\n").split("\n\n")
     assert made[0] + "\n" == headline.render()
-    assert made[1].startswith("*Made by `make -C scripts readme` at commit ")
+    # (then, as of its making, the results read that measured older library code)
+    assert all(m.startswith("Measured on older library code") for m in made[1:-1])
+    assert made[-1].startswith("*Made by `make -C scripts readme` at commit ")
     for doc in ("README.md", "docs/benchmarks.md"):
         text = (ROOT / doc).read_text()
         for name, body in re.findall(r"<!-- begin (\S+) -->\n(.*?)<!-- end \1 -->", text, re.S):
@@ -167,7 +194,7 @@ def test_every_results_file_names_its_target_commit_and_sources():
             assert (ROOT / "scripts" / s).is_file(), (name, s)
     makefile = (ROOT / "scripts" / "Makefile").read_text()
     readme = makefile[makefile.index("\nreadme:"):].split("\n")[2]
-    assert readme.strip() == "$(PYTHON) provenance.py check"
+    assert readme.strip() == "$(PYTHON) provenance.py check --scripts"
 
 
 def test_stale_or_unstamped_results_are_refused(tmp_path, monkeypatch):
@@ -195,3 +222,57 @@ def test_stale_or_unstamped_results_are_refused(tmp_path, monkeypatch):
     assert len(found) == 1 and "toy.md" in found[0] and "bench_toy.py" in found[0]
     assert "benchlib.py" not in found[0]
     assert pv.main(["check", "toy"]) == 2
+
+
+def test_results_name_the_library_code_they_measured(tmp_path, monkeypatch):
+    """A step record holds the library id (the git trees of xmlkit/ and
+    cpp_ext/ as they are, committed or not); a results file's stamp names
+    those of its records, and check names it once the code changed
+    (check --scripts does not), as it does a file from before records held
+    the id."""
+    pv = _provenance()
+    repo = tmp_path / "repo"
+    scripts = repo / "scripts"
+    for d in ("xmlkit", "cpp_ext", "scripts/results", "scripts/work/toy"):
+        (repo / d).mkdir(parents=True)
+    (repo / "xmlkit" / "a.py").write_text("x = 1\n")
+    (repo / "cpp_ext" / "k.pyx").write_text("# kernel\n")
+    for f in ("bench_toy.py", "benchlib.py"):
+        (scripts / f).write_text(f"# {f}\n")
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                       env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "one")
+    monkeypatch.setattr(pv, "HERE", scripts)
+    monkeypatch.setattr(pv, "RESULTS", scripts / "results")
+    first = pv.library_id()
+    tree = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD:xmlkit"],
+                          capture_output=True, text=True).stdout[:7]
+    assert re.fullmatch(r"[0-9a-f]{7}/[0-9a-f]{7}", first) and first.startswith(tree)
+    rec = scripts / "work" / "toy" / "a.json"
+    rec.write_text(json.dumps({"P@1": 1.0, "library": first}))
+    old = scripts / "work" / "toy" / "b.json"
+    (scripts / "work" / "toy.mk").write_text(
+        "results/toy.md: work/toy/a.json\n\tpython bench_toy.py --report-only\n")
+    (scripts / "results" / "toy.md").write_text("| a |\n|---|\n| 1 |\n")
+    pv.stamp("toy")
+    assert pv.read_library(scripts / "results" / "toy.md") == [first]
+    assert pv.problems("toy") == []
+    (repo / "xmlkit" / "a.py").write_text("x = 2\n")     # (not committed: counts too)
+    pv._LIBRARY.clear()
+    now = pv.library_id()
+    assert now != first and now.split("/")[1] == first.split("/")[1]
+    found = pv.problems("toy")
+    assert len(found) == 1 and "toy.md" in found[0] and first in found[0] and now in found[0]
+    assert pv.problems("toy", library=False) == []
+    assert pv.main(["check", "toy"]) == 2 and pv.main(["check", "--scripts", "toy"]) == 0
+    old.write_text(json.dumps({"P@1": 1.0}))              # (a record from before the id)
+    (scripts / "work" / "toy.mk").write_text("results/toy.md: work/toy/a.json work/toy/b.json\n")
+    (scripts / "results" / "toy.md").write_text("| a |\n|---|\n| 1 |\n")
+    pv.stamp("toy")
+    assert pv.read_library(scripts / "results" / "toy.md") == [first, pv.UNRECORDED]
+    assert "unrecorded" in pv.problems("toy")[0]
