@@ -6,7 +6,7 @@
 # exp(leaf log-score + its classifier's log-likelihood), and a label's score
 # is the sum over the trees over the number of trees.
 
-from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t, uint16_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t
 from libc.math cimport exp, log1p, log2, sqrt
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
@@ -26,15 +26,25 @@ cdef extern from "xk_portable.h":
 
 ctypedef pair[pair[int32_t, int32_t], double] Visit     # ((node, row), -log-score)
 ctypedef pair[int64_t, int64_t] Span                    # a range of weights
-ctypedef pair[int32_t, int32_t] Slot                    # (layout stamp, first weight)
+cdef struct Slot:
+    # a feature's weights in the group laid out last with this stamp: from
+    # `first` (an offset from the group's start), `n` of them (8 bytes: the
+    # slots of every feature stay few cache lines)
+    uint16_t stamp
+    uint16_t n
+    int32_t first
 
 cdef enum:
     # a binary search step over a group's features costs about this many
     # steps of laying a feature out (a dependent read far away, against a
     # write in a row): chooses between the two
     SEARCH_COST = 8
-    # a group laid out holds offsets below this (larger ones are searched)
+    # a group laid out holds offsets below LAID_MAX and at most LAID_WIDTH
+    # weights a feature (larger ones are searched); stamps run to STAMP_MAX,
+    # then every slot is cleared once
     LAID_MAX = 1 << 30
+    LAID_WIDTH = 65535
+    STAMP_MAX = 65535
 
 
 cdef inline double _loglik(double z, int loss) noexcept nogil:
@@ -94,17 +104,24 @@ cdef inline int64_t _col(const void* cols, int col_bytes, int64_t e) noexcept no
 
 
 cdef inline bint _lay_out(const int32_t* ef, int64_t g0, int64_t g1, int64_t d,
-                          int32_t stamp, Slot* slot) noexcept nogil:
-    """slot[feature] = (stamp, offset of its first weight from g0), for the
-    features of weights g0..g1-1 (backwards: a feature's first weight is
-    written last); a slot of another stamp is empty (nothing to clear).
+                          uint16_t stamp, Slot* slot) noexcept nogil:
+    """slot[feature] = (stamp, offset of its first weight from g0, its
+    number of weights), for the features of weights g0..g1-1: written for
+    every weight, backwards, each with its feature's weights up to the end
+    of their run (a feature's weights are adjacent: its first one writes
+    last, with the whole run; the run's end is kept by arithmetic, no branch
+    on the data). A slot of another stamp is empty (nothing to clear).
     False, nothing laid out past it, at a feature outside 0..d-1."""
-    cdef int64_t e
+    cdef int64_t e, end = g1, same
+    cdef int32_t f, prev = -1
     for e in range(g1 - 1, g0 - 1, -1):
-        if ef[e] < 0 or ef[e] >= d:
+        f = ef[e]
+        if f < 0 or f >= d:
             return False
-        slot[ef[e]].first = stamp
-        slot[ef[e]].second = <int32_t> (e - g0)
+        same = f == prev
+        end = same * end + (1 - same) * (e + 1)
+        prev = f
+        slot[f] = Slot(stamp, <uint16_t> (end - e), <int32_t> (e - g0))
     return True
 
 
@@ -143,13 +160,12 @@ cdef inline void _emit_children(int64_t first, int64_t width, double s, int loss
 
 
 cdef inline int64_t _spans_met(const ParabelTree* tv, int64_t g0, int64_t g1, bint laid,
-                               const Slot* slot, int32_t stamp, const int32_t* xi,
+                               const Slot* slot, uint16_t stamp, const int32_t* xi,
                                const float* sv, int64_t q0, int64_t q1, Span* met,
                                float* met_v) noexcept nogil:
     """The spans of group g0..g1 that a row's entries q0..q1-1 meet, into
-    met (with the entry's value): found through the layout when laid (a
-    span's end then -1, found when summed), else by a binary search; each
-    fetched ahead. Returns their count."""
+    met (with the entry's value): found through the layout when laid, else
+    by a binary search; each fetched ahead. Returns their count."""
     cdef const int32_t* ef = tv.e_feat
     cdef const int32_t* at
     cdef int64_t q, n_met = 0
@@ -158,10 +174,9 @@ cdef inline int64_t _spans_met(const ParabelTree* tv, int64_t g0, int64_t g1, bi
     for q in range(q0, q1):
         if laid:
             s = slot[xi[q]]
-            if s.first != stamp:
+            if s.stamp != stamp:
                 continue
-            span = Span(g0 + s.second, -1)
-            XK_PREFETCH(ef + span.first)
+            span = Span(g0 + s.first, g0 + s.first + s.n)
         else:
             at = lower_bound(ef + g0, ef + g1, xi[q])
             if at == ef + g1 or at[0] != xi[q]:
@@ -180,7 +195,7 @@ cdef inline int64_t _spans_met(const ParabelTree* tv, int64_t g0, int64_t g1, bi
 
 cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int64_t* rp,
                         const int32_t* xi, const float* sv, vector[Visit]& visits,
-                        vector[Slot]& slot, int32_t* stamp, vector[double]& acc,
+                        vector[Slot]& slot, uint16_t* stamp, vector[double]& acc,
                         vector[vector[pair[double, int32_t]]]& nxt,
                         vector[vector[pair[int32_t, float]]]& items, int64_t d,
                         Span* met, float* met_v, bint* bad) noexcept nogil:
@@ -188,8 +203,8 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
     A row's entries find their weights in the node's group (features
     ascending) either by a binary search each or, when that costs more than
     laying the group out once for all the rows that reach it, through that
-    layout (slot: feature -> (stamp, its first weight); made when first
-    needed; each layout a new stamp, so nothing is cleared); the spans a
+    layout (slot: feature -> (stamp, its weights); made when first needed;
+    each layout a new stamp, so nothing is cleared); the spans a
     row meets are fetched ahead, then summed. Each margin is the sum over
     the row's entries in order, then the bias: the same sum, to the bit, as
     a classifier row's dot product. An internal node's children go to
@@ -224,11 +239,11 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
             bad[0] = True
             a = b
             continue
-        laid = g1 - g0 < LAID_MAX and \
+        laid = g1 - g0 < LAID_MAX and tv.widest <= LAID_WIDTH and \
             g1 - g0 < entries * (log2(<double> (g1 - g0 + 1)) + 1) * SEARCH_COST
         if laid:
-            if slot.size() == 0 or stamp[0] == INT32_MAX:
-                slot.assign(d, Slot(0, 0))
+            if slot.size() == 0 or stamp[0] == STAMP_MAX:
+                slot.assign(d, Slot(0, 0, 0))
                 stamp[0] = 0
             stamp[0] += 1
             if not _lay_out(ef, g0, g1, d, stamp[0], slot.data()):
@@ -244,10 +259,6 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
             n_met = _spans_met(tv, g0, g1, laid, slot.data(), stamp[0], xi, sv, rp[row],
                                rp[row + 1], met, met_v)
             for m in range(n_met):
-                if met[m].second < 0:           # (laid: the span runs while its feature does)
-                    met[m].second = met[m].first + 1
-                    while met[m].second < g1 and ef[met[m].second] == ef[met[m].first]:
-                        met[m].second += 1
                 if not _add_span(acc.data(), tv.e_col, tv.col_bytes, tv.e_val, met[m].first,
                                  met[m].second, met_v[m], width):
                     bad[0] = True
@@ -271,7 +282,7 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
                   vector[vector[pair[double, int32_t]]]& cur,
                   vector[vector[pair[double, int32_t]]]& nxt, vector[Visit]& visits,
                   vector[vector[pair[int32_t, float]]]& items, vector[Slot]& slot,
-                  int32_t* stamp,
+                  uint16_t* stamp,
                   vector[double]& acc, Span* met, float* met_v, bint* bad) noexcept nogil:
     """Tree tv's beam search for the nr rows of a chunk, level by level (a
     leaf in the beam stays in it); the labels of each row's final leaves
@@ -325,7 +336,7 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
     cdef vector[float] sv
     cdef vector[Slot] slot
     cdef vector[Span] met
-    cdef int32_t stamp = 0
+    cdef uint16_t stamp = 0
     cdef vector[float] met_v
     cdef vector[double] acc, margins
     cdef vector[int32_t] touched
