@@ -5,7 +5,7 @@
 
 For every family with its defaults on every shared data set: the model is
 trained on the training split and calibrated on a third of it held out
-(xmlkit.calibration.fit_held_out: what `xml-train --calibrate` does), then
+(xmlkit.models.calibrated.fit_held_out: what `xml-train --calibrate` does), then
 scored on the test split:
 
 - ECE@1/3/5 (percent, 10 equal-mass bins) of the raw and the calibrated
@@ -71,9 +71,9 @@ def halves_global(Yt, S, k):
     even rows and counted on its odd rows, and the other way round (both
     halves counted together): the oracle cut without its own rows."""
     from xmlkit.calibration import _best_cut
-    from xmlkit.metrics import _binary_csr, _top_entries
-    Yb = _binary_csr(Yt, "y")
-    _, s, _, hit, rows = _top_entries(Yb, S, k, with_rows=True)
+    from xmlkit.metrics import binary_csr, top_k_entries
+    Yb = binary_csr(Yt, "y")
+    _, s, _, hit, rows = top_k_entries(Yb, S, k, with_rows=True)
     s, hit, half = s.astype(np.float64), hit.astype(np.float64), rows % 2
     relevant = np.bincount(np.arange(Yb.shape[0]) % 2, weights=np.diff(Yb.indptr), minlength=2)
     tp = kept = 0.0
@@ -130,8 +130,8 @@ def cross_fitted(Yt, S, k=5):
 
 def one(family, name, seed, threads):
     import xmlkit
-    from xmlkit.calibration import (CANDIDATES, Calibration, held_out_scores, held_out_split,
-                                    ranked)
+    from xmlkit.calibration import CANDIDATES, Calibration
+    from xmlkit.models.calibrated import held_out_scores, held_out_split, ranked
     from xmlkit.io import read_dataset
     from xmlkit.metrics import calibrations, ranking_metrics, set_metrics
     X, Y = read_dataset(ensure_data(data_file(name, "train")))
@@ -258,15 +258,16 @@ def forms(name, seed, threads, ranks=5):
     """FastXML: ECE@5 and the sets' micro-F1 on the test split of the forms
     a calibration could take, fitted on the same scores of held-out rows."""
     import xmlkit
-    from xmlkit.calibration import Calibration, IsotonicMap, held_out_scores
+    from xmlkit.calibration import Calibration, IsotonicMap
+    from xmlkit.models.calibrated import held_out_scores
     from xmlkit.io import read_dataset
-    from xmlkit.metrics import _binary_csr, _top_entries, calibration, set_metrics
+    from xmlkit.metrics import binary_csr, top_k_entries, calibration, set_metrics
     X, Y = read_dataset(ensure_data(data_file(name, "train")))
     Xt, Yt = read_dataset(ensure_data(data_file(name, "test")))
     est = xmlkit.FastXML(threads=threads, seed=seed)
     model = xmlkit.FastXML(**est.get_params()).fit(X, Y)
     S = sp.csr_matrix(model.predict(Xt, k=50, threads=threads))
-    lt, st, rt, ht = _top_entries(_binary_csr(Yt, "y"), S, 5)
+    lt, st, rt, ht = top_k_entries(binary_csr(Yt, "y"), S, 5)
     st = st.astype(np.float64)
 
     def ece_of(values):
@@ -317,9 +318,9 @@ def forms(name, seed, threads, ranks=5):
 def _entries(Y_held, S_held):
     """(labels, scores, ranks, relevant) of held-out scores' top 50, and the
     held-out rows' number of relevant labels."""
-    from xmlkit.metrics import _binary_csr, _top_entries
-    Yh = _binary_csr(Y_held, "y")
-    lab, s, r, h = _top_entries(Yh, S_held, 50)
+    from xmlkit.metrics import binary_csr, top_k_entries
+    Yh = binary_csr(Y_held, "y")
+    lab, s, r, h = top_k_entries(Yh, S_held, 50)
     return lab, s.astype(np.float64), r, h, Yh.nnz
 
 

@@ -174,7 +174,7 @@ def manifest_edits(manifest):
 def predict(folder, X):
     """The scores xml-predict would write: the model's, mapped by the
     folder's calibration when it holds one (xmlkit.calibration)."""
-    from xmlkit.calibration import folder_calibration
+    from xmlkit.models.calibrated import folder_calibration
     model = xmlkit.load_model(folder)
     model.predict(X[:1], k=5)
     S = model.predict(X, k=5, threads=2)

@@ -178,7 +178,8 @@ def test_a_map_on_too_few_outcomes_is_fitted_with_a_warning(tiny, tmp_path):
     import shutil
     import warnings
     from conftest import run_cli
-    from xmlkit.calibration import FEW_OUTCOMES, Calibration, ranked
+    from xmlkit.calibration import FEW_OUTCOMES, Calibration
+    from xmlkit.models.calibrated import ranked
     from xmlkit.io import read_dataset, write_dataset
     from xmlkit.models import load_model
     X, Y = read_dataset(tiny / "train.txt")
@@ -417,7 +418,7 @@ def test_a_calibration_maps_only_the_scores_it_was_fitted_to(family, tiny, tmp_p
     picked, or trees_only as the model's, are the same scores."""
     import shutil
     from conftest import one_line_error, run_cli
-    from xmlkit.calibration import Calibrated
+    from xmlkit.models.calibrated import Calibrated
     from xmlkit.errors import InvalidParameterError
     from xmlkit.io import read_dataset
     m, out = tmp_path / "m", tmp_path / "s.txt"
@@ -490,7 +491,8 @@ def test_calibrate_command_does_not_import_scipy(tiny, tmp_path):
     scipy.sparse (a large share of a short run); the same calibration."""
     import shutil
     from conftest import run_without_scipy
-    from xmlkit.calibration import Calibration, folder_calibration, ranked
+    from xmlkit.calibration import Calibration
+    from xmlkit.models.calibrated import folder_calibration, ranked
     from xmlkit.io import read_dataset
     from xmlkit.models import load_model
     shutil.copytree(tiny / "fastxml", tmp_path / "m")
@@ -590,7 +592,7 @@ def test_xml_train_calibrate_then_sets_as_the_api_gives_them(family, tiny, tmp_p
     each entry at or above its label's threshold; --threshold P cuts at P."""
     import json
     from conftest import run_cli
-    from xmlkit.calibration import Calibrated
+    from xmlkit.models.calibrated import Calibrated
     from xmlkit.io import read_dataset, read_matrix
     m = tmp_path / "m"
     r = run_cli("xml-train", tiny / "train.txt", m, "--algorithm", family, "--calibrate",
@@ -681,7 +683,7 @@ def test_held_out_rows_are_a_share_or_every_row_by_folds(bibtex):
     """fit_held_out scores a third of the rows (one model of the others), or
     every row with folds; too few rows to hold any out are refused."""
     import xmlkit
-    from xmlkit.calibration import HOLDOUT, fit_held_out
+    from xmlkit.models.calibrated import HOLDOUT, fit_held_out
     X, Y, _, _ = bibtex
     X, Y = X[:300], Y[:300]
     seen = []
@@ -702,7 +704,7 @@ def test_held_out_rows_are_a_share_or_every_row_by_folds(bibtex):
 
 def test_the_held_out_copy_is_trained_with_the_family_fold_params(bibtex):
     import xmlkit
-    from xmlkit.calibration import fit_held_out
+    from xmlkit.models.calibrated import fit_held_out
     X, Y, _, _ = bibtex
     X, Y = X[:300], Y[:300]
     given = []
@@ -717,7 +719,7 @@ def test_the_held_out_copy_is_trained_with_the_family_fold_params(bibtex):
 
 
 def test_held_out_split_partitions_the_rows():
-    from xmlkit.calibration import held_out_split
+    from xmlkit.models.calibrated import held_out_split
     (held, kept), = held_out_split(30, holdout=1 / 3, seed=4)
     assert len(held) == 10 and len(kept) == 20
     assert np.array_equal(np.sort(np.r_[held, kept]), np.arange(30))

@@ -282,7 +282,7 @@ def test_calibrated_folder(tiny, test_rows, tmp_path):
     bands: k=8 reaches the first band) (Calibrated.explain; xml-predict --explain writes the
     same)."""
     import shutil
-    from xmlkit.calibration import Calibrated
+    from xmlkit.models.calibrated import Calibrated
     folder = tmp_path / "m"
     shutil.copytree(tiny / "fastxml", folder)
     r = run_cli("xml-calibrate", tiny / "train.txt", folder, "-q")

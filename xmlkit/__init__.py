@@ -15,7 +15,7 @@ _LAZY = {"FastXML": "xmlkit.models.fastxml", "PfastreXML": "xmlkit.models.pfastr
          "Linear": "xmlkit.models.linear", "Parabel": "xmlkit.models.parabel",
          "REGISTRY": "xmlkit.models",
          "load_model": "xmlkit.models", "fit_folder": "xmlkit.driver",
-         "Calibrated": "xmlkit.calibration"}
+         "Calibrated": "xmlkit.models.calibrated"}
 
 __all__ = ["__version__", "XmlkitError", "InputFormatError", *_LAZY]
 

@@ -12,7 +12,7 @@ import time
 
 from xmlkit import store
 from xmlkit.errors import XmlkitError
-from xmlkit.calibration import drop_from_folder
+from xmlkit.models.calibrated import drop_from_folder
 from xmlkit.models.folders import PartWriter, load_part, save_extras
 
 #: seconds between rewrites of the manifest's records while training (each

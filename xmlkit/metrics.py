@@ -89,7 +89,7 @@ def inverse_propensity(Y_train, A=0.55, B=1.5):
         Y = summed_duplicates(Y_train)
         labels = Y.indices[Y.data != 0]
     else:
-        Y = _binary_csr(Y_train, "training labels", strict=False)
+        Y = binary_csr(Y_train, "training labels", strict=False)
         labels = Y.indices
     n = Y.shape[0]
     if n == 0:
@@ -107,7 +107,7 @@ def inverse_propensity(Y_train, A=0.55, B=1.5):
     return q
 
 
-def _binary_csr(Y, name, strict=True):
+def binary_csr(Y, name, strict=True):
     """Y as a csr matrix of its stored non-zero entries; `strict`: refused
     unless every one is 1 (a truth matrix; training labels and predicted
     label sets, which may carry their scores, count where entries are)."""
@@ -126,12 +126,12 @@ def _binary_csr(Y, name, strict=True):
     return Y
 
 
-def _binary_rows(Y, name):
-    """_binary_csr(Y, name) as xmlkit.csr.Rows (its indptr, indices and
+def binary_rows(Y, name):
+    """binary_csr(Y, name) as xmlkit.csr.Rows (its indptr, indices and
     shape are what the calibration's functions read), without importing
     scipy when Y is a Rows: a validation file read by xml-calibrate."""
     if not isinstance(Y, Rows):
-        Y = _binary_csr(Y, name)
+        Y = binary_csr(Y, name)
         return Rows(Y.indptr, Y.indices, Y.data, Y.shape)
     Y = without_zeros(summed_duplicates(Y))
     _refuse_non_binary(Y.data, Y.indptr, name)
@@ -195,7 +195,7 @@ def ranking_metrics(Y_true, scores, ks=DEFAULT_KS, inv_prop=None):
     ks = sorted({int(k) for k in ks})
     if not ks or ks[0] < 1:
         raise XmlkitError("k values must be positive integers")
-    Y = _binary_csr(Y_true, "true labels")
+    Y = binary_csr(Y_true, "true labels")
     indptr, indices, data, shape = _scores_csr(scores)
     if shape != Y.shape:
         raise XmlkitError(f"scores are {shape[0]}×{shape[1]} but true labels "
@@ -279,8 +279,8 @@ def set_metrics(Y_true, Y_pred):
     label) and example-F1 (mean over points of 2|y ∩ ŷ| / (|y| + |ŷ|)). A
     label or point with neither true nor predicted entries has F1 = 1 (the
     convention of mulan's F-measure: nothing to find, nothing wrong)."""
-    Y = _binary_csr(Y_true, "true labels")
-    P = _binary_csr(Y_pred, "predicted labels", strict=False)   # (any stored entry)
+    Y = binary_csr(Y_true, "true labels")
+    P = binary_csr(Y_pred, "predicted labels", strict=False)   # (any stored entry)
     if P.shape != Y.shape:
         raise XmlkitError(f"predictions are {P.shape[0]}×{P.shape[1]} but true labels "
                           f"{Y.shape[0]}×{Y.shape[1]}")
@@ -308,7 +308,7 @@ def frequency_bins(Y_train, n_bins=10):
     rarest labels) and the bins' label counts and frequency ranges. Labels
     are sorted by frequency (ties by label index) and cut into n_bins groups
     of (nearly) equal numbers of labels."""
-    Y = _binary_csr(Y_train, "training labels", strict=False)
+    Y = binary_csr(Y_train, "training labels", strict=False)
     freq = np.bincount(Y.indices, minlength=Y.shape[1])
     L = Y.shape[1]
     n_bins = max(1, min(int(n_bins), L))
@@ -332,9 +332,9 @@ def binned_precision(Y_true, scores, bins, n_bins, k, inv_prop=None):
     the bins they give P@k and PSP@k. Returns {"P@k": array, "PSP@k": array
     or None, "hits": array of hit counts}."""
     k = int(k)
-    Y = _binary_csr(Y_true, "true labels")
+    Y = binary_csr(Y_true, "true labels")
     N = Y.shape[0]
-    labels, _, _, hit = _top_entries(Y, scores, k)
+    labels, _, _, hit = top_k_entries(Y, scores, k)
     hit_labels = labels[hit]
     b = np.asarray(bins)[hit_labels]
     hits = np.bincount(b, minlength=n_bins)
@@ -352,10 +352,10 @@ def binned_precision(Y_true, scores, bins, n_bins, k, inv_prop=None):
     return out
 
 
-def _top_entries(Y, scores, k, with_rows=False):
+def top_k_entries(Y, scores, k, with_rows=False):
     """The stored entries of each point's top k, in row then rank order:
     (labels, scores, ranks from 0, relevant) arrays, and their rows with
-    with_rows. Y: the truth as _binary_csr or _binary_rows gives it (rows sorted)."""
+    with_rows. Y: the truth as binary_csr or binary_rows gives it (rows sorted)."""
     N, L = Y.shape
     kc = min(int(k), max(1, L))         # (no row ranks more: see ranking_metrics)
     indptr, indices, data, shape = _scores_csr(scores)
@@ -381,7 +381,7 @@ def _top_entries(Y, scores, k, with_rows=False):
 def top_entries(Y_true, scores, k):
     """(scores, relevant) of the stored entries of each point's top k, in
     row then rank order: what a calibration map is fitted on."""
-    _, s, _, hit = _top_entries(_binary_rows(Y_true, "true labels"), scores, k)
+    _, s, _, hit = top_k_entries(binary_rows(Y_true, "true labels"), scores, k)
     return s, hit
 
 
@@ -396,9 +396,9 @@ def calibration(Y_true, scores, k=5, n_bins=ECE_BINS):
 def calibrations(Y_true, scores, ks, n_bins=ECE_BINS):
     """calibration(Y_true, scores, k, n_bins) for each k of `ks`: k -> result,
     the top entries found once."""
-    Y = _binary_rows(Y_true, "true labels")
+    Y = binary_rows(Y_true, "true labels")
     ks = sorted({int(k) for k in ks})
-    _, s_all, ranks, y_all = _top_entries(Y, scores, ks[-1])
+    _, s_all, ranks, y_all = top_k_entries(Y, scores, ks[-1])
     # (sorted once: a stable sort keeps ties in row, then rank order, and
     # so does taking the entries of ranks below k from it)
     order = np.argsort(s_all, kind="stable")

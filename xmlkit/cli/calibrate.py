@@ -43,7 +43,8 @@ def command(data, model_dir, top_k, candidates, threads, index_base, as_json, qu
     log = Log(quiet)
     from xmlkit import store
     from xmlkit.atomic import refuse_overwrite
-    from xmlkit.calibration import Calibration, ranked, save_to_folder
+    from xmlkit.calibration import Calibration
+    from xmlkit.models.calibrated import ranked, save_to_folder
     from xmlkit.metrics import calibration
     from xmlkit.models import load_model
     refuse_overwrite([], [("data file", data), ("model folder", model_dir)])

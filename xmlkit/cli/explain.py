@@ -16,7 +16,7 @@ def explainer(model, n_features, kwargs, calibration=None, calibrate=None):
     """explain(X) -> Explanation of what xml-predict writes for rows X:
     the scores predict gives with `kwargs` (k, threads, family options),
     mapped by `calibrate` when the folder's calibration decides them."""
-    from xmlkit.calibration import explain_decided
+    from xmlkit.models.calibrated import explain_decided
     family = {n: v for n, v in kwargs.items() if n not in ("k", "threads")}
     threads, k = kwargs["threads"], kwargs["k"]
     # (label sets, or probabilities the calibration makes: the labels

@@ -51,7 +51,7 @@ def folder_info(folder):
             featurizer, labels = model_text(folder, model)
             info["text"] = {**featurizer.options, "terms": featurizer.n_features,
                             "label_names": len(labels)}
-        from xmlkit.calibration import folder_calibration
+        from xmlkit.models.calibrated import folder_calibration
         calibration = folder_calibration(folder)
         if calibration is not None:
             info["calibration"] = \

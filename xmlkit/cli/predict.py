@@ -156,7 +156,8 @@ def _calibration(log, model, model_dir, trees, raw, top_k, family):
     decision of the family's own (embed's f1). Refused (exit 2) where the
     trees picked or a family option make scores other than those the
     calibration was fitted to."""
-    from xmlkit.calibration import DECISIONS, folder_calibration, other_scoring, ranked
+    from xmlkit.calibration import DECISIONS
+    from xmlkit.models.calibrated import folder_calibration, other_scoring, ranked
     calibration = None if raw else folder_calibration(model_dir)
     if calibration is None:
         manifest = store.read_manifest(model_dir) if store.is_model_folder(model_dir) \

@@ -18,7 +18,7 @@ from xmlkit.cli.options import click_options, families_with, flag_of
 from xmlkit import store
 from xmlkit._memory import map_large_blocks
 from xmlkit.atomic import refuse_overwrite, writable_folder
-from xmlkit.calibration import HOLDOUT
+from xmlkit.models.calibrated import HOLDOUT
 from xmlkit.driver import fit_folder
 from xmlkit.errors import InvalidParameterError
 from xmlkit.models import REGISTRY, get_class
@@ -148,9 +148,9 @@ def _check_text_of(model_dir, arrays):
 
 def _calibrate(log, cls, params, X, Y, model_dir):
     """xml-train --calibrate: fit MODEL_DIR's calibration on held-out rows
-    (xmlkit.calibration.fit_held_out) unless it holds one for this model
+    (xmlkit.models.calibrated.fit_held_out) unless it holds one for this model
     (a rerun that grew nothing); returns what the summary says of it."""
-    from xmlkit.calibration import fit_held_out, folder_calibration, save_to_folder
+    from xmlkit.models.calibrated import fit_held_out, folder_calibration, save_to_folder
     if folder_calibration(model_dir) is not None:
         log(f"{model_dir}: holds a calibration of this model already")
         return {"seconds": 0.0, "kept": True}

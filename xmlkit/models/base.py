@@ -97,7 +97,7 @@ def auto_or(c):
 
 #: the label-set parameters of a family whose scores rank labels but are not
 #: probabilities: its label sets come from a calibration, which maps the
-#: scores (xmlkit.calibration.Calibrated, or a model folder calibrated by
+#: scores (xmlkit.models.calibrated.Calibrated, or a model folder calibrated by
 #: xml-calibrate or xml-train)
 RANKED_DECISION = {"decision": ("scores", one_of("scores", "threshold")),
                    "threshold": (None, optional(real(0, 1)))}
@@ -195,7 +195,7 @@ class Estimator:
         """The predict parameters among `given` whose values change the
         scores themselves from the model's own (not which labels are scored,
         nor how they are decided): a calibration maps the model's own
-        scores (xmlkit.calibration.other_scoring). None by default."""
+        scores (xmlkit.models.calibrated.other_scoring). None by default."""
         self._predict_params(**given)
         return []
 
@@ -213,7 +213,7 @@ class Estimator:
         """Parameters of a copy trained on some of the rows of labels Y that
         make it score as the model of all of them does, where the family
         derives something from the data's size (the calibration at training,
-        xmlkit.calibration.fit_held_out): none by default."""
+        xmlkit.models.calibrated.fit_held_out): none by default."""
         return {}
 
     def needs_all_rows(self, **params):
