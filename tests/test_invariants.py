@@ -8,8 +8,7 @@ import xmlkit
 from xmlkit.driver import fit_folder
 from xmlkit.io import read_matrix
 from xmlkit._ext.forest_predict import ForestKernel
-from xmlkit.csr import as_rows
-from xmlkit.models.forest import rows_ascending
+from xmlkit.csr import as_rows, rows_ascending
 
 
 @pytest.fixture(scope="module")

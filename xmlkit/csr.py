@@ -223,6 +223,15 @@ def stack_rows(parts, shape):
                 np.concatenate([p[2] for p in parts]), shape)
 
 
+def rows_ascending(ptr, idx):
+    """Whether the indices of every CSR row are strictly ascending (xmlkit's
+    trees are; a C++ tool's file need not be). In one pass, without
+    temporaries the size of the tree."""
+    from xmlkit._ext.forest_predict import ascending_rows
+    return ascending_rows(np.ascontiguousarray(ptr, dtype=np.int64),
+                          np.ascontiguousarray(idx, dtype=np.int32))
+
+
 def dense_rows(ptr, idx, val, n_cols, fraction=DENSE_FRACTION, eligible=None):
     """Dense copies of the CSR weight rows holding at least n_cols/fraction
     entries (the nodes near the roots), so that routing a point through them

@@ -20,7 +20,8 @@ families' kernels.
 """
 import numpy as np
 
-from xmlkit.csr import Rows, as_rows, model_rows, summed_duplicates, without_zeros
+from xmlkit.csr import (Rows, as_rows, model_rows, rows_ascending, summed_duplicates,
+                        without_zeros)
 from xmlkit.errors import XmlkitError
 
 #: what a contribution is, by the Explanation's `kind`
@@ -143,7 +144,6 @@ def ascending_rows(ptr, idx, val, shape):
     """Rows of CSR arrays (a model's, possibly read-only), each row's
     indices sorted: the arrays themselves when they are (score_at searches
     them), else sorted copies."""
-    from xmlkit.models.forest import rows_ascending
     ptr = np.asarray(ptr, np.int64)
     idx = np.asarray(idx, np.int32)
     val = np.asarray(val, np.float32)

@@ -22,8 +22,8 @@ import numpy as np
 
 from xmlkit._ext.file_check import CHILDREN, FINITE, INDICES, POINTERS
 from xmlkit._ext.forest_predict import (DamagedTree, ForestKernel, add_row_deltas,
-                                        ascending_rows, plane_floats, plane_row_deltas)
-from xmlkit.csr import CHUNK_ROWS, Rows, model_rows, row_blocks, stack_rows
+                                        plane_floats, plane_row_deltas)
+from xmlkit.csr import CHUNK_ROWS, Rows, model_rows, row_blocks, rows_ascending, stack_rows
 from xmlkit import checks, store
 from xmlkit.checks import DamagedModel
 from xmlkit.errors import XmlkitError
@@ -240,14 +240,6 @@ def tree_stats(trees):
     depth = [int(t["depth"].max()) for t in trees]
     return {"nodes": float(np.mean(nodes)), "leaves": float(np.mean(leaves)),
             "max_depth": float(np.mean(depth))}
-
-
-def rows_ascending(ptr, idx):
-    """Whether the indices of every CSR row are strictly ascending (xmlkit's
-    trees are; a C++ tool's file need not be). In one pass, without
-    temporaries the size of the tree."""
-    return ascending_rows(np.ascontiguousarray(ptr, dtype=np.int64),
-                          np.ascontiguousarray(idx, dtype=np.int32))
 
 
 class Forest:
