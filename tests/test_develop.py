@@ -33,6 +33,23 @@ def test_every_path_in_the_map_exists():
     assert named == set(MEMBERS), sorted(named ^ set(MEMBERS))
 
 
+def test_the_map_names_every_module():
+    """The map of the layers names every module of the package (by its path
+    from the repository, or, in xmlkit/models and xmlkit/cli, by its file
+    name in its layer's list)."""
+    text = DEVELOP.read_text()
+    layers = text[text.index("## The layers"):text.index("## The folder protocol")]
+    missing = []
+    for p in sorted((ROOT / "xmlkit").rglob("*.py")):
+        rel = p.relative_to(ROOT).as_posix()
+        if f"`{rel}`" in layers:
+            continue
+        if p.parent.name in ("models", "cli") and re.search(rf"`{re.escape(p.name)}`", layers):
+            continue
+        missing.append(rel)
+    assert not missing, missing
+
+
 def test_the_predict_option_recipe(bibtex, tmp_path, monkeypatch):
     """Steps 1 and 2 of the recipe for family `linear` with a throwaway
     `beam`: the estimator declares it, the option table spells it, and then

@@ -125,6 +125,88 @@ def test_nothing_below_the_driver_imports_it(path):
     assert not wrong, f"{path} imports {wrong}"
 
 
+#: the foundations: every module of the package's top level but the driver,
+#: the cluster code and the package itself (the kernels, xmlkit/_ext, lie below)
+FOUNDATIONS = sorted(p for p in ROOT.glob("*.py")
+                     if p.name not in ("__init__.py", "driver.py", "cluster.py"))
+
+
+@pytest.mark.parametrize("path", FOUNDATIONS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_foundation_imports_a_model_family(path):
+    """The foundations (formats, folders, metrics, calibration maps,
+    explanations, ...) know no model: nothing of xmlkit.models, at any
+    depth of their code."""
+    wrong = sorted(m for m in imported_modules(path)
+                   if m == "xmlkit.models" or m.startswith("xmlkit.models."))
+    assert not wrong, f"{path} imports {wrong}"
+
+
+def module_graph():
+    """{module: the package's modules it imports, at any depth of its code}
+    (a name that is not a module counts as the module holding it)."""
+    names = {}
+    for p in ROOT.rglob("*.py"):
+        parts = ("xmlkit",) + p.relative_to(ROOT).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+
+    def module_of(dotted):
+        while dotted and dotted not in names:
+            dotted = dotted.rpartition(".")[0]
+        return dotted
+    return {m: {module_of(d) for d in imported_modules(p)} - {"", m}
+            for m, p in names.items()}
+
+
+def cycles(graph):
+    """The import cycles of graph: its strongly connected parts of more than
+    one module (Tarjan, without recursion)."""
+    index, low, on, stack, found = {}, {}, set(), [], []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                part = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    part.append(w)
+                    if w == v:
+                        break
+                if len(part) > 1:
+                    found.append(sorted(part))
+    return found
+
+
+def test_the_cycle_check_finds_one():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle():
+    """No module imports, at any depth, one that imports it back: the
+    package's modules form layers (imports inside functions included)."""
+    assert cycles(module_graph()) == []
+
+
 def test_the_driver_has_no_family_branch():
     """The driver trains every family through the folder protocol
     (xmlkit.models.family.ModelBase): no test of a model's class."""
