@@ -626,6 +626,24 @@ def test_damaged_mapped_files_are_refused_by_the_cli(tiny, tmp_path):
         assert one_line_error(r) and r.stdout == "", (what, r.stdout[:100])
 
 
+@pytest.mark.parametrize("family", ["fastxml", "parabel"])
+def test_a_stream_writes_nothing_before_its_trees_are_checked(family, tiny, tmp_path):
+    """A stream (rows on standard input, of known or unknown count) into a
+    folder whose last tree file was cut: nothing on standard output, not
+    even the header, one line naming the file, exit 2."""
+    m = tmp_path / "m"
+    shutil.copytree(tiny / family, m)
+    last = sorted(m.glob("tree_*.npz"))[-1]
+    last.write_bytes(last.read_bytes()[:-100])
+    lines = (tiny / "test.txt").read_text().splitlines()
+    n, d, _ = lines[0].split()
+    for header in (f"{n} {d}", f"? {d}"):
+        r = run_cli("xml-predict", "-", "-", m, "-q",
+                    input="\n".join([header] + lines[1:]) + "\n")
+        assert one_line_error(r) and last.name in r.stderr, (header, r.stderr)
+        assert r.stdout == "", (header, r.stdout[:100])
+
+
 # ---------------------------------------------------------------- 8-9: options, headers
 
 def test_eval_checks_the_propensity_model(tiny, tmp_path):

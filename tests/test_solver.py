@@ -272,3 +272,30 @@ def test_ndcg_alternation_equals_a_hand_run(bibtex, use_idcg):
         assert set(np.unique(start)) == {-1, 1} and set(np.unique(got)) == {-1, 1}
         assert not np.array_equal(start, got)
         assert np.array_equal(got, _alternation_by_hand(Yn, start, use_idcg))
+
+
+def test_fastxml_normalises_each_point_by_its_ideal_dcg(bibtex, monkeypatch):
+    """FastXML's objective weighs each point by 1 / its ideal DCG (L_nDCG:
+    1 / sum over r < |y| of 1 / log2(r + 2)), PfastreXML's propensity-scored
+    one by 1: the partition follows the hand run with those weights (one
+    node, on real label rows), and each estimator's trees are the ones its
+    weighting grows, not the other's."""
+    from xmlkit._ext.fastxml_partition import NdcgPartition
+    X, Y, _, _ = bibtex
+    Yn = sp.csr_matrix(Y[:300], dtype=np.float32)
+    for use_idcg in (True, False):
+        start, got = NdcgPartition(use_idcg).sides(Yn.indptr, Yn.indices, Yn.data,
+                                                   Y.shape[1], 5)
+        assert np.array_equal(got, _alternation_by_hand(Yn, start, use_idcg))
+    # (a point of 3 labels weighs 1 / (1 + 1 / log2 3 + 1 / 2) = 0.46928 of one of 1)
+    assert abs(1 / (1 + 1 / math.log2(3) + 0.5) - 0.46928) < 1e-5
+    X, Y = X[:600], Y[:600]
+    for cls, own in ((xmlkit.FastXML, True), (xmlkit.PfastreXML, False)):
+        assert cls.use_idcg is own
+        trees = {}
+        for weighting in (own, not own):
+            monkeypatch.setattr(cls, "use_idcg", weighting)
+            m = cls(n_trees=1, seed=0).fit(X, Y)
+            trees[weighting] = [np.asarray(a).tobytes() for t in m.trees_.values()
+                                for a in (t if isinstance(t, (list, tuple)) else t.values())]
+        assert trees[own] != trees[not own], cls.__name__

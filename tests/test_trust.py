@@ -634,6 +634,29 @@ def test_an_origin_in_a_folder_said_older_is_refused(tiny, tmp_path):
     assert one_line_error(r) and "edited manifest" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("family", ["fastxml", "parabel", "embed"])
+def test_a_file_without_its_origin_in_a_current_folder_is_refused(family, tiny, tmp_path):
+    """A current folder, one of its files swapped for the same arrays
+    without their __origin__ (as an older xmlkit wrote them) and the
+    manifest's record of it edited to match: refused all the same, one
+    line naming the file, exit 2, nothing written."""
+    from xmlkit import store
+    m = tmp_path / "m"
+    shutil.copytree(tiny / family, m)
+    manifest = json.loads((m / "manifest.json").read_text())
+    name = sorted(manifest["files"])[-1]
+    with np.load(m / name) as z:
+        arrays = {k: z[k] for k in z.files if k not in (store.ORIGIN, "__blocks__")}
+    store.save_arrays(m, name[:-4], arrays)
+    manifest["files"][name] = store.file_record(m / name)
+    (m / "manifest.json").write_text(json.dumps(manifest))
+    out = tmp_path / "s.txt"
+    r = run_cli("xml-predict", tiny / "test.txt", out, m, "-q")
+    assert one_line_error(r) and "lacks its __origin__" in r.stderr and name in r.stderr, \
+        r.stderr
+    assert not out.exists()
+
+
 def test_nothing_is_added_to_a_folder_of_an_older_version(tiny, tmp_path):
     """xml-calibrate into a folder of format version 3 is refused (exit 2, the
     folder as it was): a new file there could not be tied to the others, and
