@@ -98,6 +98,14 @@ def test_the_predict_option_recipe(bibtex, tmp_path, monkeypatch):
     r = CliRunner().invoke(command, [str(TEST), str(scores), str(before_folder), "--beam", "0",
                                      "--algorithm", "linear"])
     assert r.exit_code != 0
+    # step 1: a new option changes the scores until KEEPS_SCORES says otherwise
+    assert loaded.other_scores(beam=2) == ["beam"]
+    # step 4: the options test names an option without values, then runs it
+    import test_predict_options as options_test
+    with pytest.raises(AssertionError, match="beam"):
+        options_test.option_sets(loaded)
+    monkeypatch.setitem(options_test.OTHER, "beam", [2])
+    assert ("beam", {"beam": 2}) in options_test.option_sets(loaded)
 
 
 @pytest.mark.parametrize("family", sorted(xmlkit.REGISTRY))

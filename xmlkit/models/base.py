@@ -191,13 +191,22 @@ class Estimator:
         self._check_predict(given, out)
         return out
 
+    #: the predict parameters that decide label sets from the scores (or
+    #: which labels are scored) without changing a score: other_scores
+    #: leaves them out; every other one is taken to change the scores
+    KEEPS_SCORES = ("decision", "threshold")
+
     def other_scores(self, **given):
         """The predict parameters among `given` whose values change the
         scores themselves from the model's own (not which labels are scored,
         nor how they are decided): a calibration maps the model's own
-        scores (xmlkit.models.calibrated.other_scoring). None by default."""
-        self._predict_params(**given)
-        return []
+        scores (xmlkit.models.calibrated.other_scoring). Each one not in
+        KEEPS_SCORES whose value differs from the model's own, so that a
+        new predict parameter counts as changing the scores until its family
+        says otherwise."""
+        own, used = self._predict_params(), self._predict_params(**given)
+        return [n for n in self.PREDICT_PARAMS if n not in self.KEEPS_SCORES
+                and used[n] != own[n]]
 
     def predict_params(self, **given):
         """The predict parameters predict() would use for these (None or

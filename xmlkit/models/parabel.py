@@ -159,12 +159,6 @@ class Parabel(TreeEnsemble):
     def _check_more(self):
         check_tree_range(self)
 
-    def other_scores(self, **given):
-        """beam_width, when `given` sets another than the model's own: it
-        changes the scores a calibration was fitted to."""
-        own = self._predict_params()["beam_width"]
-        return ["beam_width"] if self._predict_params(**given)["beam_width"] != own else []
-
     # -- training
     def start_fit(self, X, Y):
         """The shared checks, then the memory the root node needs on each
