@@ -2,9 +2,10 @@
 fuzzer (tests/model_fuzz.py) over a model of every family, damaged and
 crafted, with parts of other runs and edited manifests, seed after seed; the
 text fuzzer (tests/text_fuzz.py); and the fuzzer of model files changed
-while xml-predict uses them (tests/inuse_fuzz.py). Each for --seconds
-(default 600), the three side by side; writes results/fuzz.md: cases,
-outcomes, and every crash or signal (there must be none).
+while xml-predict uses them (tests/inuse_fuzz.py), one run for each kind of
+change. Each for --seconds (default 600), all side by side; writes
+results/fuzz.md: cases, outcomes, and every crash or signal (there must be
+none).
 
     python fuzz.py [--seconds S] [--out results/fuzz.md]
 """
@@ -23,6 +24,9 @@ TESTS = ROOT / "tests"
 TRAIN = ROOT / "data_samples" / "bibtex_train.txt.xz"
 TEST = ROOT / "data_samples" / "bibtex_test.txt.xz"
 BIN = Path(sys.executable).parent
+#: the in-use fuzzer's kinds of change, each run on its own
+INUSE_KINDS = {"cp": "a file copied over in place", "truncate": "a file truncated",
+               "bytes": "random bytes written in place"}
 
 sys.path.insert(0, str(TESTS))
 from conftest import FAMILIES, OTHER_PARAMS  # noqa: E402
@@ -95,18 +99,21 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         others = models(work)
-        text, inuse = (subprocess.Popen([sys.executable, str(TESTS / script), str(where), "0",
-                                         str(a.seconds)],
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                       for script, where in (("text_fuzz.py", work / "text"),
-                                             ("inuse_fuzz.py", work)))
+        text, *inuse = (subprocess.Popen([sys.executable, str(TESTS / script), str(where), "0",
+                                          str(a.seconds), *kind],
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         text=True)
+                        for script, where, kind in (("text_fuzz.py", work / "text", []),
+                                                    *(("inuse_fuzz.py", work, [k])
+                                                      for k in INUSE_KINDS)))
         models_result = model_fuzz(work, a.seconds, others)
         text_summary, text_failures = _summary(text)
-        inuse_summary, inuse_failures = _summary(inuse)
+        inuse = [_summary(p) for p in inuse]
+        inuse_failures = [f for _, fails in inuse for f in fails]
     minutes = (time.monotonic() - start) / 60
     m = models_result
     rows = [
-        f"The three fuzzers for {a.seconds:.0f} s, side by side ({minutes:.1f} min in all, "
+        f"The fuzzers for {a.seconds:.0f} s each, side by side ({minutes:.1f} min in all, "
         f"{os.cpu_count()} cores); made by `python scripts/fuzz.py`. Outcomes: `refused` "
         "(exit 2), `same` (the scores of "
         "the undamaged model), `different` (allowed only for crafted folders' arrays: "
@@ -124,12 +131,12 @@ def main():
         f"{text_summary.get('cases', 0)} | "
         + ", ".join(f"{k} {v}" for k, v in sorted(text_summary.items()) if k != "cases")
         + f" | {len(text_failures)} |",
-        f"| files changed in use (tests/inuse_fuzz.py: cp over, truncated, random bytes in "
-        f"place, at a random moment of an xml-predict batch or stream; every family) | 1 | "
-        f"{inuse_summary.get('cases', 0)} | "
-        + ", ".join(f"{k} {v}" for k, v in sorted(inuse_summary.items()) if k != "cases")
-        + f" | {len(inuse_failures)} |",
-    ]
+    ] + [
+        f"| files changed in use, {INUSE_KINDS[kind]} (tests/inuse_fuzz.py {kind}: at a random "
+        f"moment of an xml-predict batch or stream; every family) | 1 | "
+        f"{summary.get('cases', 0)} | "
+        + ", ".join(f"{k} {v}" for k, v in sorted(summary.items()) if k != "cases")
+        + f" | {len(fails)} |" for kind, (summary, fails) in zip(INUSE_KINDS, inuse)]
     for f in (m["failures"] + text_failures + inuse_failures)[:20]:
         rows.append(f"\n- {f[:500]}")
     Path(a.out).write_text("\n".join(rows) + "\n")

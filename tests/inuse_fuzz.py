@@ -1,7 +1,7 @@
 """Fuzzer of model files changed while a command uses them (make -C scripts
 fuzz runs it for minutes; test_faults.py for a few cases).
 
-    python inuse_fuzz.py WORK SEED SECONDS
+    python inuse_fuzz.py WORK SEED SECONDS [KIND]
 
 WORK holds tiny models of every family (WORK/<family>, and WORK/<family>_seed
 of another seed) and WORK/test.txt. Each case copies a model, starts
@@ -11,7 +11,8 @@ its scores read from standard output), and at a random moment changes one
 of the copy's files as a redeploy or an accident would: the file of the
 same name from the other model copied over it in place (cp), the file
 truncated to a random size, or random bytes written over a random stretch
-(dd conv=notrunc). Outcomes:
+(dd conv=notrunc); KIND (cp, truncate or bytes) makes every change of that
+kind (a cp whose file the other model lacks: a truncation). Outcomes:
 
     answered   exit 0 (every row scored; the change came after the reads)
     refused    exit 2 with one line on stderr
@@ -38,14 +39,17 @@ FAMILIES = ("fastxml", "pfastrexml", "ldsm", "parabel", "embed", "linear")
 TIMEOUT = 120
 #: times the test rows are repeated in a batch case's input
 REPEAT = 40
+#: the kinds of change
+KINDS = ("cp", "truncate", "bytes")
 
 
-def change(folder, other, rng):
-    """Change one of the files of `folder` in place; returns what was done."""
+def change(folder, other, rng, kind=None):
+    """Change one of the files of `folder` in place (a change of `kind`,
+    else of a kind drawn); returns what was done."""
     files = sorted(folder.glob("*.npz")) + [folder / "manifest.json"]
     f = files[int(rng.integers(len(files)))]
     size = f.stat().st_size
-    how = ("cp", "truncate", "bytes")[int(rng.integers(3))]
+    how = kind or KINDS[int(rng.integers(3))]
     if how == "cp" and (other / f.name).exists():
         with open(other / f.name, "rb") as src, open(f, "r+b") as dst:
             dst.truncate(0)                 # (as cp does: the same inode, rewritten)
@@ -62,7 +66,7 @@ def change(folder, other, rng):
     return f"{how} {f.name}"
 
 
-def run_case(work, family, mode, delay, rng):
+def run_case(work, family, mode, delay, rng, kind=None):
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         model = Path(tmp) / family
         shutil.copytree(work / family, model)
@@ -94,7 +98,7 @@ def run_case(work, family, mode, delay, rng):
             feeder = threading.Thread(target=feed, daemon=True)
             feeder.start()
         time.sleep(delay)
-        what = change(model, work / f"{family}_seed", rng)
+        what = change(model, work / f"{family}_seed", rng, kind)
         try:
             p.wait(timeout=TIMEOUT)         # (its stderr: a line or two, never filled)
         except subprocess.TimeoutExpired:
@@ -114,6 +118,9 @@ def run_case(work, family, mode, delay, rng):
 
 def main():
     work, seed, seconds = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+    kind = sys.argv[4] if len(sys.argv) > 4 else None
+    if kind not in (None, *KINDS):
+        sys.exit(f"KIND: one of {', '.join(KINDS)}")
     rng = np.random.default_rng(seed)
     counts, n = {}, 0
     end = time.monotonic() + seconds
@@ -121,7 +128,7 @@ def main():
         family = FAMILIES[int(rng.integers(len(FAMILIES)))]
         mode = ("batch", "stream")[int(rng.integers(2))]
         delay = float(rng.uniform(0, 0.6))
-        what, outcome = run_case(work, family, mode, delay, rng)
+        what, outcome = run_case(work, family, mode, delay, rng, kind)
         key = outcome.split(" ", 1)[0]
         counts[key] = counts.get(key, 0) + 1
         n += 1
