@@ -33,6 +33,22 @@ def test_every_path_in_the_map_exists():
     assert named == set(MEMBERS), sorted(named ^ set(MEMBERS))
 
 
+def test_the_setup_installs_what_the_build_needs():
+    """The setup's first install is the build's requirements
+    (pyproject.toml's build-system), so that the kernel rebuild it
+    documents (setup.py build_ext in that environment) finds them, and the
+    editable install then builds with them (no isolated environment)."""
+    text = DEVELOP.read_text()
+    block = text[text.index("## Setting up"):text.index("**Rebuilding one kernel.**")]
+    installs = [l.split("#")[0].split() for l in block.splitlines() if l.startswith("pip install")]
+    requires = re.search(r"\[build-system\]\nrequires = \[(.*?)\]",
+                         (ROOT / "pyproject.toml").read_text()).group(1)
+    wanted = [r.strip().strip('"') for r in requires.split(",")]
+    assert [a.strip("'") for a in installs[0][2:]] == wanted
+    assert "--no-build-isolation" in installs[1] and "-e" in installs[1]
+    assert "python setup.py build_ext --inplace" in text
+
+
 def test_the_map_names_every_module():
     """The map of the layers names every module of the package (by its path
     from the repository, or, in xmlkit/models and xmlkit/cli, by its file
