@@ -157,7 +157,8 @@ def _calibration(log, model, model_dir, trees, raw, top_k, family):
     trees picked or a family option make scores other than those the
     calibration was fitted to."""
     from xmlkit.calibration import DECISIONS
-    from xmlkit.models.calibrated import folder_calibration, other_scoring, ranked
+    from xmlkit.errors import InvalidParameterError
+    from xmlkit.models.calibrated import Calibrated, folder_calibration
     calibration = None if raw else folder_calibration(model_dir)
     if calibration is None:
         manifest = store.read_manifest(model_dir) if store.is_model_folder(model_dir) \
@@ -169,21 +170,18 @@ def _calibration(log, model, model_dir, trees, raw, top_k, family):
     if decision not in DECISIONS:
         return None, None, top_k, family
     given = predict_options(model, **{**family, "decision": None, "threshold": None})
-    other = other_scoring(model, given, model_dir, trees)
-    if "trees" in other:
-        fail(f"{model_dir}: its calibration maps the scores of all its trees, not of the "
-             f"{len(trees)} that -s/-t pick: --raw writes their own scores")
-    if other:
+    try:        # (the model gives its ranked scores; the calibration decides: Calibrated's)
+        top_k, family, decide = Calibrated(model, calibration).plan(
+            top_k, decision, family.get("threshold"), model_dir, trees, **given)
+    except InvalidParameterError as exc:
+        if exc.param == "trees":
+            fail(f"{model_dir}: its calibration maps the scores of all its trees, not of the "
+                 f"{len(trees)} that -s/-t pick: --raw writes their own scores")
         fail(f"{model_dir}: its calibration maps the model's own scores, not those of "
-             f"--{other[0].replace('_', '-')} {given[other[0]]}: --raw writes those")
-    threshold = family.get("threshold")
-    top_k = calibration.scoring_k(decision, threshold, top_k)
+             f"--{exc.param.replace('_', '-')} {given[exc.param]}: --raw writes those")
     log(f"writing {'label sets of ' if decision == DECISIONS[1] else ''}probabilities: the "
         f"scores mapped by {model_dir}'s calibration (--raw for the model's own)")
-    # (the model gives its ranked scores; the calibration decides)
-    family = {**family, "decision": None, "threshold": None, **ranked(model)}
-    return calibration, functools.partial(calibration.decide, decision=decision,
-                                          threshold=threshold), top_k, family
+    return calibration, decide, top_k, family
 
 
 def _predict_xc(log, timeline, features, scores, model_dir, model, piece, fewer_features,

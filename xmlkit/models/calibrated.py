@@ -8,6 +8,8 @@ Calibrated(model, calibration): a model whose predict() writes
 probabilities or label sets, fitted on validation rows (fit) or on rows held
 out at training (train), or read with its folder (load).
 """
+import functools
+
 import numpy as np
 
 from xmlkit.calibration import (CALIBRATION, CANDIDATES, FIT_RANKS, Calibration,
@@ -76,11 +78,9 @@ class Calibrated:
         every label the model scores), or label sets ("threshold": among the
         calibration's candidates, or the k best when k is given); params go
         to the model's predict."""
-        self._check(params)
-        k = self.calibration.scoring_k(decision, threshold, k)
-        S = self.model.predict(X, k=k, threads=threads, progress=progress,
-                               **{**ranked(self.model), **params})
-        return self.calibration.decide(S, decision, threshold)
+        k, params, decide = self.plan(k, decision, threshold, **params)
+        S = self.model.predict(X, k=k, threads=threads, progress=progress, **params)
+        return decide(S)
 
     def explain(self, X, k=None, n_features=5, threads=1, decision="scores", threshold=None,
                 **params):
@@ -88,24 +88,33 @@ class Calibrated:
         scores the probabilities; contributions that are removal effects
         become effects on the probability (p(s) - p(s - c)), a linear
         model's margin terms stay as they are."""
-        self._check(params)
-        k = self.calibration.scoring_k(decision, threshold, k)
-        S = self.model.predict(X, k=k, threads=threads, **{**ranked(self.model), **params})
-        return explain_decided(self.model, self.calibration, X, S,
-                               self.calibration.decide(S, decision, threshold), n_features,
-                               threads, **{**ranked(self.model), **params})
+        k, params, decide = self.plan(k, decision, threshold, **params)
+        S = self.model.predict(X, k=k, threads=threads, **params)
+        return explain_decided(self.model, self.calibration, X, S, decide(S), n_features,
+                               threads, **params)
 
-    def _check(self, params):
-        """XmlkitError unless fitted; InvalidParameterError naming a predict
-        parameter that changes the scores the calibration maps."""
+    def plan(self, k=None, decision="scores", threshold=None, folder=None, trees=None,
+             **params):
+        """(k, params, decide): the k best scores to ask of the model, the
+        keywords of its predict (params with its ranked scores), and the
+        function that makes probabilities or label sets of them: what
+        predict, explain and xml-predict do with a calibration. Checked
+        first: fitted, and no parameter (nor a pick `trees` of the trees of
+        model folder `folder`) that scores otherwise than the calibration
+        was fitted to (InvalidParameterError naming it, "trees" for a pick)."""
         if self.calibration is None:
             raise XmlkitError("Calibrated: not fitted (fit, train or load)")
-        other = other_scoring(self.model, params)
+        other = other_scoring(self.model, params, folder, trees)
         if other:
+            what = f"trees {list(trees)}" if other[0] == "trees" else \
+                f"{other[0]}={params[other[0]]!r}"
             raise InvalidParameterError(
-                other[0], f"Calibrated: the calibration maps the model's own scores; "
-                          f"{other[0]}={params[other[0]]!r} gives others (predict with the "
-                          "model itself, or calibrate it for them)")
+                other[0], f"Calibrated: the calibration maps the model's own scores; {what} "
+                          "gives others (predict with the model itself, or calibrate it for "
+                          "them)")
+        k = self.calibration.scoring_k(decision, threshold, k)
+        return k, {**ranked(self.model), **params}, functools.partial(
+            self.calibration.decide, decision=decision, threshold=threshold)
 
     @classmethod
     def load(cls, folder, trees=None, threads=1):
