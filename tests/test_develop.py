@@ -146,7 +146,8 @@ def test_every_ranking_metric_follows_the_metric_recipe():
     ratio's numerator and denominator) is where the metric recipe puts it:
     reported by ranking_metrics under its name, a function of its own in
     xmlkit.metrics, a row of xml-eval's table, a definition in
-    docs/metrics.md, and an oracle in tests/test_metrics_oracle.py."""
+    docs/metrics.md, an oracle in tests/test_metrics_oracle.py, its function
+    in docs/api.md's table and its name in the README's xml-eval row."""
     import scipy.sparse as sp
     from test_metrics_oracle import ORACLE
     from xmlkit import metrics
@@ -167,3 +168,9 @@ def test_every_ranking_metric_follows_the_metric_recipe():
         want = [got[f"{name}@1"], got[f"{name}@2"]]
         assert any(np.allclose(v, want) for v in values.values()), name
     assert len(functions) == len(names)
+    # step 6: the API's table names each function, the README's xml-eval row each metric
+    api = (ROOT / "docs" / "api.md").read_text()
+    assert all(f"`{f}`" in api for f in functions), sorted(functions)
+    row = next(l for l in (ROOT / "README.md").read_text().splitlines()
+               if l.startswith("| `xml-eval` |"))
+    assert all(f"{name}@k" in row for name in names), row
