@@ -157,8 +157,7 @@ def _calibration(log, model, model_dir, trees, raw, top_k, family):
     trees picked or a family option make scores other than those the
     calibration was fitted to."""
     from xmlkit.calibration import DECISIONS
-    from xmlkit.errors import InvalidParameterError
-    from xmlkit.models.calibrated import Calibrated, folder_calibration
+    from xmlkit.models.calibrated import Calibrated, OtherScores, folder_calibration
     calibration = None if raw else folder_calibration(model_dir)
     if calibration is None:
         manifest = store.read_manifest(model_dir) if store.is_model_folder(model_dir) \
@@ -173,7 +172,7 @@ def _calibration(log, model, model_dir, trees, raw, top_k, family):
     try:        # (the model gives its ranked scores; the calibration decides: Calibrated's)
         top_k, family, decide = Calibrated(model, calibration).plan(
             top_k, decision, family.get("threshold"), model_dir, trees, **given)
-    except InvalidParameterError as exc:
+    except OtherScores as exc:
         if exc.param == "trees":
             fail(f"{model_dir}: its calibration maps the scores of all its trees, not of the "
                  f"{len(trees)} that -s/-t pick: --raw writes their own scores")

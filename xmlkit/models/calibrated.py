@@ -44,6 +44,11 @@ def other_scoring(model, params, folder=None, trees=None):
     return names
 
 
+class OtherScores(InvalidParameterError):
+    """A predict parameter (or "trees", a pick of a folder's trees) that
+    makes other scores than those a calibration maps (Calibrated.plan)."""
+
+
 class Calibrated:
     """A model with its calibration: ``Calibrated(model).fit(X_valid,
     Y_valid)`` (rows the model was not trained on), or
@@ -101,14 +106,14 @@ class Calibrated:
         predict, explain and xml-predict do with a calibration. Checked
         first: fitted, and no parameter (nor a pick `trees` of the trees of
         model folder `folder`) that scores otherwise than the calibration
-        was fitted to (InvalidParameterError naming it, "trees" for a pick)."""
+        was fitted to (OtherScores naming it, "trees" for a pick)."""
         if self.calibration is None:
             raise XmlkitError("Calibrated: not fitted (fit, train or load)")
         other = other_scoring(self.model, params, folder, trees)
         if other:
             what = f"trees {list(trees)}" if other[0] == "trees" else \
                 f"{other[0]}={params[other[0]]!r}"
-            raise InvalidParameterError(
+            raise OtherScores(
                 other[0], f"Calibrated: the calibration maps the model's own scores; {what} "
                           "gives others (predict with the model itself, or calibrate it for "
                           "them)")
