@@ -717,3 +717,18 @@ def test_embeds_random_feature_system_too_large_is_exit_2(tiny, tmp_path):
                     "--num-features", "200000", "-q", preexec_fn=cap)
         assert one_line_error(r) and "out of memory" in r.stderr, r.stderr
         assert "random features" in r.stderr
+
+
+@pytest.mark.parametrize("megabytes", [160, 220, 300])
+def test_too_little_memory_to_start_the_blas_is_exit_2(megabytes, tiny, tmp_path):
+    """embed under an address-space limit that leaves too little for
+    scipy.linalg's BLAS to start (whose start, refused memory, retries for
+    ever or gives up with exit 1), or for a module to load: one line, out of
+    memory, exit 2, no folder left half made."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (megabytes << 20, megabytes << 20))
+    m = tmp_path / "m"
+    r = run_cli("xml-train", tiny / "train.txt", m, "--algorithm", "embed", "-q",
+                preexec_fn=limit, timeout=300)
+    assert one_line_error(r) and "out of memory" in r.stderr, r.stderr
+    assert not (m / "weights.npz").exists() and not any(m.glob("*.npz"))

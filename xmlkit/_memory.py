@@ -110,3 +110,30 @@ def require_memory(nbytes, what, hint=""):
         raise XmlkitError(f"out of memory: {what} needs about {nbytes / 2**30:.1f} GiB, more "
                           f"than the "
                           f"{have / 2**30:.1f} GiB this machine has available{hint}")
+
+
+#: what a BLAS library takes when it starts, per thread and one more (scipy
+#: .linalg loads an OpenBLAS of its own, whose start asks for a buffer of
+#: about 32 MiB a thread and, refused, asks again for ever)
+BLAS_START_BYTES = 64 << 20
+
+
+def require_blas_start(what):
+    """Raise XmlkitError (exit 2) when scipy.linalg, not yet imported,
+    would start its BLAS without the memory that needs (a start refused
+    memory never returns); `what`: what needs it."""
+    import sys
+    if "scipy.linalg" in sys.modules:
+        return
+    try:
+        threads = int(os.environ.get("OPENBLAS_NUM_THREADS") or os.cpu_count() or 1)
+    except ValueError:
+        threads = os.cpu_count() or 1
+    need = BLAS_START_BYTES * (max(1, threads) + 1)
+    have = available_bytes()
+    if have is not None and need > have:
+        from xmlkit.errors import XmlkitError
+        raise XmlkitError(f"out of memory: {what} starts the BLAS of scipy.linalg, which needs "
+                          f"about {need / 2**20:.0f} MiB, more than the {have / 2**20:.0f} MiB "
+                          "this process can still get (raise the memory limit, or give the "
+                          "BLAS fewer threads: OPENBLAS_NUM_THREADS)")

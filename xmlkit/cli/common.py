@@ -153,12 +153,11 @@ def run(command, prog):
         click.echo(f"{prog}: terminated", err=True)
         _leave(143)
     except MemoryError:
-        threads = any(isinstance(p, click.Option) and p.name == "threads"
-                      for p in getattr(command, "params", ()))
-        click.echo(f"{prog}: error: out of memory (the data or model need more memory than "
-                   "this machine has" + ("; fewer threads -T may help)" if threads else ")"),
-                   err=True)
-        _leave(EXIT_INPUT)
+        _out_of_memory(prog, command)
+    except ImportError as exc:
+        if not _no_memory_to_load(exc) and not _memory_spent():
+            raise
+        _out_of_memory(prog, command)
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         click.echo(f"{prog}: error: {where}{exc.strerror or exc}", err=True)
@@ -166,10 +165,43 @@ def run(command, prog):
     except Exception as exc:  # noqa: BLE001 - last resort, still one line
         if os.environ.get("XMLKIT_DEBUG"):
             raise
+        if _memory_spent():         # (the interpreter itself failing for memory)
+            _out_of_memory(prog, command)
         click.echo(f"{prog}: internal error: {type(exc).__name__}: {exc} "
                    "(set XMLKIT_DEBUG=1 for a traceback)", err=True)
         _leave(1)
     sys.exit(0)
+
+
+def _no_memory_to_load(exc):
+    """Whether an ImportError is the system refusing the memory to map a
+    compiled module (a module imported when first used, under a memory
+    limit), not a module missing."""
+    text = str(exc).lower()
+    return "failed to map segment" in text or "cannot allocate memory" in text
+
+
+#: an error raised with less memory than this left to the process is taken
+#: for the memory running out (imports and the interpreter fail oddly then)
+SPENT_BYTES = 32 << 20
+
+
+def _memory_spent():
+    try:
+        from xmlkit._memory import available_bytes
+        have = available_bytes()
+    except Exception:  # noqa: BLE001 - (an import failing here: no memory left)
+        return True
+    return have is not None and have < SPENT_BYTES
+
+
+def _out_of_memory(prog, command):
+    threads = any(isinstance(p, click.Option) and p.name == "threads"
+                  for p in getattr(command, "params", ()))
+    click.echo(f"{prog}: error: out of memory (the data or model need more memory than "
+               "this machine has" + ("; fewer threads -T may help)" if threads else ")"),
+               err=True)
+    _leave(EXIT_INPUT)
 
 
 class Timeline:

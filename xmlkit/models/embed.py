@@ -132,6 +132,8 @@ def auto_rank(Y, mass=0.9, rng=None):
         lam = np.sort(np.linalg.eigvalsh((Y.T @ Y).toarray()))[::-1]
         cum = np.cumsum(np.maximum(lam, 0))
         return int(np.searchsorted(cum, mass * cum[-1]) + 1)
+    from xmlkit._memory import require_blas_start
+    require_blas_start("embed")
     from scipy.linalg import qr
 
     def basis(B):
@@ -385,6 +387,8 @@ class Embed(ArrayModel):
 
     def _fit_once(self, X, Y, tick):
         """The model's arrays fitted on X, Y (scipy csr; Y binary)."""
+        from xmlkit._memory import require_blas_start
+        require_blas_start("embed")
         from scipy.linalg import cho_factor, cho_solve
         p = self.params
         n = X.shape[0]
@@ -471,6 +475,8 @@ class Embed(ArrayModel):
     def _logistic(self, X, Y, a, V, target, chol, rng, tick):
         """V refined by per-class logistic loss: preconditioned minibatch
         steps with heavy-ball momentum (Φ of each batch computed anew)."""
+        from xmlkit._memory import require_blas_start
+        require_blas_start("embed")
         from scipy.linalg import cho_solve
         p = self.params
         n = X.shape[0]
