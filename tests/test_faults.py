@@ -567,7 +567,7 @@ def test_blas_threads_only_for_models_that_use_none(tiny, tmp_path):
     assert not forest_folder([str(tmp_path), "nowhere"])
 
 
-def test_blas_threads_in_training_only_for_families_that_use_none():
+def test_blas_threads_in_training_only_for_families_that_use_none(tmp_path):
     """xml-train gives the BLAS one thread for the families that train
     without it, named by --algorithm (the last given) or by default."""
     from xmlkit.cli.launch import NO_BLAS_TRAIN, TRAIN_DEFAULT, train_algorithm
@@ -585,7 +585,7 @@ def test_blas_threads_in_training_only_for_families_that_use_none():
     for args, want in ((["--algorithm", "parabel"], "1"), ([], "1"),
                        (["--algorithm", "embed"], "None")):
         out = subprocess.run([sys.executable, "-c", code, *args], env=env, text=True,
-                             capture_output=True, check=True).stdout.strip()
+                             capture_output=True, check=True, cwd=tmp_path).stdout.strip()
         assert out == want, args
 
 

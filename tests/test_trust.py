@@ -724,11 +724,16 @@ def test_too_little_memory_to_start_the_blas_is_exit_2(megabytes, tiny, tmp_path
     """embed under an address-space limit that leaves too little for
     scipy.linalg's BLAS to start (whose start, refused memory, retries for
     ever or gives up with exit 1), or for a module to load: one line, out of
-    memory, exit 2, no folder left half made."""
+    memory, exit 2, no folder left half made. At 300 MB an environment
+    that imports less may have room: then the model is whole."""
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (megabytes << 20, megabytes << 20))
     m = tmp_path / "m"
     r = run_cli("xml-train", tiny / "train.txt", m, "--algorithm", "embed", "-q",
                 preexec_fn=limit, timeout=300)
+    if r.returncode == 0 and megabytes >= 300:     # (room enough in this environment)
+        assert run_cli("xml-predict", tiny / "test.txt", tmp_path / "s.txt", m,
+                       "-q").returncode == 0
+        return
     assert one_line_error(r) and "out of memory" in r.stderr, r.stderr
-    assert not (m / "weights.npz").exists() and not any(m.glob("*.npz"))
+    assert not any(m.glob("*.npz"))
