@@ -854,3 +854,24 @@ def test_a_calibration_asked_for_and_not_made_is_not_skipped(tiny, tmp_path):
     r = run_cli("xml-predict", tiny / "test.txt", out, m, "-q")
     assert r.returncode == 0, r.stderr
     assert "UNFINISHED" not in run_cli("xml-info", m).stdout
+
+
+
+@pytest.mark.parametrize("message,code", [
+    ("libx.so: failed to map segment from shared object", 2),
+    ("libx.so: cannot allocate memory", 2),
+    ("No module named 'nowhere'", 1)])
+def test_an_import_failing_for_memory_is_exit_2(message, code, tmp_path):
+    """An ImportError of the system refusing the memory to map a module
+    is out of memory (exit 2); a module missing stays an internal error
+    (exit 1): both one line, never a traceback."""
+    code_text = ("import sys, click; from xmlkit.cli import common\n"
+                 "@click.command()\n"
+                 "def broken():\n"
+                 f"    raise ImportError({message!r})\n"
+                 "sys.argv = ['xml-x']; common.run(broken, 'xml-x')\n")
+    env = {k: v for k, v in os.environ.items() if k != "XMLKIT_DEBUG"}
+    r = subprocess.run([sys.executable, "-c", code_text], capture_output=True, text=True,
+                       cwd=tmp_path, env=env)
+    assert r.returncode == code and r.stderr.count("\n") == 1, r.stderr
+    assert ("out of memory" in r.stderr) == (code == 2), r.stderr

@@ -154,10 +154,6 @@ def run(command, prog):
         _leave(143)
     except MemoryError:
         _out_of_memory(prog, command)
-    except ImportError as exc:
-        if not _no_memory_to_load(exc) and not _memory_spent():
-            raise
-        _out_of_memory(prog, command)
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         click.echo(f"{prog}: error: {where}{exc.strerror or exc}", err=True)
@@ -165,7 +161,7 @@ def run(command, prog):
     except Exception as exc:  # noqa: BLE001 - last resort, still one line
         if os.environ.get("XMLKIT_DEBUG"):
             raise
-        if _memory_spent():         # (the interpreter itself failing for memory)
+        if _no_memory_to_load(exc) or _memory_spent():  # (the system refusing memory)
             _out_of_memory(prog, command)
         click.echo(f"{prog}: internal error: {type(exc).__name__}: {exc} "
                    "(set XMLKIT_DEBUG=1 for a traceback)", err=True)
@@ -174,11 +170,12 @@ def run(command, prog):
 
 
 def _no_memory_to_load(exc):
-    """Whether an ImportError is the system refusing the memory to map a
-    compiled module (a module imported when first used, under a memory
-    limit), not a module missing."""
+    """Whether `exc` is an ImportError of the system refusing the memory to
+    map a compiled module (a module imported when first used, under a
+    memory limit), not of a module missing."""
     text = str(exc).lower()
-    return "failed to map segment" in text or "cannot allocate memory" in text
+    return isinstance(exc, ImportError) and (
+        "failed to map segment" in text or "cannot allocate memory" in text)
 
 
 #: an error raised with less memory than this left to the process is taken
