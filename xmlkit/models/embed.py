@@ -116,6 +116,16 @@ EXACT_RANK_LABELS = 4000   # up to this many labels the eigenvalues of YᵀY are
 MAX_AUTO_RANK = 500        # above it, the automatic rank is at most this
 
 
+def _linalg():
+    """scipy.linalg, imported once its BLAS has the memory to start
+    (xmlkit._memory.require_blas_start: exit 2 rather than a start that
+    never returns)."""
+    from xmlkit._memory import require_blas_start
+    require_blas_start("embed")
+    import scipy.linalg
+    return scipy.linalg
+
+
 def auto_rank(Y, mass=0.9, rng=None):
     """Smallest k whose top eigenvalues of YᵀY hold `mass` of their sum
     (trace(YᵀY) = ‖Y‖²_F). Up to EXACT_RANK_LABELS labels from the
@@ -132,9 +142,7 @@ def auto_rank(Y, mass=0.9, rng=None):
         lam = np.sort(np.linalg.eigvalsh((Y.T @ Y).toarray()))[::-1]
         cum = np.cumsum(np.maximum(lam, 0))
         return int(np.searchsorted(cum, mass * cum[-1]) + 1)
-    from xmlkit._memory import require_blas_start
-    require_blas_start("embed")
-    from scipy.linalg import qr
+    qr = _linalg().qr
 
     def basis(B):
         """An orthonormal basis of B's columns (float32, B overwritten)."""
@@ -387,9 +395,8 @@ class Embed(ArrayModel):
 
     def _fit_once(self, X, Y, tick):
         """The model's arrays fitted on X, Y (scipy csr; Y binary)."""
-        from xmlkit._memory import require_blas_start
-        require_blas_start("embed")
-        from scipy.linalg import cho_factor, cho_solve
+        linalg = _linalg()
+        cho_factor, cho_solve = linalg.cho_factor, linalg.cho_solve
         p = self.params
         n = X.shape[0]
         rng = np.random.default_rng(p.seed)
@@ -475,9 +482,7 @@ class Embed(ArrayModel):
     def _logistic(self, X, Y, a, V, target, chol, rng, tick):
         """V refined by per-class logistic loss: preconditioned minibatch
         steps with heavy-ball momentum (Φ of each batch computed anew)."""
-        from xmlkit._memory import require_blas_start
-        require_blas_start("embed")
-        from scipy.linalg import cho_solve
+        cho_solve = _linalg().cho_solve
         p = self.params
         n = X.shape[0]
         # a tenth of the points per step, at most 2^24 logits (128 MB) at once
