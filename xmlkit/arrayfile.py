@@ -196,6 +196,12 @@ def record_matches(record, data):
 
 # -- reading
 
+def copied(arrays):
+    """The arrays of an opened file (open_file) copied into the process, as
+    a dict: a mapped file changed while in use then cannot reach them."""
+    return {k: np.array(a) for k, a in arrays.items()}
+
+
 def open_file(path, record=None):
     """The ArrayFile (mapped layout) or CompactFile of `path`, checked against
     `record` (None: no record) as the module doc says."""

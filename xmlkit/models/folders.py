@@ -12,9 +12,7 @@ classifiers).
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
-
-from xmlkit import store
+from xmlkit import arrayfile, store
 from xmlkit.errors import XmlkitError
 
 
@@ -76,8 +74,8 @@ def load_part(model, folder, key, manifest=None, recorded=True, check_now=False)
     arrays = store.load_arrays(folder, name, manifest, lazy=True, recorded=recorded)
     if not (arrays.verified or model.CHECKS_ON_USE):
         arrays.verify()
-    if not model.BOUNDED_AT_USE:        # (copied: a file changed in use cannot reach them)
-        arrays = {k: np.array(a) for k, a in arrays.items()}
+    if not model.BOUNDED_AT_USE:
+        arrays = arrayfile.copied(arrays)
     part = model.decode_part(arrays, f"{folder}/{name}.npz")
     if check_now and hasattr(part, "verify"):
         part.verify()
