@@ -472,7 +472,7 @@ cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int
     cdef vector[int64_t] count
     cdef ByFeature by_feat
     cdef int64_t j, c, a, q, was, rounds = 0
-    cdef double old_obj = -10000, obj = -1, x, s0, s1
+    cdef double old_obj = -10000, obj = -1, s0, s1
     cdef const float* cv = &data.cv[0]
     cdef const int32_t* ci = &data.ci[0]
     cdef const int64_t* cp = &data.cp[0]
