@@ -155,9 +155,14 @@ def measured(name):
     return found or [library_id()]
 
 
-def read_stamp(path):
+def _stamp_of(path):
+    """The STAMP match of a results file's last line, or None."""
     lines = path.read_text().rstrip("\n").splitlines()
-    m = STAMP.match(lines[-1]) if lines else None
+    return STAMP.match(lines[-1]) if lines else None
+
+
+def read_stamp(path):
+    m = _stamp_of(path)
     if not m:
         return None
     blobs = dict(item.rsplit(" ", 1) for item in m.group("sources").split(", "))
@@ -166,8 +171,7 @@ def read_stamp(path):
 
 def read_library(path):
     """The library ids a results file's stamp names ([]: it names none)."""
-    lines = path.read_text().rstrip("\n").splitlines()
-    m = STAMP.match(lines[-1]) if lines else None
+    m = _stamp_of(path)
     return m.group("library").split(", ") if m and m.group("library") else []
 
 
