@@ -37,19 +37,26 @@ def spell_flags(message, param, command):
     return re.sub(rf"(?<![\w-]){re.escape(param)}(?![\w=])", flag, message, count=1)
 
 
-def named_algorithm(args):
-    """The family named by --algorithm on a command line, or None (none, or
-    a name that is not a family: click then reports it)."""
-    from xmlkit.models import REGISTRY
+def given_algorithms(args):
+    """The names a command line gives --algorithm, in order (click takes the
+    last; named_algorithm the first, to build the option table, so that a
+    second one is refused); not checked against the families (this module
+    imports no numpy: xmlkit.cli.launch reads them before it is imported)."""
+    names = []
     for i, a in enumerate(args):
         if a == "--algorithm" and i + 1 < len(args):
-            name = args[i + 1]
+            names.append(args[i + 1])
         elif a.startswith("--algorithm="):
-            name = a.split("=", 1)[1]
-        else:
-            continue
-        return name if name in REGISTRY else None
-    return None
+            names.append(a.split("=", 1)[1])
+    return names
+
+
+def named_algorithm(args):
+    """The family named by the first --algorithm on a command line, or None
+    (none, or a name that is not a family: click then reports it)."""
+    from xmlkit.models import REGISTRY
+    names = given_algorithms(args)
+    return names[0] if names and names[0] in REGISTRY else None
 
 
 def fail(message):

@@ -40,13 +40,8 @@ def forest_folder(args):
 def train_algorithm(args):
     """The family an xml-train command line names with --algorithm (the last
     one given, as click takes it), else xml-train's default."""
-    name = TRAIN_DEFAULT
-    for i, a in enumerate(args):
-        if a == "--algorithm" and i + 1 < len(args):
-            name = args[i + 1]
-        elif a.startswith("--algorithm="):
-            name = a.split("=", 1)[1]
-    return name
+    from xmlkit.cli.common import given_algorithms     # (no numpy there)
+    return (given_algorithms(args) or [TRAIN_DEFAULT])[-1]
 
 
 def _one_blas_thread():
