@@ -127,12 +127,52 @@ cdef extern from "<random>" namespace "std" nogil:
         void discard(unsigned long long z)
 
 
+cdef extern from *:
+    """
+    #include <vector>
+    template <class T> static void xk_vector_free(PyObject* capsule) {
+        delete static_cast<std::vector<T>*>(PyCapsule_GetPointer(capsule, "xk_vector"));
+    }
+    // A 1-d numpy array of numpy type typenum over v's buffer (v non-empty),
+    // which it takes: v is left empty, and a capsule that owns the buffer
+    // (the array's base) frees it when the array goes.
+    template <class T> static PyObject* xk_vector_array(std::vector<T>& v, int typenum) {
+        npy_intp n = (npy_intp) v.size();
+        std::vector<T>* owner = new std::vector<T>();
+        owner->swap(v);
+        PyObject* capsule = PyCapsule_New(owner, "xk_vector", xk_vector_free<T>);
+        if (capsule == NULL) {
+            v.swap(*owner);
+            delete owner;
+            return NULL;
+        }
+        PyObject* out = PyArray_SimpleNewFromData(1, &n, typenum, owner->data());
+        if (out == NULL) {
+            Py_DECREF(capsule);
+            return NULL;
+        }
+        if (PyArray_SetBaseObject((PyArrayObject*) out, capsule) < 0) {   // (takes capsule)
+            Py_DECREF(out);
+            return NULL;
+        }
+        return out;
+    }
+    """
+    object xk_vector_array[T](vector[T]& v, int typenum) except +
+
+
 cdef inline tuple csr_pieces(vector[int64_t]& ptr, vector[int32_t]& idx, vector[float]& val):
     """Rows written by a kernel as numpy arrays (indptr int64, indices int32,
-    data float32)."""
-    return (array_copy(ptr.data(), ptr.size(), cnp.NPY_INT64),
-            array_copy(idx.data(), idx.size(), cnp.NPY_INT32),
-            array_copy(val.data(), val.size(), cnp.NPY_FLOAT32))
+    data float32). The arrays take the vectors' buffers, which are left
+    empty: no copy, so that a chunk's scores are not held twice."""
+    if ptr.empty() or idx.empty():      # (an empty vector may have no buffer)
+        return (array_copy(ptr.data(), ptr.size(), cnp.NPY_INT64),
+                array_copy(idx.data(), idx.size(), cnp.NPY_INT32),
+                array_copy(val.data(), val.size(), cnp.NPY_FLOAT32))
+    a = xk_vector_array[int64_t](ptr, cnp.NPY_INT64)
+    b = xk_vector_array[int32_t](idx, cnp.NPY_INT32)
+    c = xk_vector_array[float](val, cnp.NPY_FLOAT32)
+    return (a, b, c)
 
 
 cdef inline tuple rows_pieces(RowsOut& out):
