@@ -8,6 +8,9 @@
  *                   no-op where the compiler has none)
  * xk_flag_get/set   a byte flag that several threads read and one sets, once,
  *                   to 1 (acquire / release)
+ * xk_heap_trim()    give the heap's free pages back to the system (glibc's
+ *                   malloc_trim: free()d small blocks otherwise stay in the
+ *                   process's memory; elsewhere a no-op)
  */
 #ifndef XK_PORTABLE_H
 #define XK_PORTABLE_H
@@ -39,6 +42,13 @@ static inline unsigned char xk_flag_get(const unsigned char* p) {
 static inline void xk_flag_set(unsigned char* p) {
     __atomic_store_n(p, 1, __ATOMIC_RELEASE);
 }
+#endif
+
+#if defined(__GLIBC__)
+#  include <malloc.h>
+static inline void xk_heap_trim(void) { malloc_trim(0); }
+#else
+static inline void xk_heap_trim(void) {}
 #endif
 
 #endif

@@ -22,6 +22,7 @@ cnp.import_array()
 
 cdef extern from "xk_portable.h":
     void XK_PREFETCH(const void* p) noexcept nogil
+    void xk_heap_trim() noexcept nogil
 
 
 ctypedef pair[pair[int32_t, int32_t], double] Visit     # ((node, row), -log-score)
@@ -45,6 +46,9 @@ cdef enum:
     LAID_MAX = 1 << 30
     LAID_WIDTH = 65535
     STAMP_MAX = 65535
+    # a chunk's rows give their labels from every tree back to the system
+    # every TRIM_ROWS rows as they are written out (see xk_heap_trim)
+    TRIM_ROWS = 64
 
 
 cdef inline double _loglik(double z, int loss) noexcept nogil:
@@ -385,6 +389,10 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
                 seen[lab] = 1
                 touched.push_back(lab)
             acc[lab] += items[r][a].second
+        items[r].clear()            # (the row's entries go as its output comes:
+        items[r].shrink_to_fit()    # a chunk's scores are not held twice)
+        if r % TRIM_ROWS == TRIM_ROWS - 1:
+            xk_heap_trim()
         if topk <= 0:                 # every label, ascending: as emit_top would write them
             if 4 * touched.size() * log2(touched.size() + 1.0) > f.n_labels:
                 touched.clear()       # (a sort costs more than reading every flag)
