@@ -96,6 +96,22 @@ def test_fixed_decimals_equal_printf(tmp_path, precision):
     assert lines == [f"0:{float(v):.{precision}f}" for v in vals]
 
 
+@pytest.mark.parametrize("fixed", [True, False])
+def test_long_precisions_are_written_whole(tmp_path, fixed):
+    """Every digit of a long precision is written (%f of the largest float
+    takes 40 characters before the point), and a precision beyond 100 is
+    refused rather than cut."""
+    vals = np.array([3.4e38, -3.4e38, 1e-45, -1 / 3, 0.0], np.float32)
+    n = len(vals)
+    M = sp.csr_matrix((vals, np.zeros(n, np.int32), np.arange(n + 1)), shape=(n, 1))
+    for precision in (12, 30, 100):
+        write_matrix(tmp_path / "m.txt", M, precision=precision, fixed=fixed)
+        lines = (tmp_path / "m.txt").read_text().split("\n")[1:-1]
+        assert lines == [f"0:{float(v):.{precision}{'f' if fixed else 'g'}}" for v in vals]
+    with pytest.raises(ValueError, match="precision of 0 to 100"):
+        write_matrix(tmp_path / "m.txt", M, precision=101, fixed=fixed)
+
+
 def test_bare_rows_read_and_write(tmp_path):
     """XCFile carries the arrays as Rows; scipy views of them are the same."""
     f = read_xc(SAMPLES / "bibtex_train.txt.xz")

@@ -10,6 +10,13 @@
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.string cimport memchr
 from libc.stdio cimport snprintf
+from cpython.ref cimport PyObject, Py_DECREF
+
+cdef extern from "Python.h":
+    # (raw references: the text is written into a bytes object, then cut)
+    PyObject* _new_bytes "PyBytes_FromStringAndSize" (const char* s, Py_ssize_t n)
+    char* _bytes_data "PyBytes_AS_STRING" (PyObject* b)
+    int _PyBytes_Resize(PyObject** b, Py_ssize_t n)
 from libc.math cimport pow, isfinite, fabs, nearbyint, signbit
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
@@ -392,34 +399,46 @@ cdef object _take_indptr(vector[int64_t]& v):
 
 # ---------------------------------------------------------------- writing
 
-cdef inline void put_int(vector[char]& out, int64_t v) noexcept nogil:
+cdef enum:
+    # characters a formatted entry takes at most: a separator, an int32 with
+    # its sign, a colon and a value, which takes at most its precision plus
+    # VALUE_ROOM (%f of the largest float: a sign, 39 digits and a point)
+    VALUE_ROOM = 48
+    ENTRY_ROOM = 1 + 11 + 1 + VALUE_ROOM
+    # the largest precision format_rows takes
+    MAX_PRECISION = 100
+
+
+cdef inline char* put_int(char* p, int64_t v) noexcept nogil:
+    """Write v in decimal at p; returns the end."""
     cdef char[24] tmp
     cdef int n = 0
     cdef int i
     if v == 0:
-        out.push_back(48)
-        return
+        p[0] = 48
+        return p + 1
     if v < 0:
-        out.push_back(45)
+        p[0] = 45
+        p += 1
         v = -v
     while v > 0:
         tmp[n] = <char> (48 + v % 10)
         v = v // 10
         n += 1
-    for i in range(n - 1, -1, -1):
-        out.push_back(tmp[i])
-
-
-cdef inline void put_value(vector[char]& out, double v, const char* fmt, int prec) noexcept nogil:
-    cdef char[64] tmp
-    cdef int n = snprintf(tmp, 64, fmt, prec, v)
-    cdef int i
     for i in range(n):
-        out.push_back(tmp[i])
+        p[i] = tmp[n - 1 - i]
+    return p + n
 
 
-cdef inline void put_fixed(vector[char]& out, float v, int prec, double scale,
-                           uint64_t unit) noexcept nogil:
+cdef inline char* put_value(char* p, double v, const char* fmt, int prec) noexcept nogil:
+    """Write v by snprintf's fmt (with precision prec, 0..MAX_PRECISION) at
+    p, at most prec + VALUE_ROOM characters; returns the end."""
+    cdef int n = snprintf(p, prec + VALUE_ROOM + 1, fmt, prec, v)
+    return p + (n if n > 0 else 0)
+
+
+cdef inline char* put_fixed(char* p, float v, int prec, double scale,
+                            uint64_t unit) noexcept nogil:
     """%.{prec}f of a float, faster than snprintf and identical to it:
     |v|·10^prec is exact in a double (24-bit mantissa times 5^prec of at most
     21 bits, prec <= 9), so rounding it half-to-even (the default rounding
@@ -427,28 +446,29 @@ cdef inline void put_fixed(vector[char]& out, float v, int prec, double scale,
     cdef double a = fabs(<double> v) * scale
     cdef uint64_t q, frac
     cdef int i
-    cdef char[12] digits
     if not isfinite(a) or a >= 9007199254740992.0:   # 2^53: leave it to printf
-        put_value(out, v, b"%.*f", prec)
-        return
+        return put_value(p, v, b"%.*f", prec)
     q = <uint64_t> nearbyint(a)
     if signbit(v):
-        out.push_back(45)
-    put_int(out, <int64_t> (q // unit))
+        p[0] = 45
+        p += 1
+    p = put_int(p, <int64_t> (q // unit))
     if prec > 0:
-        out.push_back(46)
+        p[0] = 46
         frac = q % unit
-        for i in range(prec - 1, -1, -1):
-            digits[i] = <char> (48 + frac % 10)
+        for i in range(prec, 0, -1):
+            p[i] = <char> (48 + frac % 10)
             frac = frac // 10
-        for i in range(prec):
-            out.push_back(digits[i])
+        p += prec + 1
+    return p
 
 
-cdef void _format_rows(const indptr_t* xp, const int32_t* xi, const float* xv,
-                       const indptr_t* yp, const int32_t* yi,
-                       int64_t r0, int64_t r1, const char* fmt, int prec, bint fixed,
-                       vector[char]& out) except + nogil:
+cdef char* _format_rows(const indptr_t* xp, const int32_t* xi, const float* xv,
+                        const indptr_t* yp, const int32_t* yi,
+                        int64_t r0, int64_t r1, const char* fmt, int prec, bint fixed,
+                        char* p) noexcept nogil:
+    """Write the text of rows r0..r1-1 at p (room for the bound that
+    format_rows sets); returns the end."""
     cdef int64_t r, j
     cdef bint fast = fixed and 0 <= prec <= 9
     cdef double scale = pow(10.0, prec) if fast else 1.0
@@ -457,22 +477,28 @@ cdef void _format_rows(const indptr_t* xp, const int32_t* xi, const float* xv,
         if yp != NULL:
             for j in range(yp[r], yp[r + 1]):
                 if j > yp[r]:
-                    out.push_back(44)
-                put_int(out, yi[j])
+                    p[0] = 44
+                    p += 1
+                p = put_int(p, yi[j])
             # Labels and features are separated by one space, so a point
             # without labels starts with a space (single-file format).
             if xp[r + 1] > xp[r]:
-                out.push_back(32)
+                p[0] = 32
+                p += 1
         for j in range(xp[r], xp[r + 1]):
             if j > xp[r]:
-                out.push_back(32)
-            put_int(out, xi[j])
-            out.push_back(58)
+                p[0] = 32
+                p += 1
+            p = put_int(p, xi[j])
+            p[0] = 58
+            p += 1
             if fast:
-                put_fixed(out, xv[j], prec, scale, unit)
+                p = put_fixed(p, xv[j], prec, scale, unit)
             else:
-                put_value(out, xv[j], fmt, prec)
-        out.push_back(10)
+                p = put_value(p, xv[j], fmt, prec)
+        p[0] = 10
+        p += 1
+    return p
 
 
 def format_rows(const indptr_t[::1] x_indptr, const int32_t[::1] x_indices,
@@ -480,8 +506,9 @@ def format_rows(const indptr_t[::1] x_indptr, const int32_t[::1] x_indices,
                 int64_t r0, int64_t r1, bint fixed, int precision):
     """Text of rows r0..r1-1: `idx:val` pairs joined by single spaces, one
     line per row; with y arrays, the single-file format (`l1,l2 idx:val`).
-    Values use %.{precision}f when fixed, else %.{precision}g."""
-    cdef vector[char] out
+    Values use %.{precision}f when fixed, else %.{precision}g. The text is
+    written in place into a bytes object sized for the longest it can be
+    (pages never written are never taken), then cut to its length."""
     cdef const indptr_t[::1] yp
     cdef const int32_t[::1] yi
     cdef const indptr_t* yp_ptr = NULL
@@ -489,17 +516,32 @@ def format_rows(const indptr_t[::1] x_indptr, const int32_t[::1] x_indices,
     cdef const char* fmt = b"%.*f" if fixed else b"%.*g"
     cdef int32_t dummy_i = 0
     cdef float dummy_f = 0
+    cdef int64_t bound
+    cdef char* start
+    cdef char* end
+    cdef PyObject* raw
+    if not 0 <= precision <= MAX_PRECISION:
+        raise ValueError(f"a precision of 0 to {MAX_PRECISION} digits, not {precision}")
     if r1 <= r0:
         return b""
+    bound = (r1 - r0) + (x_indptr[r1] - x_indptr[r0]) * (ENTRY_ROOM + precision)
     if y_indptr is not None:
         yp = np.ascontiguousarray(y_indptr, dtype=np.asarray(x_indptr).dtype)
         yi = np.ascontiguousarray(y_indices, dtype=np.int32)
         yp_ptr = &yp[0]
         yi_ptr = &yi[0] if yi.shape[0] else &dummy_i
+        bound += (r1 - r0) + (yp[r1] - yp[r0]) * 12
     cdef const int32_t* xi_ptr = &x_indices[0] if x_indices.shape[0] else &dummy_i
     cdef const float* xv_ptr = &x_data[0] if x_data.shape[0] else &dummy_f
+    raw = _new_bytes(NULL, bound)
+    if raw == NULL:
+        raise MemoryError()
+    start = _bytes_data(raw)
     with nogil:
-        out.reserve((r1 - r0) * 16)
-        _format_rows(&x_indptr[0], xi_ptr, xv_ptr, yp_ptr, yi_ptr, r0, r1, fmt,
-                     precision, fixed, out)
-    return out.data()[:out.size()]
+        end = _format_rows(&x_indptr[0], xi_ptr, xv_ptr, yp_ptr, yi_ptr, r0, r1, fmt,
+                           precision, fixed, start)
+    if _PyBytes_Resize(&raw, end - start) < 0:      # (raw is gone then)
+        raise MemoryError()
+    text = <object> raw
+    Py_DECREF(text)                     # (the reference made with it)
+    return text
