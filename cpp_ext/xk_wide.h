@@ -11,14 +11,18 @@
  *               sum in q order)
  * xk_rows_axpy  W[f[q] * bw + k] += v[q] * d[k] for every q, k < na
  * xk_rows_dotd  acc[k] += x * row[k], k < K, in doubles
+ * xk_rows_dotf  the same in floats
  */
 #ifndef XK_WIDE_H
 #define XK_WIDE_H
 
 #include <stdint.h>
 
+/* (unused: each kernel includes the whole header and uses a few) */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#  define XK_WIDE __attribute__((target_clones("avx2", "default")))
+#  define XK_WIDE __attribute__((target_clones("avx2", "default"), unused))
+#elif defined(__GNUC__)
+#  define XK_WIDE __attribute__((unused))
 #else
 #  define XK_WIDE
 #endif
@@ -46,6 +50,11 @@ XK_WIDE static void xk_rows_axpy(int64_t lo, int64_t hi, const int32_t* f, const
 }
 
 XK_WIDE static void xk_rows_dotd(double* acc, const double* row, double x, int64_t K) {
+    for (int64_t k = 0; k < K; k++)
+        acc[k] += x * row[k];
+}
+
+XK_WIDE static void xk_rows_dotf(float* acc, const float* row, float x, int64_t K) {
     for (int64_t k = 0; k < K; k++)
         acc[k] += x * row[k];
 }

@@ -9,6 +9,7 @@ import scipy.sparse as sp
 import xmlkit
 from xmlkit.models.embed import f1_decisions, label_embedding, with_ones
 from xmlkit.io import read_matrix
+from xmlkit.models import load_model
 from xmlkit.metrics import ranking_metrics, set_metrics
 
 from conftest import TEST, TRAIN, run_cli
@@ -101,23 +102,44 @@ def test_automatic_rank_above_4000_labels_is_estimated():
 @pytest.mark.slow
 def test_threads_do_not_change_the_model_and_old_folders_keep_their_map_ridge(tmp_path,
                                                                             bibtex):
-    """The ridge solves run in column blocks on -T threads: the same arrays
-    at 1 and 2 threads (CLI and API); a folder from before map_lambda was
-    trained with the authors' near-zero ridge, 1e-6, and says so."""
+    """The ridge solves (column blocks) and the ridge system (row blocks) run
+    on -T threads: the same arrays at 1 and 2 threads (API), and the same
+    bytes from xml-train at -T 1 and 2 (its BLAS on one thread, whatever the
+    cores); a folder from before map_lambda was trained with the authors'
+    near-zero ridge, 1e-6, and says so."""
     X, Y, _, _ = bibtex
     kw = {"num_features": 200, "rank": 40, "seed": 1}
     a = xmlkit.Embed(threads=1, **kw).fit(X, Y)
     b = xmlkit.Embed(threads=2, **kw).fit(X, Y)
     for key in a.arrays_:
         assert np.array_equal(a.arrays_[key], b.arrays_[key]), key
-    folder = tmp_path / "m"
-    r = run_cli("xml-train", TRAIN, folder, "--algorithm", "embed", "-T", "2", "--rank", "40",
-                "--num-features", "200", "--seed", "1", "-q")
-    assert r.returncode == 0, r.stderr
+    for threads in ("1", "2"):
+        r = run_cli("xml-train", TRAIN, tmp_path / threads, "--algorithm", "embed", "-T",
+                    threads, "--rank", "40", "--num-features", "200", "--seed", "1", "-q")
+        assert r.returncode == 0, r.stderr
+    one, two = (tmp_path / t / "embed.npz" for t in ("1", "2"))
+    assert one.read_bytes() == two.read_bytes()
+    folder = tmp_path / "2"
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["params"]["map_lambda"] == 1.0 and "threads" not in manifest["params"]
     del manifest["params"]["map_lambda"]
     assert xmlkit.Embed.from_manifest(manifest).map_lambda == 1e-6
+
+
+def test_a_rows_scores_are_the_same_alone_or_in_a_batch(tiny):
+    """The dense products are summed in one order (xmlkit._ext.dense_rows):
+    each row scored alone gives the bytes it has in the whole batch, with
+    every label and with decision f1 (a BLAS's product would follow the
+    batch's shape and its own thread count)."""
+    from xmlkit.io import read_xc
+    model = load_model(tiny / "embed")
+    X = read_xc(tiny / "test.txt").features
+    for kw in ({"k": None}, {"k": None, "decision": "f1"}):
+        whole = sp.csr_matrix(model.predict(X, **kw))
+        for i in range(whole.shape[0]):
+            one = sp.csr_matrix(model.predict(X[i:i + 1], **kw))
+            assert np.array_equal(one.indices, whole[i].indices), (i, kw)
+            assert one.data.tobytes() == whole[i].data.tobytes(), (i, kw)
 
 
 @pytest.mark.slow

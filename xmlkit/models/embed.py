@@ -23,7 +23,8 @@ a block of rows/labels.
 import numpy as np
 
 from xmlkit import checks
-from xmlkit.csr import Rows, like, model_rows
+from xmlkit._ext.dense_rows import rows_times
+from xmlkit.csr import Rows, like, model_rows, piece_rows
 from xmlkit.errors import InvalidParameterError, XmlkitError
 from xmlkit.models.matrix_family import (ROW_BLOCK, THRESHOLD_COLUMNS, ArrayModel, coo_rows,
                                          fit_thresholds_blocked, scored_blocks,
@@ -207,9 +208,10 @@ def median_sq_distance(S):
 
 
 def fourier(H1, Omega, b):
-    """[cos(H1 Ω + b), 1] for the rows of H1."""
+    """[cos(H1 Ω + b), 1] for the rows of H1 (a row's the same bits alone or
+    in any batch: dense_rows)."""
     Phi = np.empty((H1.shape[0], Omega.shape[1] + 1))
-    np.cos(H1 @ Omega + b, out=Phi[:, :-1])
+    np.cos(rows_times(H1, Omega) + b, out=Phi[:, :-1])
     Phi[:, -1] = 1
     return Phi
 
@@ -310,10 +312,13 @@ class Embed(ArrayModel):
 
         Run parameters
         --------------
-        threads : the embedding's ridge solves run in blocks of
-            COLUMN_BLOCK columns on this many threads; the rest of the fit
+        threads : the embedding's ridge solves (blocks of COLUMN_BLOCK
+            columns) and the random features' ridge system (blocks of
+            ROW_BLOCK points) run on this many threads; the rest of the fit
             is in numpy's BLAS (its own threads). The model does not depend
-            on it.
+            on it; it depends on the BLAS's thread count (the order of its
+            sums): xml-train gives the BLAS one thread, as does
+            OPENBLAS_NUM_THREADS=1 set before numpy is imported.
         seed : random seed (test matrix, frequencies, batches).
         """
         self.rank = rank
@@ -429,10 +434,8 @@ class Embed(ArrayModel):
         YtPhi = np.zeros((self.n_labels_, f1), np.float32)
         PhiSum = np.zeros(f1)
         from xmlkit._ext.label_sums import add_rows_by_label
-        for r0 in range(0, n, ROW_BLOCK):
-            r1 = min(n, r0 + ROW_BLOCK)
-            Phi = self._phi(X[r0:r1], a)
-            A += Phi.T @ Phi
+        for r0, r1, Phi, G in self._gram_blocks(X, a, p.threads):
+            A += G
             lo, hi = Y.indptr[r0], Y.indptr[r1]
             add_rows_by_label(YtPhi, Phi, Y.indptr[r0:r1 + 1] - lo, Y.indices[lo:hi])
             PhiSum += Phi.sum(axis=0)
@@ -463,6 +466,16 @@ class Embed(ArrayModel):
                  rank=np.array([Wx.shape[1]]))
         return a
 
+    def _gram_blocks(self, X, a, threads):
+        """(r0, r1, Φ, ΦᵀΦ) of the rows of X, ROW_BLOCK at a time, in order,
+        made on `threads` threads, one block each ahead of the one taken:
+        each block's product on one BLAS thread (xml-train's), so that its
+        sums, and their total added in order, do not depend on the threads."""
+        def one(r0, r1):
+            Phi = self._phi(X[r0:r1], a)
+            return r0, r1, Phi, Phi.T @ Phi
+        return piece_rows(one, X.shape[0], threads, chunk=ROW_BLOCK, ahead=1)
+
     def _fit_f1_thresholds(self, X, Y, a):
         """decision="f1"'s per-label thresholds F*_l / 2 (Lipton et al. 2014:
         for calibrated probabilities the F1-optimal threshold is half the
@@ -476,7 +489,7 @@ class Embed(ArrayModel):
                        "; fewer random features (num_features) fit")
         Phi = self._all_features(X, a)
         return fit_thresholds_blocked(
-            lambda c0, c1: self._link(Phi @ a["V"][:, c0:c1]).astype(np.float64), Y,
+            lambda c0, c1: self._link(rows_times(Phi, a["V"][:, c0:c1])).astype(np.float64), Y,
             self.n_labels_, THRESHOLD_COLUMNS)
 
     def _logistic(self, X, Y, a, V, target, chol, rng, tick):
@@ -576,7 +589,7 @@ class Embed(ArrayModel):
             rows, cols, vals = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0)]
             for j0 in range(0, L, LABEL_BLOCK):
                 j1 = min(L, j0 + LABEL_BLOCK)
-                P = self._link(Phi @ V[:, j0:j1])
+                P = self._link(rows_times(Phi, V[:, j0:j1]))
                 r, c = np.nonzero(f1_decisions(P, self.arrays_["prior"][j0:j1], n))
                 rows.append(r)
                 cols.append(c + j0)
@@ -589,7 +602,8 @@ class Embed(ArrayModel):
             self.arrays_["f1_thresholds"] if decision == "f1" else None
         select = selector(None if cut is not None else k, cut)
         return like(X, scored_blocks(
-            n, L, lambda r0, r1: self._link(self.features(R, r0, r1) @ V), select, progress))
+            n, L, lambda r0, r1: self._link(rows_times(self.features(R, r0, r1), V)), select,
+            progress))
 
     def _effects(self, R, S, threads, n_top=0, **params):
         """Exact leave-one-feature-out effects on the probabilities: the
