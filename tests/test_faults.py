@@ -553,40 +553,23 @@ def test_a_text_stream_is_answered_document_by_document(tmp_path):
     assert p.wait() == 0 and got == whole
 
 
-def test_blas_threads_only_for_models_that_use_none(tiny, tmp_path):
-    """xml-predict gives the BLAS one thread for the tree families' folders
-    (their prediction makes no BLAS call; its threads would spin on the
-    cores the command's need), and leaves it as it is for the array models,
-    whose scores its thread count would change."""
-    from xmlkit.cli.launch import forest_folder
-    for family, forest in (("fastxml", True), ("pfastrexml", True), ("ldsm", True),
-                           ("embed", False), ("linear", False)):
-        assert forest_folder(["-T", "2", str(tiny / "test.txt"), "-", str(tiny / family)]) \
-            == forest, family
-    assert forest_folder([str(ROOT / "tests" / "fixtures" / "cpp_tiny" / "fastxml")])
-    assert not forest_folder([str(tmp_path), "nowhere"])
-
-
-def test_blas_threads_in_training_only_for_families_that_use_none(tmp_path):
-    """xml-train gives the BLAS one thread for the families that train
-    without it, named by --algorithm (the last given) or by default."""
-    from xmlkit.cli.launch import NO_BLAS_TRAIN, TRAIN_DEFAULT, train_algorithm
-    from xmlkit.cli.train import DEFAULT_ALGORITHM
-    assert TRAIN_DEFAULT == DEFAULT_ALGORITHM
-    assert train_algorithm(["a.txt", "m"]) == "fastxml"
-    assert train_algorithm(["--algorithm", "parabel", "a.txt", "m"]) == "parabel"
-    assert train_algorithm(["--algorithm=embed", "a.txt", "--algorithm", "linear"]) == "linear"
-    assert set(NO_BLAS_TRAIN) == {"fastxml", "pfastrexml", "parabel"}
-    code = ("import os, sys; from xmlkit.cli import launch; sys.argv = ['xml-train'] + "
-            "sys.argv[1:]; import xmlkit.cli.train as t; "
-            "t.main = lambda: print(os.environ.get('OPENBLAS_NUM_THREADS')); launch.train()")
+def test_commands_give_the_blas_one_thread(tmp_path):
+    """xml-train and xml-predict give the BLAS one thread (none predicts with
+    it; embed's training then makes the same bytes on any number of cores),
+    whatever the arguments, unless the user set its threads."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
-    for args, want in ((["--algorithm", "parabel"], "1"), ([], "1"),
-                       (["--algorithm", "embed"], "None")):
-        out = subprocess.run([sys.executable, "-c", code, *args], env=env, text=True,
-                             capture_output=True, check=True, cwd=tmp_path).stdout.strip()
-        assert out == want, args
+    for command in ("train", "predict"):
+        code = (f"import os, sys; from xmlkit.cli import launch; import xmlkit.cli.{command} "
+                "as c; c.main = lambda: print(os.environ.get('OPENBLAS_NUM_THREADS')); "
+                f"launch.{command}()")
+        for args, extra, want in (([], {}, "1"), (["--algorithm", "embed", "a", "m"], {}, "1"),
+                                  ([], {"OPENBLAS_NUM_THREADS": "3"}, "3"),
+                                  ([], {"OMP_NUM_THREADS": "2"}, "None")):
+            out = subprocess.run([sys.executable, "-c", code, *args], env={**env, **extra},
+                                 text=True, capture_output=True, check=True,
+                                 cwd=tmp_path).stdout.strip()
+            assert out == want, (command, args, extra)
 
 
 def _damaged_copies(folder, tmp_path):

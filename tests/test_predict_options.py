@@ -91,14 +91,9 @@ def test_calibration_is_told_of_every_option_that_changes_scores(tiny, rows, fam
 
 @pytest.mark.slow
 def test_dask_predicts_with_every_option(tiny, rows):
-    """The cluster's prediction with each option is the machine's: byte for
-    byte for the families that predict without the BLAS; the array models'
-    (embed, linear) products go through the BLAS, whose sums follow its own
-    thread count (a worker's differs from this process's), so there the
-    labels are the same and the scores within 1e-6 (their last bits depend
-    on the BLAS's threads: not yet the same bytes on every machine)."""
+    """The cluster's prediction with each option is the machine's, byte for
+    byte for every family (no prediction's sums follow a BLAS's threads)."""
     from xmlkit import cluster
-    from xmlkit.cli.launch import NO_BLAS
     from xmlkit.csr import as_rows
     R = as_rows(rows)
     with cluster.connect("local:2") as client:
@@ -113,7 +108,4 @@ def test_dask_predicts_with_every_option(tiny, rows):
                                  ex.predict_blocks(model, {"k": 5, **kw}, [R], R.shape[0])])
                 assert np.array_equal(got.indptr, want.indptr), (family, kw)
                 assert np.array_equal(got.indices, want.indices), (family, kw)
-                if family in NO_BLAS:
-                    assert np.array_equal(got.data, want.data), (family, kw)
-                else:
-                    assert np.abs(got.data - want.data).max(initial=0) <= 1e-6, (family, kw)
+                assert np.array_equal(got.data, want.data), (family, kw)

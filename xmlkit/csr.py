@@ -178,11 +178,11 @@ def score_rows(run, n, n_cols, threads=1, progress=None, chunk=CHUNK_ROWS):
     return stack_rows(list(piece_rows(run, n, threads, progress, chunk)), (n, n_cols))
 
 
-def piece_rows(run, n, threads=1, progress=None, chunk=CHUNK_ROWS, finish=None):
+def piece_rows(run, n, threads=1, progress=None, chunk=CHUNK_ROWS, finish=None, ahead=2):
     """The chunks of score_rows one by one, in order: finish(r0, r1, run(r0,
-    r1)) (default: the CSR pieces) made on the threads, at most two chunks
-    per thread ahead of the one the caller holds, so that a caller writing
-    each as it comes holds a few chunks, not all the rows."""
+    r1)) (default: the CSR pieces) made on the threads, at most `ahead`
+    chunks per thread ahead of the one the caller holds, so that a caller
+    writing each as it comes holds a few chunks, not all the rows."""
     def one(b):
         out = run(*b)
         if finish is not None:
@@ -195,17 +195,17 @@ def piece_rows(run, n, threads=1, progress=None, chunk=CHUNK_ROWS, finish=None):
         for b in bounds:
             yield one(b)
         return
-    ahead = collections.deque()
+    made = collections.deque()
     with ThreadPoolExecutor(threads) as pool:
         try:
             for b in bounds:
-                ahead.append(pool.submit(one, b))
-                if len(ahead) > 2 * threads:
-                    yield ahead.popleft().result()
-            while ahead:
-                yield ahead.popleft().result()
+                made.append(pool.submit(one, b))
+                if len(made) > ahead * threads:
+                    yield made.popleft().result()
+            while made:
+                yield made.popleft().result()
         finally:                # (a caller gone or a chunk failed: start no more)
-            for f in ahead:
+            for f in made:
                 f.cancel()
 
 

@@ -40,8 +40,7 @@ def spell_flags(message, param, command):
 def given_algorithms(args):
     """The names a command line gives --algorithm, in order (click takes the
     last; named_algorithm the first, to build the option table, so that a
-    second one is refused); not checked against the families (this module
-    imports no numpy: xmlkit.cli.launch reads them before it is imported)."""
+    second one is refused); not checked against the families."""
     names = []
     for i, a in enumerate(args):
         if a == "--algorithm" and i + 1 < len(args):

@@ -195,7 +195,8 @@ EMBED = (
         "the time); 0: on the training points themselves, one fit (too confident: fewer "
         "labels per row)."),
     Opt("threads", ("-T", "--threads"), "Threads for the embedding's ridge solves (blocks "
-        "of columns); the rest runs in numpy's BLAS. The model does not depend on it."),
+        "of columns) and the random features' ridge system (blocks of points); the rest "
+        "runs in numpy's BLAS, on one thread. The model does not depend on it."),
     Opt("seed", ("--seed",), "Random seed (test matrix, frequencies, minibatches)."),
 )
 
