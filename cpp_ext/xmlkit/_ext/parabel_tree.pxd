@@ -1,11 +1,49 @@
 # The state of the kernels of xmlkit._ext.parabel_tree, whose code is parabel_tree.pyx beside
 # this file (Cython reads a module's own .pxd from the folder of its dotted
-# name, xmlkit/_ext/, under an include directory: cpp_ext; see setup.py).
+# name, xmlkit/_ext/, under an include directory: cpp_ext; see setup.py), and
+# the solver's requests to the cache (inline C).
 
 from libc.stdint cimport int32_t, int64_t, uint32_t
 from libcpp.vector cimport vector
 
 from sparse_rows cimport mt19937
+
+
+cdef extern from *:
+    """
+    #include <cstdint>
+    #include "xk_portable.h"
+    // Ask the cache for what the solver's pass reads of the points to come:
+    // the row and targets of point perm[s + 8] (their starts in ri, rv and
+    // ti, whose bounds were asked for eight steps before) and the row and
+    // target bounds, dual variables (stride a point) and squared norm of
+    // point perm[s + 16]. The pass visits the points in a random order, so
+    // without it each point waits for memory. Hints only: no result depends
+    // on them. (Always inlined: GCC drops a call to a function whose only
+    // effect is a prefetch before it would inline it.)
+    static XK_ALWAYS_INLINE void xk_solver_ahead(
+            const int32_t* perm, int64_t s, int64_t n, const int64_t* rp,
+            const int32_t* ri, const float* rv, const int64_t* tp, const int32_t* ti,
+            const float* sq, const double* alpha, int64_t stride) {
+        if (s + 16 < n) {
+            int64_t i = perm[s + 16];
+            XK_PREFETCH(&rp[i]);
+            XK_PREFETCH(&tp[i]);
+            XK_PREFETCH(&sq[i]);
+            XK_PREFETCH(&alpha[i * stride]);
+        }
+        if (s + 8 < n) {
+            int64_t i = perm[s + 8];
+            XK_PREFETCH(&ri[rp[i]]);
+            XK_PREFETCH(&rv[rp[i]]);
+            XK_PREFETCH(&ti[tp[i]]);
+        }
+    }
+    """
+    void _solver_ahead "xk_solver_ahead" (
+        const int32_t* perm, int64_t s, int64_t n, const int64_t* rp, const int32_t* ri,
+        const float* rv, const int64_t* tp, const int32_t* ti, const float* sq,
+        const double* alpha, int64_t stride) noexcept nogil
 
 
 cdef class ParabelData:
