@@ -163,9 +163,9 @@ class Parabel(TreeEnsemble):
     def start_fit(self, X, Y):
         """The shared checks, then the memory the root node needs on each
         thread, refused before it is allocated (xmlkit._memory): its k-means
-        (centres over the features the points use and cosines of the labels,
-        arity each,
-        float64; balanced arity > 2 also sorts every (label, centre) pair)
+        (over the features the points use, each cluster's sum in float64 and
+        its centre in float32; the labels' cosines to each centre in float32
+        and float64; balanced arity > 2 also sorts every (label, centre) pair)
         or its classifiers (the dual variables of a block of classifiers
         per point, and the block's weights: parabel_tree.BLOCK)."""
         X, Y = super().start_fit(X, Y)
@@ -176,7 +176,7 @@ class Parabel(TreeEnsemble):
         (n, D), L = X.shape, Y.shape[1]
         K = min(p.arity, L)
         used = int(np.count_nonzero(np.bincount(X.indices, minlength=D))) + 1   # (the bias)
-        kmeans = 8 * K * (used + L) + (16 * K * L if p.balanced and K > 2 else 0)
+        kmeans = 12 * K * (used + L) + (16 * K * L if p.balanced and K > 2 else 0)
         solver = n * min(K, max_block) * (16 if p.loss == "log" else 8) + block_bytes
         require_memory(p.threads * max(kmeans, solver),
                        f"Parabel's root node (arity {K}) on {n} points, {D} features and "

@@ -7,6 +7,7 @@ from libc.stdint cimport int32_t, int64_t, uint32_t
 from libcpp.vector cimport vector
 
 from sparse_rows cimport mt19937
+from xmlkit._ext.parabel_cluster cimport LabelKmeans
 
 
 cdef extern from *:
@@ -70,6 +71,7 @@ cdef class ParabelNode:
     cdef int arity                       # clusters asked of a split (K)
     cdef bint balanced                   # clusters of equal sizes (else: each label to its best)
     cdef double cluster_eps              # k-means stops when the mean cosine gains less
+    cdef LabelKmeans km                  # the k-means of the node's labels (its scratch)
     cdef int loss                        # 0: squared hinge (L2-loss SVC), 1: logistic
     cdef double C                        # cost of the classifiers
     cdef int max_iter                    # solver passes at most

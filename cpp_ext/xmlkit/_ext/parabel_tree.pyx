@@ -1,5 +1,6 @@
 # Parabel's growth, node by node (Prabhu et al., WWW 2018): a node's labels
-# are split by (balanced) spherical k-means over their centroids, and the
+# are split by (balanced) spherical k-means over their centroids
+# (parabel_cluster.LabelKmeans), and the
 # node trains one L2-regularised linear classifier per child (an internal
 # node) or per label (a leaf) over the points that carry one of its labels,
 # by dual coordinate descent (liblinear's L2R_L2LOSS_SVC_DUAL and
@@ -18,7 +19,6 @@
 from libc.math cimport fabs, log, sqrt
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libcpp.vector cimport vector
-from libcpp.utility cimport pair
 from libcpp.algorithm cimport sort
 
 cimport numpy as cnp
@@ -28,11 +28,11 @@ cdef extern from "xk_wide.h":
                      int64_t bw, int64_t na, float* z) noexcept nogil
     void xk_rows_axpy(int64_t lo, int64_t hi, const int32_t* f, const float* v, float* W,
                       int64_t bw, int64_t na, const float* d) noexcept nogil
-    void xk_rows_dotd(double* acc, const double* row, double x, int64_t K) noexcept nogil
 
 
 import numpy as np
 from xmlkit._ext.parabel_predict import col_type
+from xmlkit._ext.parabel_cluster cimport LabelKmeans
 from sparse_rows cimport add_label_rows, csr_pieces, mt19937, padded, tree_seed
 
 cnp.import_array()
@@ -185,6 +185,7 @@ cdef class ParabelNode:
         self.arity = arity
         self.balanced = balanced
         self.cluster_eps = cluster_eps
+        self.km = LabelKmeans()
         self.loss = loss
         self.C = C
         self.max_iter = max_iter
@@ -364,212 +365,10 @@ cdef class ParabelNode:
 
     cdef void _cluster(self, ParabelData data, const int32_t* labels, int64_t m,
                        int32_t* group) except + nogil:
-        """group[j]: the child of label j, children numbered from 0 in the
-        order of their clusters, none empty (at least 2 when m >= 2)."""
-        cdef int64_t K = self.arity if self.arity < m else m
-        cdef int64_t j, c, used
-        cdef vector[int32_t] renum
-        if m < 2:
-            for j in range(m):
-                group[j] = 0
-            return
-        _kmeans(self, data, labels, m, K, self.balanced, group)
-        renum.resize(K, -1)
-        used = 0
-        for j in range(m):
-            if renum[group[j]] < 0:
-                renum[group[j]] = 0
-        for c in range(K):
-            if renum[c] >= 0:
-                renum[c] = <int32_t> used
-                used += 1
-        if used < 2:
-            # (every label went to one cluster: split it in two balanced halves)
-            _kmeans(self, data, labels, m, 2, True, group)
-            return
-        for j in range(m):
-            group[j] = renum[group[j]]
-
-
-cdef int _check_local(ParabelNode node, ParabelData data, const int32_t* labels,
-                      int64_t m) except -1 nogil:
-    """Every feature of the centroids of the node's labels is a feature of
-    the node (it holds all its labels' points), which k-means reads through
-    fmap: an error if one is not."""
-    cdef int64_t j, q
-    for j in range(m):
-        for q in range(data.cp[labels[j]], data.cp[labels[j] + 1]):
-            if node.fmap[data.ci[q]] < 0:
-                with gil:
-                    raise ValueError("a label's centroid has a feature none of its points has")
-    return 0
-
-
-cdef struct ByFeature:
-    # the node's label centroids by local feature (CSC): feature f's entries
-    # ptr[f] .. ptr[f + 1] - 1, labels ascending, as (label j, value)
-    vector[int64_t] ptr
-    vector[int32_t] lab
-    vector[float] val
-
-
-cdef void _by_feature(const int64_t* cp, const int32_t* ci, const float* cv,
-                      const int32_t* fmap, const int32_t* labels, int64_t m, int64_t nf,
-                      ByFeature& out) except + nogil:
-    """The centroids of labels[0 .. m - 1] (features through fmap) by feature."""
-    cdef int64_t j, q, f, k
-    cdef vector[int64_t] at
-    out.ptr.assign(nf + 1, 0)
-    for j in range(m):
-        for q in range(cp[labels[j]], cp[labels[j] + 1]):
-            out.ptr[fmap[ci[q]] + 1] += 1
-    for f in range(nf):
-        out.ptr[f + 1] += out.ptr[f]
-    at.assign(out.ptr.begin(), out.ptr.end() - 1)
-    out.lab.resize(out.ptr[nf])
-    out.val.resize(out.ptr[nf])
-    for j in range(m):
-        for q in range(cp[labels[j]], cp[labels[j] + 1]):
-            f = fmap[ci[q]]
-            k = at[f]
-            at[f] = k + 1
-            out.lab[k] = <int32_t> j
-            out.val[k] = cv[q]
-
-
-cdef void _cosines(const ByFeature& by_feat, int64_t nf, int64_t m, int64_t K,
-                   const double* centre, double* cos) noexcept nogil:
-    """cos[j * K + c] = label j's centroid . centre c, feature by feature:
-    each centre row read once (the labels' rows, K wide, are the small
-    side); every sum in ascending feature order, as a label's row would
-    give it."""
-    cdef int64_t f, e
-    cdef const double* row
-    for e in range(m * K):
-        cos[e] = 0
-    for f in range(nf):
-        row = &centre[f * K]
-        for e in range(by_feat.ptr[f], by_feat.ptr[f + 1]):
-            xk_rows_dotd(&cos[by_feat.lab[e] * K], row, by_feat.val[e], K)
-
-
-cdef void _kmeans(ParabelNode node, ParabelData data, const int32_t* labels, int64_t m,
-                  int64_t K, bint balanced, int32_t* group) except + nogil:
-    """Spherical k-means of the node's label centroids into K clusters
-    (group[j] in 0..K-1), started from K distinct labels drawn at random and
-    stopped when the mean cosine of the labels to their centres gains less
-    than cluster_eps. Balanced: K = 2 sorts the labels by their cosine to
-    centre 0 minus centre 1 and gives the first half to centre 0; K > 2 gives
-    (label, centre) pairs by descending cosine to centres with room left
-    (ceil(m / K) labels each). Else every label goes to its best centre.
-    The centroids are read in place, their features through fmap; each
-    cluster's sum changes by the labels that moved, then is scaled to
-    unit length."""
-    cdef int64_t nf = node.feats.size()
-    cdef vector[double] centre, total, cos, norm
-    cdef vector[int32_t] pick, prev
-    cdef vector[pair[double, int64_t]] order
-    cdef vector[int64_t] count
-    cdef ByFeature by_feat
-    cdef int64_t j, c, a, q, was, rounds = 0
-    cdef double old_obj = -10000, obj = -1, s0, s1
-    cdef const float* cv = &data.cv[0]
-    cdef const int32_t* ci = &data.ci[0]
-    cdef const int64_t* cp = &data.cp[0]
-    cdef const int32_t* fmap = node.fmap.data()
-    _check_local(node, data, labels, m)
-    centre.resize(nf * K, 0.0)
-    total.resize(nf * K, 0.0)
-    cos.resize(m * K, 0.0)
-    norm.resize(K, 0.0)
-    count.resize(K, 0)
-    prev.resize(m, -1)
-    while <int64_t> pick.size() < K:
-        j = _rand_below(node.rng, m)
-        for a in range(<int64_t> pick.size()):
-            if pick[a] == j:
-                j = -1
-                break
-        if j >= 0:
-            pick.push_back(<int32_t> j)
-    for c in range(K):
-        for q in range(cp[labels[pick[c]]], cp[labels[pick[c]] + 1]):
-            centre[fmap[ci[q]] * K + c] = cv[q]
-    if K > 2:
-        _by_feature(cp, ci, cv, fmap, labels, m, nf, by_feat)
-    while obj - old_obj >= node.cluster_eps and rounds < 10000:
-        rounds += 1
-        if K == 2:                              # (the sums in registers)
-            for j in range(m):
-                s0 = s1 = 0
-                for q in range(cp[labels[j]], cp[labels[j] + 1]):
-                    s0 += cv[q] * centre[fmap[ci[q]] * 2]
-                    s1 += cv[q] * centre[fmap[ci[q]] * 2 + 1]
-                cos[j * 2], cos[j * 2 + 1] = s0, s1
-        else:
-            _cosines(by_feat, nf, m, K, centre.data(), cos.data())
-        _assign(cos, m, K, balanced, group, order, count)
-        old_obj = obj
-        obj = 0
-        for j in range(m):
-            obj += cos[j * K + group[j]]
-        obj /= m
-        for j in range(m):
-            was, c = prev[j], group[j]
-            if was == c:
-                continue
-            for q in range(cp[labels[j]], cp[labels[j] + 1]):
-                if was >= 0:
-                    total[fmap[ci[q]] * K + was] -= cv[q]
-                total[fmap[ci[q]] * K + c] += cv[q]
-            prev[j] = <int32_t> c
-        for c in range(K):
-            norm[c] = 0
-        for a in range(nf):
-            for c in range(K):
-                norm[c] += total[a * K + c] * total[a * K + c]
-        for c in range(K):
-            norm[c] = sqrt(norm[c]) if norm[c] > 0 else 1.0
-        for a in range(nf):
-            for c in range(K):
-                centre[a * K + c] = total[a * K + c] / norm[c]
-
-
-cdef void _assign(const vector[double]& cos, int64_t m, int64_t K, bint balanced,
-                  int32_t* group, vector[pair[double, int64_t]]& order,
-                  vector[int64_t]& count) except + nogil:
-    """k-means' assignment of the m labels to K centres by their cosines
-    (cos[j * K + c]): see _kmeans. order, count: scratch."""
-    cdef int64_t j, c, a, best, cap
-    if balanced and K == 2:
-        order.clear()
-        for j in range(m):
-            order.push_back(pair[double, int64_t](cos[j * 2 + 1] - cos[j * 2], j))
-        sort(order.begin(), order.end())
-        for a in range(m):
-            group[order[a].second] = 0 if a < m // 2 else 1
-    elif balanced:
-        order.clear()
-        for j in range(m * K):
-            order.push_back(pair[double, int64_t](-cos[j], j))
-        sort(order.begin(), order.end())
-        cap = (m + K - 1) // K
-        for j in range(m):
-            group[j] = -1
-        for c in range(K):
-            count[c] = 0
-        for a in range(m * K):
-            j, c = order[a].second // K, order[a].second % K
-            if group[j] < 0 and count[c] < cap:
-                group[j] = <int32_t> c
-                count[c] += 1
-    else:
-        for j in range(m):
-            best = 0
-            for c in range(1, K):
-                if cos[j * K + c] > cos[j * K + best]:
-                    best = c
-            group[j] = <int32_t> best
+        """group[j]: the child of label j (LabelKmeans.split)."""
+        self.km.split(&data.cp[0], &data.ci[0], &data.cv[0], self.fmap.data(),
+                      self.feats.size(), labels, m, self.arity, self.balanced,
+                      self.cluster_eps, self.rng, group)
 
 
 cdef inline float _svc_step(double zj, double y, double* alpha, double diag, double qd,

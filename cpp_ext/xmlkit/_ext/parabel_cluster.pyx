@@ -1,0 +1,242 @@
+# Parabel's split of a node's labels (Prabhu et al., WWW 2018; Bonsai's wide
+# trees, Khandelwal et al. 2019): spherical k-means of the labels' centroids
+# (unit tf-idf sums of each label's points), balanced or not, into the
+# node's children. The trainer of a node (parabel_tree.ParabelNode) keeps one
+# LabelKmeans and calls split with its local feature map and random stream.
+#
+# Two centres (Parabel) keep their sums in doubles, in registers. More
+# centres (wide trees) read the centroids by feature, each centre row once a
+# round, and sum the cosines in floats, twice the lanes of doubles: every
+# sum in ascending feature order with no fused multiply-add (xk_wide.h), so
+# the clusters are the same bits on every processor.
+
+from libc.math cimport sqrt
+from libc.stdint cimport int32_t, int64_t, uint64_t
+from libcpp.vector cimport vector
+from libcpp.utility cimport pair
+from libcpp.algorithm cimport sort
+
+from sparse_rows cimport mt19937
+
+cdef extern from "xk_wide.h":
+    void xk_rows_dotf(float* acc, const float* row, float x, int64_t K) noexcept nogil
+
+
+cdef inline int64_t _rand_below(mt19937& rng, int64_t n) noexcept nogil:
+    return <int64_t> (rng() % <uint64_t> n)
+
+
+cdef class LabelKmeans:
+    """A thread's label k-means (state: parabel_cluster.pxd)."""
+
+    cdef void split(self, const int64_t* cp, const int32_t* ci, const float* cv,
+                    const int32_t* fmap, int64_t nf, const int32_t* labels, int64_t m,
+                    int64_t arity, bint balanced, double eps, mt19937& rng,
+                    int32_t* group) except + nogil:
+        """group[j]: the child of label labels[j] (its centroid: row
+        labels[j] of cp, ci, cv, features through fmap onto 0 .. nf - 1),
+        children numbered from 0 in the order of their clusters, none empty
+        (at least 2 when m >= 2). k-means into min(arity, m) clusters; if
+        every label went to one, two balanced halves."""
+        cdef int64_t K = arity if arity < m else m
+        cdef int64_t j, c, used
+        if m < 2:
+            for j in range(m):
+                group[j] = 0
+            return
+        _check_local(cp, ci, fmap, labels, m)
+        self._kmeans(cp, ci, cv, fmap, nf, labels, m, K, balanced, eps, rng, group)
+        self.renum.assign(K, -1)
+        used = 0
+        for j in range(m):
+            self.renum[group[j]] = 0
+        for c in range(K):
+            if self.renum[c] >= 0:
+                self.renum[c] = <int32_t> used
+                used += 1
+        if used < 2:
+            self._kmeans(cp, ci, cv, fmap, nf, labels, m, 2, True, eps, rng, group)
+            return
+        for j in range(m):
+            group[j] = self.renum[group[j]]
+
+    cdef void _kmeans(self, const int64_t* cp, const int32_t* ci, const float* cv,
+                      const int32_t* fmap, int64_t nf, const int32_t* labels, int64_t m,
+                      int64_t K, bint balanced, double eps, mt19937& rng,
+                      int32_t* group) except + nogil:
+        """Spherical k-means into K clusters (group[j] in 0..K-1), started
+        from K distinct labels drawn at random and stopped when the mean
+        cosine of the labels to their centres gains less than eps. Balanced:
+        K = 2 sorts the labels by their cosine to centre 0 minus centre 1 and
+        gives the first half to centre 0; K > 2 gives (label, centre) pairs
+        by descending cosine to centres with room left (ceil(m / K) labels
+        each). Else every label goes to its best centre. Each cluster's sum
+        changes by the labels that moved, then is scaled to unit length."""
+        cdef int64_t j, c, a, q, e, was, rounds = 0
+        cdef double old_obj = -10000, obj = -1, s0, s1
+        self.total.assign(nf * K, 0.0)
+        if K == 2:
+            self.centre.assign(nf * 2, 0.0)
+        else:
+            self.centref.assign(nf * K, 0.0)
+            self.cosf.resize(m * K)
+            self._by_feature(cp, ci, cv, fmap, labels, m, nf)
+        self.cos.assign(m * K, 0.0)
+        self.norm.assign(K, 0.0)
+        self.count.assign(K, 0)
+        self.prev.assign(m, -1)
+        self.pick.clear()
+        while <int64_t> self.pick.size() < K:
+            j = _rand_below(rng, m)
+            for a in range(<int64_t> self.pick.size()):
+                if self.pick[a] == j:
+                    j = -1
+                    break
+            if j >= 0:
+                self.pick.push_back(<int32_t> j)
+        for c in range(K):
+            for q in range(cp[labels[self.pick[c]]], cp[labels[self.pick[c]] + 1]):
+                if K == 2:
+                    self.centre[fmap[ci[q]] * 2 + c] = cv[q]
+                else:
+                    self.centref[fmap[ci[q]] * K + c] = cv[q]
+        while obj - old_obj >= eps and rounds < 10000:
+            rounds += 1
+            if K == 2:                              # (the sums in registers)
+                for j in range(m):
+                    s0 = s1 = 0
+                    for q in range(cp[labels[j]], cp[labels[j] + 1]):
+                        s0 += cv[q] * self.centre[fmap[ci[q]] * 2]
+                        s1 += cv[q] * self.centre[fmap[ci[q]] * 2 + 1]
+                    self.cos[j * 2], self.cos[j * 2 + 1] = s0, s1
+            else:
+                self._cosines(nf, m, K)
+                for e in range(m * K):
+                    self.cos[e] = self.cosf[e]
+            self._assign(m, K, balanced, group)
+            old_obj = obj
+            obj = 0
+            for j in range(m):
+                obj += self.cos[j * K + group[j]]
+            obj /= m
+            for j in range(m):
+                was, c = self.prev[j], group[j]
+                if was == c:
+                    continue
+                for q in range(cp[labels[j]], cp[labels[j] + 1]):
+                    if was >= 0:
+                        self.total[fmap[ci[q]] * K + was] -= cv[q]
+                    self.total[fmap[ci[q]] * K + c] += cv[q]
+                self.prev[j] = <int32_t> c
+            self._centres(nf, K)
+
+    cdef void _centres(self, int64_t nf, int64_t K) noexcept nogil:
+        """The centres: each cluster's sum (total) at unit length (a sum of
+        length 0 is left as it is)."""
+        cdef int64_t a, c
+        cdef const double* total = self.total.data()
+        cdef double* norm = self.norm.data()
+        cdef double* centre = self.centre.data()
+        cdef float* centref = self.centref.data()
+        for c in range(K):
+            norm[c] = 0
+        for a in range(nf):
+            for c in range(K):
+                norm[c] += total[a * K + c] * total[a * K + c]
+        for c in range(K):
+            norm[c] = sqrt(norm[c]) if norm[c] > 0 else 1.0
+        if K == 2:
+            for a in range(nf * 2):
+                centre[a] = total[a] / norm[a % 2]
+            return
+        for a in range(nf):
+            for c in range(K):
+                centref[a * K + c] = <float> (total[a * K + c] / norm[c])
+
+    cdef void _by_feature(self, const int64_t* cp, const int32_t* ci, const float* cv,
+                          const int32_t* fmap, const int32_t* labels, int64_t m,
+                          int64_t nf) except + nogil:
+        """The centroids of labels[0 .. m - 1] (features through fmap) by
+        feature: fptr, flab, fval."""
+        cdef int64_t j, q, f, k
+        self.fptr.assign(nf + 1, 0)
+        for j in range(m):
+            for q in range(cp[labels[j]], cp[labels[j] + 1]):
+                self.fptr[fmap[ci[q]] + 1] += 1
+        for f in range(nf):
+            self.fptr[f + 1] += self.fptr[f]
+        self.at.assign(self.fptr.begin(), self.fptr.end() - 1)
+        self.flab.resize(self.fptr[nf])
+        self.fval.resize(self.fptr[nf])
+        for j in range(m):
+            for q in range(cp[labels[j]], cp[labels[j] + 1]):
+                f = fmap[ci[q]]
+                k = self.at[f]
+                self.at[f] = k + 1
+                self.flab[k] = <int32_t> j
+                self.fval[k] = cv[q]
+
+    cdef void _cosines(self, int64_t nf, int64_t m, int64_t K) noexcept nogil:
+        """cosf[j * K + c] = label j's centroid . centre c, feature by
+        feature: each centre row read once (the labels' rows, K wide, are
+        the small side); every sum in ascending feature order, as a label's
+        row would give it."""
+        cdef int64_t f, e
+        cdef float* cos = self.cosf.data()
+        cdef const float* row
+        for e in range(m * K):
+            cos[e] = 0
+        for f in range(nf):
+            row = &self.centref[f * K]
+            for e in range(self.fptr[f], self.fptr[f + 1]):
+                xk_rows_dotf(&cos[self.flab[e] * K], row, self.fval[e], K)
+
+    cdef void _assign(self, int64_t m, int64_t K, bint balanced,
+                      int32_t* group) except + nogil:
+        """The assignment of the m labels to K centres by their cosines
+        (cos[j * K + c]): see _kmeans."""
+        cdef int64_t j, c, a, best, cap
+        cdef const double* cos = self.cos.data()
+        if balanced and K == 2:
+            self.order.clear()
+            for j in range(m):
+                self.order.push_back(pair[double, int64_t](cos[j * 2 + 1] - cos[j * 2], j))
+            sort(self.order.begin(), self.order.end())
+            for a in range(m):
+                group[self.order[a].second] = 0 if a < m // 2 else 1
+        elif balanced:
+            self.order.clear()
+            for j in range(m * K):
+                self.order.push_back(pair[double, int64_t](-cos[j], j))
+            sort(self.order.begin(), self.order.end())
+            cap = (m + K - 1) // K
+            for j in range(m):
+                group[j] = -1
+            for c in range(K):
+                self.count[c] = 0
+            for a in range(m * K):
+                j, c = self.order[a].second // K, self.order[a].second % K
+                if group[j] < 0 and self.count[c] < cap:
+                    group[j] = <int32_t> c
+                    self.count[c] += 1
+        else:
+            for j in range(m):
+                best = 0
+                for c in range(1, K):
+                    if cos[j * K + c] > cos[j * K + best]:
+                        best = c
+                group[j] = <int32_t> best
+
+
+cdef int _check_local(const int64_t* cp, const int32_t* ci, const int32_t* fmap,
+                      const int32_t* labels, int64_t m) except -1 nogil:
+    """Every feature of the centroids of the node's labels is a feature of
+    the node (it holds all its labels' points), which k-means reads through
+    fmap: an error if one is not."""
+    cdef int64_t j, q
+    for j in range(m):
+        for q in range(cp[labels[j]], cp[labels[j] + 1]):
+            if fmap[ci[q]] < 0:
+                with gil:
+                    raise ValueError("a label's centroid has a feature none of its points has")
+    return 0
