@@ -9,6 +9,7 @@ import click
 
 from xmlkit._version import __version__
 from xmlkit.errors import XmlkitError
+from xmlkit.cli.launch import no_memory_to_load
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 EXIT_INPUT = 2
@@ -117,8 +118,9 @@ def run(command, prog):
     shows the traceback).
     """
     signal.signal(signal.SIGTERM, _on_sigterm)
-    from xmlkit._ext.file_check import exit_on_map_fault
+    from xmlkit._ext.file_check import exit_on_map_fault, exit_on_no_memory
     exit_on_map_fault(f"{prog}: error: ")   # (a mapped model file cut short: exit 2)
+    exit_on_no_memory(_memory_message(prog, command) + "\n")  # (a kernel refused memory)
 
     def show_warning(message, category, filename, lineno, file=None, line=None):
         click.echo(f"{prog}: warning: {message}", err=True)
@@ -167,21 +169,12 @@ def run(command, prog):
     except Exception as exc:  # noqa: BLE001 - last resort, still one line
         if os.environ.get("XMLKIT_DEBUG"):
             raise
-        if _no_memory_to_load(exc) or _memory_spent():  # (the system refusing memory)
+        if no_memory_to_load(exc) or _memory_spent():  # (the system refusing memory)
             _out_of_memory(prog, command)
         click.echo(f"{prog}: internal error: {type(exc).__name__}: {exc} "
                    "(set XMLKIT_DEBUG=1 for a traceback)", err=True)
         _leave(1)
     sys.exit(0)
-
-
-def _no_memory_to_load(exc):
-    """Whether `exc` is an ImportError of the system refusing the memory to
-    map a compiled module (a module imported when first used, under a
-    memory limit), not of a module missing."""
-    text = str(exc).lower()
-    return isinstance(exc, ImportError) and (
-        "failed to map segment" in text or "cannot allocate memory" in text)
 
 
 #: an error raised with less memory than this left to the process is taken
@@ -198,12 +191,16 @@ def _memory_spent():
     return have is not None and have < SPENT_BYTES
 
 
-def _out_of_memory(prog, command):
+def _memory_message(prog, command):
+    """The one line of a command that ran out of memory."""
     threads = any(isinstance(p, click.Option) and p.name == "threads"
                   for p in getattr(command, "params", ()))
-    click.echo(f"{prog}: error: out of memory (the data or model need more memory than "
-               "this machine has" + ("; fewer threads -T may help)" if threads else ")"),
-               err=True)
+    return (f"{prog}: error: out of memory (the data or model need more memory than this "
+            "machine has" + ("; fewer threads -T may help)" if threads else ")"))
+
+
+def _out_of_memory(prog, command):
+    click.echo(_memory_message(prog, command), err=True)
     _leave(EXIT_INPUT)
 
 

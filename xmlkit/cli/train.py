@@ -205,6 +205,11 @@ def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor
         params["inv_propensity"] = read_inv_propensity(params["inv_propensity"], Y.shape[1])
     model = cls(**params)
     start = time.perf_counter()
+    memory = (f"out of memory: {algorithm} on {X.shape[0]} points with D = {X.shape[1]} "
+              f"features and L = {Y.shape[1]} labels needs more memory than is available "
+              "(each worker holds O(D + L) of its own; fewer threads -T may help)")
+    from xmlkit._ext.file_check import exit_on_no_memory
+    exit_on_no_memory(f"xml-train: error: {memory}\n")    # (a kernel refused memory)
     try:
         with log.progress(model.progress_total(X.shape[0], Y.shape[1]), "training",
                           model.progress_unit) as bar:
@@ -222,9 +227,7 @@ def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor
         flag = flag_of(algorithm, exc.param)
         fail(str(exc).replace(f"{cls.__name__}: {exc.param}", flag, 1))
     except MemoryError:
-        fail(f"out of memory: {algorithm} on {X.shape[0]} points with D = {X.shape[1]} "
-             f"features and L = {Y.shape[1]} labels needs more memory than is available "
-             "(each worker holds O(D + L) of its own; fewer threads -T may help)")
+        fail(memory)
     summary = {"algorithm": algorithm, "model_dir": str(model_dir),
                "train_seconds": round(seconds, 3), **model.stats()}
     if calibrated is not None:

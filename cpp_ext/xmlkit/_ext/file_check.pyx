@@ -29,6 +29,9 @@ cdef extern from "xk_portable.h":
     uint8_t xk_flag_get(const uint8_t* p) nogil
     void xk_flag_set(uint8_t* p) nogil
 
+cdef extern from "xk_nomem.h":
+    void xk_exit_on_no_memory(const char* line, size_t n) nogil
+
 cdef extern from "xk_mapfault.h":
     void xk_exit_on_map_fault(const char* prefix, size_t n) nogil
     void xk_mapped_folder(const char* folder, size_t n) nogil
@@ -44,6 +47,16 @@ def exit_on_map_fault(str prefix):
     command-line tool; a no-op on Windows."""
     b = prefix.encode("utf-8", "replace")
     xk_exit_on_map_fault(b, len(b))
+
+
+def exit_on_no_memory(str line):
+    """From now on, an allocation the system refuses inside a kernel ends
+    the process with exit code 2 and `line` (its newline included) on
+    stderr, there and then (xk_nomem.h): a kernel function that cannot
+    raise would otherwise report the error as ignored and go on. For a
+    command-line tool; a later call replaces the line."""
+    b = line.encode("utf-8", "replace")
+    xk_exit_on_no_memory(b, len(b))
 
 
 def mapped_folder(str folder):
