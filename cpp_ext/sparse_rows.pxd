@@ -49,20 +49,22 @@ cdef struct RowsOut:
     vector[float] val                    # score of each entry
 
 
-cdef inline void rows_open(RowsOut& out) noexcept nogil:
+cdef inline int rows_open(RowsOut& out) except -1 nogil:
     out.ptr.clear()
     out.idx.clear()
     out.val.clear()
     out.ptr.push_back(0)
+    return 0
 
 
-cdef inline void emit_top(vector[pair[double, int32_t]]& items, int topk,
-                          vector[pair[int32_t, float]]& sel, RowsOut& out) noexcept nogil:
+cdef inline int emit_top(vector[pair[double, int32_t]]& items, int topk,
+                         vector[pair[int32_t, float]]& sel, RowsOut& out) except -1 nogil:
     """Append one output row: `items` holds (-score, label) of the row's
     entries (scores already rounded to the float32 that is written, so that
     ranking and output agree); keep the topk best (every entry when topk <= 0),
     ties to the lower label, and write them in ascending label order. `sel`
-    is scratch space."""
+    is scratch space. -1 with MemoryError raised when the row cannot be
+    stored."""
     cdef size_t m = items.size()
     cdef size_t k
     if topk > 0 and <size_t> topk < m:
@@ -76,6 +78,7 @@ cdef inline void emit_top(vector[pair[double, int32_t]]& items, int topk,
         out.idx.push_back(sel[k].first)
         out.val.push_back(sel[k].second)
     out.ptr.push_back(out.idx.size())
+    return 0
 
 
 cdef inline int64_t add_label_rows(const int64_t* xp, const int32_t* xi, const value_t* xv,

@@ -237,6 +237,74 @@ def test_out_of_memory_is_one_line_and_leaves_no_blocking_folder(family, tmp_pat
     assert r.returncode == 0, r.stderr
 
 
+COMMANDS = ("xml-train", "xml-predict", "xml-prune", "xml-eval", "xml-info", "xml-calibrate",
+            "xml-text")
+
+
+def _limit_60m():
+    resource.setrlimit(resource.RLIMIT_AS, (60 << 20, 60 << 20))
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_no_memory_to_start_a_command_is_one_line(command, tiny, tmp_path):
+    """Every command under an address-space limit too small for numpy's
+    start (whose BLAS would give up with exit 1) is one line, exit 2, from
+    the launcher, before numpy is imported."""
+    r = run_cli(command, tiny / "train.txt", tmp_path / "out", preexec_fn=_limit_60m)
+    assert one_line_error(r) and "out of memory" in r.stderr and "MiB" in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["train", "predict", "prune", "evaluate", "info",
+                                     "calibrate", "text"])
+def test_a_module_the_system_cannot_map_is_one_line(command, tmp_path):
+    """A compiled module the system refuses to map as the command is
+    imported (what a tight memory limit gives: an ImportError before any
+    error handling) is out of memory, exit 2; a module missing stays a bug
+    (exit 1, traceback)."""
+    for error, code in (("failed to map segment from shared object", 2),
+                        ("No module named 'nothing'", 1)):
+        hook = ("import sys, importlib.abc\n"
+                "class Refuse(importlib.abc.MetaPathFinder):\n"
+                "    def find_spec(self, name, path=None, target=None):\n"
+                "        if name.startswith('xmlkit.cli.') and name != 'xmlkit.cli.launch':\n"
+                f"            raise ImportError({error!r})\n"
+                "sys.meta_path.insert(0, Refuse())\n"
+                f"from xmlkit.cli import launch; launch.{command}()")
+        r = subprocess.run([sys.executable, "-c", hook], capture_output=True, text=True,
+                           cwd=tmp_path)
+        if code == 2:
+            assert one_line_error(r) and "out of memory" in r.stderr, r.stderr
+        else:
+            assert r.returncode == 1 and "Traceback" in r.stderr, r.stderr
+
+
+def test_a_kernel_refused_memory_ends_the_command_at_once(tmp_path):
+    """Once a command has installed its line (file_check.exit_on_no_memory),
+    an allocation a kernel is refused ends the process there: the line,
+    exit 2, nothing printed as ignored and no work going on with a short
+    container. Without it the kernel raises MemoryError (the library)."""
+    code = ("import resource, numpy as np\n"
+            "from xmlkit._ext.parabel_tree import label_centroids\n"
+            "from xmlkit._ext.file_check import exit_on_no_memory\n"
+            "{install}"
+            "resource.setrlimit(resource.RLIMIT_AS, (1 << 33, 1 << 33))\n"
+            "a = np.zeros(2, np.int64); i = np.zeros(1, np.int32); v = np.ones(1, np.float32)\n"
+            "lp = np.array([0, 1], np.int64)\n"
+            "try:\n"
+            "    label_centroids(np.array([0, 1], np.int64), i, v, lp, i, 1 << 37, 0.0)\n"
+            "except MemoryError:\n"
+            "    print('MemoryError')\n")
+    r = subprocess.run([sys.executable, "-c", code.format(install="")], capture_output=True,
+                       text=True, cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.strip() == "MemoryError", r.stderr
+    install = "exit_on_no_memory('xml-x: error: out of memory (hint)\\n')\n"
+    r = subprocess.run([sys.executable, "-c", code.format(install=install)],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == "", (r.stdout, r.stderr)
+    assert r.stderr == "xml-x: error: out of memory (hint)\n"
+
+
 # ---------------------------------------------------------------- 4, 7: killed runs
 
 def _children(pid):

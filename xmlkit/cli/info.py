@@ -103,7 +103,7 @@ def format_info(info):
 @version_option
 def command(model_dir, as_json):
     """Describe the model in MODEL_DIR (an xmlkit model folder, or a folder of
-    the original C++ FastXML or PfastreXML tools): family, format, parameters,
+    the original C++ FastXML, PfastreXML or Parabel tools): family, format, parameters,
     dimensions, trees (nodes, leaves, depth), weights, size on disk. Every
     file is checked as xml-predict checks it."""
     info = folder_info(model_dir)

@@ -82,8 +82,8 @@ def _command(features, scores, model_dir, threads, start_tree, n_trees, top_k, a
     SCORES, a score matrix 'N L' (6 decimals, labels ascending).
 
     MODEL_DIR is an xmlkit model folder or a model folder of the original C++
-    FastXML or PfastreXML tools (param + <t>.tree [+ w]; its param file names
-    the default trees).
+    FastXML, PfastreXML (param + <t>.tree [+ w]) or Parabel tools (its param
+    file names the default trees).
     Rows are read, scored and written in pieces, so memory does not grow with
     the number of points. The SCORES file is written atomically and compressed
     by its suffix (.gz, .bz2, .xz); '-' as FEATURES reads standard input, as

@@ -41,11 +41,11 @@ cdef class ElasticOVA:
     cdef vector[Entry] scratch               # a sparse row being rebuilt
     cdef vector[int32_t] nz                  # the labels with a non-zero residual, ascending
 
-    cdef void _catch_up(self, int64_t i, double x=*) noexcept nogil
-    cdef void _step(self, const int64_t* xp, const int32_t* xi, const float* xv,
-                    const int64_t* yp, const int32_t* yi, int64_t e) except + nogil
-    cdef void _merge_step(self, vector[Entry]* row, double ex, double c,
-                          double sub) except + nogil
-    cdef void _dense_row_step(self, int64_t i, double ex, double c, double sub) noexcept nogil
-    cdef void _to_dense(self, int64_t i) noexcept nogil
-    cdef void _rebase(self) noexcept nogil
+    cdef int _catch_up(self, int64_t i, double x=*) except -1 nogil
+    cdef int _step(self, const int64_t* xp, const int32_t* xi, const float* xv,
+                   const int64_t* yp, const int32_t* yi, int64_t e) except -1 nogil
+    cdef int _merge_step(self, vector[Entry]* row, double ex, double c,
+                         double sub) except -1 nogil
+    cdef int _dense_row_step(self, int64_t i, double ex, double c, double sub) except -1 nogil
+    cdef int _to_dense(self, int64_t i) except -1 nogil
+    cdef int _rebase(self) except -1 nogil

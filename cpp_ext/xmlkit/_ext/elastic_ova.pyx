@@ -94,7 +94,7 @@ cdef class ElasticOVA:
             for k in range(order.shape[0]):
                 self._step(&xp[0], xip, xvp, &yp[0], yip, order[k])
 
-    cdef void _catch_up(self, int64_t i, double x=0.0) noexcept nogil:
+    cdef int _catch_up(self, int64_t i, double x=0.0) except -1 nogil:
         cdef vector[Entry]* row = &self.rows[i]
         cdef double scale = self.phi / self.snap_phi[i]
         cdef double sub = self.l1 * (self.beta - self.snap_beta[i]) * self.snap_phi[i]
@@ -130,9 +130,10 @@ cdef class ElasticOVA:
             row.resize(kept)
         self.snap_phi[i] = self.phi
         self.snap_beta[i] = self.beta
+        return 0
 
-    cdef void _step(self, const int64_t* xp, const int32_t* xi, const float* xv,
-                    const int64_t* yp, const int32_t* yi, int64_t e) except + nogil:
+    cdef int _step(self, const int64_t* xp, const int32_t* xi, const float* xv,
+                   const int64_t* yp, const int32_t* yi, int64_t e) except -1 nogil:
         cdef int64_t L = self.L, j, l, i
         cdef size_t a, b
         cdef double eta = self.eta0 / (1.0 + self.decay * self.t)
@@ -226,9 +227,10 @@ cdef class ElasticOVA:
             for a in range(<size_t> (self.D * L)):
                 self.dense[a] = shrink(self.dense[a], c, eta * self.l1)
         self.t += 1
+        return 0
 
-    cdef void _merge_step(self, vector[Entry]* row, double ex, double c,
-                          double sub) except + nogil:
+    cdef int _merge_step(self, vector[Entry]* row, double ex, double c,
+                         double sub) except -1 nogil:
         """Gradient and proximal step of sparse row `row` (labels ascending):
         merged with the labels with a residual (nz, ascending), every other
         label has w = 0 and no step. Written through local pointers into a
@@ -265,8 +267,9 @@ cdef class ElasticOVA:
         row.assign(out, out + k)
         if row.capacity() > 2 * row.size() + 8:
             row.shrink_to_fit()
+        return 0
 
-    cdef void _dense_row_step(self, int64_t i, double ex, double c, double sub) noexcept nogil:
+    cdef int _dense_row_step(self, int64_t i, double ex, double c, double sub) except -1 nogil:
         """Gradient and proximal step of a dense row; back to sparse when under L/4."""
         cdef double* d = self.drows[i].data()
         cdef const double* r = self.r.data()
@@ -280,15 +283,17 @@ cdef class ElasticOVA:
                 if d[l] != 0:
                     self.rows[i].push_back(Entry(<int32_t> l, d[l]))
             vector[double]().swap(self.drows[i])
+        return 0
 
-    cdef void _to_dense(self, int64_t i) noexcept nogil:
+    cdef int _to_dense(self, int64_t i) except -1 nogil:
         cdef size_t a
         self.drows[i].assign(self.L, 0.0)
         for a in range(self.rows[i].size()):
             self.drows[i][self.rows[i][a].first] = self.rows[i][a].second
         vector[Entry]().swap(self.rows[i])
+        return 0
 
-    cdef void _rebase(self) noexcept nogil:
+    cdef int _rebase(self) except -1 nogil:
         cdef int64_t i
         for i in range(self.D):
             self._catch_up(i)
@@ -296,6 +301,7 @@ cdef class ElasticOVA:
             self.snap_phi[i] = 1.0
             self.snap_beta[i] = 0.0
         self.phi, self.beta = 1.0, 0.0
+        return 0
 
     def weights(self):
         """(ptr over features, label indices, values, bias): every weight

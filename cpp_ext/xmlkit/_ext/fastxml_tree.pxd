@@ -211,7 +211,7 @@ cdef class TreeGrower:
     cdef int64_t rng_gen
     cdef int64_t rng_pos                  # random numbers drawn from the tree's stream
 
-    cdef void _grow(self, uint32_t seed) except + nogil
+    cdef void _grow(self, uint32_t seed) except * nogil
     cdef void _add_node(self, int64_t s, int64_t e, int32_t d) noexcept nogil
     cdef void _run_level(self) noexcept nogil
     cdef void _commit_level(self) noexcept nogil

@@ -260,7 +260,7 @@ cdef class TreeGrower:
                 finally:
                     self.crew.c.done(b)
 
-    cdef void _grow(self, uint32_t seed) except + nogil:
+    cdef void _grow(self, uint32_t seed) except * nogil:
         """The tree of random stream `seed`, level by level. A level's nodes
         are independent (disjoint points, and node i of the level draws its
         random numbers from a known place in the tree's stream), so any

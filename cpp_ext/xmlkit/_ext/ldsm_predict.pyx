@@ -19,9 +19,9 @@ from sparse_rows cimport RowsOut, emit_top, indptr_t, padded, rows_in, rows_open
 cnp.import_array()
 
 
-cdef void _reach(const LdsmTree* tv, int M, int64_t d, double bias, double threshold,
+cdef int _reach(const LdsmTree* tv, int M, int64_t d, double bias, double threshold,
                  const int32_t* xi, const float* xv, int64_t q0, int64_t q1, const float* x,
-                 vector[int32_t]& stack, vector[int32_t]& leaves) except + nogil:
+                 vector[int32_t]& stack, vector[int32_t]& leaves) except -1 nogil:
     """leaves := the leaves of tree tv that the row reaches (its entries
     xi, xv[q0:q1], also dense in x, whose last entry is the bias): every
     child whose margin is >= threshold, else the first child at the maximum
@@ -64,11 +64,12 @@ cdef void _reach(const LdsmTree* tv, int M, int64_t d, double bias, double thres
                 any_ = True
         if not any_:
             stack.push_back(tv.first_child[node] + best)
+    return 0
 
 
-cdef void _emit(LdsmKernel f, vector[double]& acc, vector[int32_t]& touched, int topk,
+cdef int _emit(LdsmKernel f, vector[double]& acc, vector[int32_t]& touched, int topk,
                 vector[pair[double, int32_t]]& items, vector[pair[int32_t, float]]& sel,
-                RowsOut& out) except + nogil:
+                RowsOut& out) except -1 nogil:
     """Write the row whose label scores acc holds (at the labels `touched`),
     filled up to topk labels from the forest's marginal, each filled label
     below every label the leaves gave; acc is zero again after."""
@@ -98,10 +99,11 @@ cdef void _emit(LdsmKernel f, vector[double]& acc, vector[int32_t]& touched, int
     for a in range(touched.size()):
         acc[touched[a]] = 0
     emit_top(items, topk, sel, out)
+    return 0
 
 
 cdef void _predict(LdsmKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
-                   int64_t r0, int64_t r1, int topk, RowsOut& out) except + nogil:
+                   int64_t r0, int64_t r1, int topk, RowsOut& out) except * nogil:
     """LdsmKernel.predict_rows without the GIL."""
     cdef int64_t d = f.d, n_labels = f.n_labels
     cdef int n_trees = <int> f.trees.size()

@@ -61,7 +61,7 @@ cdef class LdsmBuild:
     cdef vector[int32_t] ltouched        # the labels touched at this node
     cdef mt19937 rng                     # the tree's random stream
 
-    cdef void _grow(self, int64_t n, uint32_t seed) except + nogil
+    cdef void _grow(self, int64_t n, uint32_t seed) except * nogil
     cdef int32_t _add_node(self, int32_t depth) noexcept nogil
     cdef double _impurity(self, int32_t node) noexcept nogil
     cdef vector[pair[int32_t, float]] _histogram(self, vector[int32_t]& pts) noexcept nogil

@@ -184,7 +184,7 @@ cdef class LdsmBuild:
         return out
 
     # ------------------------------------------------------------ growth
-    cdef void _grow(self, int64_t n, uint32_t seed) except + nogil:
+    cdef void _grow(self, int64_t n, uint32_t seed) except * nogil:
         cdef priority_queue[QItem] queue
         cdef QItem top
         cdef int64_t pushed = 0, i, j

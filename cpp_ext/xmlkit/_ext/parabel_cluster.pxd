@@ -29,14 +29,14 @@ cdef class LabelKmeans:
     cdef void split(self, const int64_t* cp, const int32_t* ci, const float* cv,
                     const int32_t* fmap, int64_t nf, const int32_t* labels, int64_t m,
                     int64_t arity, bint balanced, double eps, mt19937& rng,
-                    int32_t* group) except + nogil
+                    int32_t* group) except * nogil
     cdef void _kmeans(self, const int64_t* cp, const int32_t* ci, const float* cv,
                       const int32_t* fmap, int64_t nf, const int32_t* labels, int64_t m,
                       int64_t K, bint balanced, double eps, mt19937& rng,
-                      int32_t* group) except + nogil
+                      int32_t* group) except * nogil
     cdef void _centres(self, int64_t nf, int64_t K) noexcept nogil
     cdef void _by_feature(self, const int64_t* cp, const int32_t* ci, const float* cv,
                           const int32_t* fmap, const int32_t* labels, int64_t m,
-                          int64_t nf) except + nogil
+                          int64_t nf) except * nogil
     cdef void _cosines(self, int64_t nf, int64_t m, int64_t K) noexcept nogil
-    cdef void _assign(self, int64_t m, int64_t K, bint balanced, int32_t* group) except + nogil
+    cdef void _assign(self, int64_t m, int64_t K, bint balanced, int32_t* group) except * nogil

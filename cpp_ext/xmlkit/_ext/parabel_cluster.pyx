@@ -32,7 +32,7 @@ cdef class LabelKmeans:
     cdef void split(self, const int64_t* cp, const int32_t* ci, const float* cv,
                     const int32_t* fmap, int64_t nf, const int32_t* labels, int64_t m,
                     int64_t arity, bint balanced, double eps, mt19937& rng,
-                    int32_t* group) except + nogil:
+                    int32_t* group) except * nogil:
         """group[j]: the child of label labels[j] (its centroid: row
         labels[j] of cp, ci, cv, features through fmap onto 0 .. nf - 1),
         children numbered from 0 in the order of their clusters, none empty
@@ -63,7 +63,7 @@ cdef class LabelKmeans:
     cdef void _kmeans(self, const int64_t* cp, const int32_t* ci, const float* cv,
                       const int32_t* fmap, int64_t nf, const int32_t* labels, int64_t m,
                       int64_t K, bint balanced, double eps, mt19937& rng,
-                      int32_t* group) except + nogil:
+                      int32_t* group) except * nogil:
         """Spherical k-means into K clusters (group[j] in 0..K-1), started
         from K distinct labels drawn at random and stopped when the mean
         cosine of the labels to their centres gains less than eps. Balanced:
@@ -155,7 +155,7 @@ cdef class LabelKmeans:
 
     cdef void _by_feature(self, const int64_t* cp, const int32_t* ci, const float* cv,
                           const int32_t* fmap, const int32_t* labels, int64_t m,
-                          int64_t nf) except + nogil:
+                          int64_t nf) except * nogil:
         """The centroids of labels[0 .. m - 1] (features through fmap) by
         feature: fptr, flab, fval."""
         cdef int64_t j, q, f, k
@@ -192,7 +192,7 @@ cdef class LabelKmeans:
                 xk_rows_dotf(&cos[self.flab[e] * K], row, self.fval[e], K)
 
     cdef void _assign(self, int64_t m, int64_t K, bint balanced,
-                      int32_t* group) except + nogil:
+                      int32_t* group) except * nogil:
         """The assignment of the m labels to K centres by their cosines
         (cos[j * K + c]): see _kmeans."""
         cdef int64_t j, c, a, best, cap

@@ -327,7 +327,7 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
 
 
 cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
-                   int64_t r0, int64_t r1, int topk, int beam, RowsOut& out) except + nogil:
+                   int64_t r0, int64_t r1, int topk, int beam, RowsOut& out) except * nogil:
     """ParabelKernel.predict_rows without the GIL: the rows' unit values,
     each tree's search over the chunk, then each row's labels summed over
     the trees (in tree order) and written. False when a tree's index was out

@@ -98,10 +98,10 @@ cdef class ParabelNode:
     cdef vector[float] wv
     cdef vector[int64_t] count           # per local feature: its weights, then a cursor
 
-    cdef void _gather(self, ParabelData data, const int32_t* labels, int64_t m) except + nogil
+    cdef void _gather(self, ParabelData data, const int32_t* labels, int64_t m) except * nogil
     cdef void _targets(self, ParabelData data, const int32_t* labels, int64_t m,
-                       const int32_t* group) except + nogil
-    cdef void _solve(self, int64_t n_cls) except + nogil
+                       const int32_t* group) except * nogil
+    cdef void _solve(self, int64_t n_cls) except * nogil
     cdef void _release(self) noexcept nogil
     cdef void _cluster(self, ParabelData data, const int32_t* labels, int64_t m,
-                       int32_t* group) except + nogil
+                       int32_t* group) except * nogil

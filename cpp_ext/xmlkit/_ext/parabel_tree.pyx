@@ -94,7 +94,7 @@ def label_centroids(const int64_t[::1] xp, const int32_t[::1] xi, const float[::
 cdef void _centroids(const int64_t* xp, const int32_t* xi, const float* xv, const int64_t* lp,
                      const int32_t* li, int64_t L, int64_t D, double threshold,
                      vector[int64_t]& ptr, vector[int32_t]& idx,
-                     vector[float]& val) except + nogil:
+                     vector[float]& val) except * nogil:
     cdef vector[double] acc
     cdef vector[signed char] mark
     cdef vector[int32_t] touched
@@ -247,7 +247,7 @@ cdef class ParabelNode:
                 self.wp.shrink_to_fit(); self.wi.shrink_to_fit(); self.wv.shrink_to_fit()
         return group_arr[:m], int(n_cls), feat_a[:n_w], col_a[:n_w], val_a[:n_w]
 
-    cdef void _gather(self, ParabelData data, const int32_t* labels, int64_t m) except + nogil:
+    cdef void _gather(self, ParabelData data, const int32_t* labels, int64_t m) except * nogil:
         """The node's points (those of its labels) and their features, as
         local rows (pts, feats, rp, ri, rv, sq)."""
         cdef int64_t j, q, r, a, nnz = 0
@@ -306,7 +306,7 @@ cdef class ParabelNode:
             self.fmap[self.feats[a]] = -1
 
     cdef void _targets(self, ParabelData data, const int32_t* labels, int64_t m,
-                       const int32_t* group) except + nogil:
+                       const int32_t* group) except * nogil:
         """tp, ti: for each local point, the classifiers it is a positive of
         (the groups of its labels in the node), ascending."""
         cdef int64_t j, a, q, start
@@ -334,7 +334,7 @@ cdef class ParabelNode:
         for j in range(m):
             self.lmap[labels[j]] = -1
 
-    cdef void _solve(self, int64_t n_cls) except + nogil:
+    cdef void _solve(self, int64_t n_cls) except * nogil:
         """Train the n_cls classifiers of the node, a block at a time, and
         append their thresholded weights (local features) to wp, wi, wv."""
         cdef int64_t nf = self.feats.size(), n = self.pts.size()
@@ -364,7 +364,7 @@ cdef class ParabelNode:
             b0 += bw
 
     cdef void _cluster(self, ParabelData data, const int32_t* labels, int64_t m,
-                       int32_t* group) except + nogil:
+                       int32_t* group) except * nogil:
         """group[j]: the child of label j (LabelKmeans.split)."""
         self.km.split(&data.cp[0], &data.ci[0], &data.cv[0], self.fmap.data(),
                       self.feats.size(), labels, m, self.arity, self.balanced,
@@ -430,7 +430,7 @@ cdef inline float _lr_step(double zj, double y, double* a1, double* a2, double x
 
 
 cdef void _coordinate_descent(ParabelNode node, int64_t b0, int64_t bw,
-                              vector[float]& W) except + nogil:
+                              vector[float]& W) except * nogil:
     """Train classifiers b0 .. b0 + bw - 1 of the node together: W (local
     features x bw) their weights. Each pass visits the points in a new
     random order; a classifier stops once its own test passes (squared

@@ -20,7 +20,7 @@ cnp.import_array()
 cdef int64_t _prune(const int64_t* xp, const int32_t* xi, const float* xv,
                     int64_t n_rows, const double* idf, bint tfidf, double threshold,
                     int min_keep, vector[int64_t]& out_ptr, vector[int32_t]& out_idx,
-                    vector[float]& out_val, int64_t* stats) except + nogil:
+                    vector[float]& out_val, int64_t* stats) except * nogil:
     """Returns -1, or the first row holding a negative count (tf-idf mode).
     stats: 0 rows the threshold emptied, 1 of them refilled by min_keep,
     2 rows without any non-zero weight."""

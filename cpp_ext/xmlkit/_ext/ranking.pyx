@@ -17,7 +17,7 @@ cnp.import_array()
 
 
 cdef void _topk(const indptr_t* indptr, const int32_t* indices, const float* data,
-                int64_t n_rows, int k, int32_t* out_lab, float* out_val) except + nogil:
+                int64_t n_rows, int k, int32_t* out_lab, float* out_val) except * nogil:
     cdef vector[pair[float, int32_t]] buf
     cdef int64_t i, j, n
     cdef int r, m
@@ -68,7 +68,7 @@ cdef enum:
 
 cdef void _accumulate(const int32_t* top, int64_t n_rows, int K,
                       const indptr_t* tp, const int32_t* ti, int64_t n_labels,
-                      const double* q, bint use_q, double* acc) except + nogil:
+                      const double* q, bint use_q, double* acc) except * nogil:
     # acc: N_ROWS rows of K (ROWS)
     cdef vector[char] mark
     cdef vector[double] disc, idcg, qs

@@ -25,7 +25,7 @@ cnp.import_array()
 
 cdef void _rerank(TailKernel t, const indptr_t* xp, const int32_t* xi, const float* xv,
                   const int64_t* sp, const int32_t* si, const float* sv,
-                  int64_t r0, int64_t r1, int topk, RowsOut& out) except + nogil:
+                  int64_t r0, int64_t r1, int topk, RowsOut& out) except * nogil:
     """TailKernel.rerank_rows without the GIL."""
     cdef double bias = t.bias, gamma = t.gamma, alpha = t.alpha
     cdef int64_t n_features = t.n_features, n_labels = t.n_labels

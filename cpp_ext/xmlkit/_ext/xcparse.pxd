@@ -33,7 +33,7 @@ cdef class RowParser:
     cdef readonly int64_t err_value         # the offending value (an index), if any
 
     cdef int64_t _feed(self, const unsigned char* start, const unsigned char* end,
-                       bint final) except + nogil
+                       bint final) except * nogil
     cdef inline int _fail(self, int code, const unsigned char* tok, const unsigned char* tok_end_,
                    int64_t value) noexcept nogil
-    cdef int _parse_line(self, const unsigned char* p, const unsigned char* e) noexcept nogil
+    cdef int _parse_line(self, const unsigned char* p, const unsigned char* e) except -1 nogil

@@ -197,7 +197,7 @@ cdef class RowParser:
         return used
 
     cdef int64_t _feed(self, const unsigned char* start, const unsigned char* end,
-                       bint final) except + nogil:
+                       bint final) except * nogil:
         cdef const unsigned char* p = start
         cdef const unsigned char* nl
         cdef const unsigned char* le
@@ -239,7 +239,9 @@ cdef class RowParser:
         self.err_value = value
         return code
 
-    cdef int _parse_line(self, const unsigned char* p, const unsigned char* e) noexcept nogil:
+    cdef int _parse_line(self, const unsigned char* p, const unsigned char* e) except -1 nogil:
+        """One row (its line: p .. e): an error code (E_OK: none), or -1 with
+        MemoryError raised when its entries cannot be stored."""
         cdef const unsigned char* q
         cdef const unsigned char* tok
         cdef int64_t idx
