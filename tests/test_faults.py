@@ -279,6 +279,21 @@ def test_a_module_the_system_cannot_map_is_one_line(command, tmp_path):
             assert r.returncode == 1 and "Traceback" in r.stderr, r.stderr
 
 
+def test_a_mapping_or_thread_refused_memory_is_out_of_memory(tmp_path):
+    """An OSError of ENOMEM (a mapping or a thread the system refused) is
+    the out-of-memory line, exit 2, not the bare system message."""
+    code = ("import errno, click\n"
+            "from xmlkit.cli.common import run\n"
+            "@click.command()\n"
+            "@click.option('-T', '--threads', default=1)\n"
+            "def cmd(threads):\n"
+            "    raise OSError(errno.ENOMEM, 'Cannot allocate memory')\n"
+            "run(cmd, 'xml-x')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=tmp_path)
+    assert one_line_error(r) and "out of memory" in r.stderr and "-T" in r.stderr, r.stderr
+
+
 def test_a_kernel_refused_memory_ends_the_command_at_once(tmp_path):
     """Once a command has installed its line (file_check.exit_on_no_memory),
     an allocation a kernel is refused ends the process there: the line,

@@ -1,4 +1,5 @@
 """What every xmlkit command shares: error handling, logging, common options."""
+import errno
 import os
 import re
 import signal
@@ -163,6 +164,8 @@ def run(command, prog):
     except MemoryError:
         _out_of_memory(prog, command)
     except OSError as exc:
+        if exc.errno == errno.ENOMEM:                   # (a mapping or a thread refused)
+            _out_of_memory(prog, command)
         where = f"{exc.filename}: " if exc.filename else ""
         click.echo(f"{prog}: error: {where}{exc.strerror or exc}", err=True)
         _leave(EXIT_INPUT)
