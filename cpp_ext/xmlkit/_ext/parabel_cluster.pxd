@@ -30,6 +30,10 @@ cdef class LabelKmeans:
                     const int32_t* fmap, int64_t nf, const int32_t* labels, int64_t m,
                     int64_t arity, bint balanced, double eps, mt19937& rng,
                     int32_t* group) except * nogil
+    cdef void _split(self, const int64_t* cp, const int32_t* ci, const float* cv,
+                     const int32_t* fmap, int64_t nf, const int32_t* labels, int64_t m,
+                     int64_t arity, bint balanced, double eps, mt19937& rng,
+                     int32_t* group) except * nogil
     cdef void _kmeans(self, const int64_t* cp, const int32_t* ci, const float* cv,
                       const int32_t* fmap, int64_t nf, const int32_t* labels, int64_t m,
                       int64_t K, bint balanced, double eps, mt19937& rng,

@@ -22,8 +22,28 @@ cdef extern from "xk_wide.h":
     void xk_rows_dotf(float* acc, const float* row, float x, int64_t K) noexcept nogil
 
 
+cdef enum:
+    KEEP_BYTES = 4194304        # scratch buffers up to this size stay for the next split
+
+
 cdef inline int64_t _rand_below(mt19937& rng, int64_t n) noexcept nogil:
     return <int64_t> (rng() % <uint64_t> n)
+
+
+ctypedef fused scratch:
+    vector[double]
+    vector[float]
+    vector[int32_t]
+    vector[int64_t]
+    vector[pair[double, int64_t]]
+
+
+cdef inline void _give_back(scratch& v) noexcept nogil:
+    """Free v's buffer when it holds more than KEEP_BYTES (a swap with an
+    empty vector: nothing is allocated)."""
+    cdef scratch empty
+    if v.capacity() * sizeof(v[0]) > KEEP_BYTES:
+        v.swap(empty)
 
 
 cdef class LabelKmeans:
@@ -37,7 +57,25 @@ cdef class LabelKmeans:
         labels[j] of cp, ci, cv, features through fmap onto 0 .. nf - 1),
         children numbered from 0 in the order of their clusters, none empty
         (at least 2 when m >= 2). k-means into min(arity, m) clusters; if
-        every label went to one, two balanced halves."""
+        every label went to one, two balanced halves. The scratch is kept
+        for the next split up to KEEP_BYTES a buffer, else given back (the
+        few wide nodes near the root would otherwise hold it all along)."""
+        self._split(cp, ci, cv, fmap, nf, labels, m, arity, balanced, eps, rng, group)
+        _give_back(self.total)
+        _give_back(self.centre)
+        _give_back(self.cos)
+        _give_back(self.centref)
+        _give_back(self.cosf)
+        _give_back(self.fval)
+        _give_back(self.flab)
+        _give_back(self.fptr)
+        _give_back(self.order)
+
+    cdef void _split(self, const int64_t* cp, const int32_t* ci, const float* cv,
+                     const int32_t* fmap, int64_t nf, const int32_t* labels, int64_t m,
+                     int64_t arity, bint balanced, double eps, mt19937& rng,
+                     int32_t* group) except * nogil:
+        """split without giving back its scratch."""
         cdef int64_t K = arity if arity < m else m
         cdef int64_t j, c, used
         if m < 2:
