@@ -14,6 +14,18 @@
 
 #include <string.h>
 
+/* Copy n bytes of src (cut to cap) into a handler's buffer dst, its length
+ * set to 0 during the copy, so that a handler never writes a half-copied
+ * text. (Shared with xk_nomem.h.) */
+static inline void xk_hold_text(char* dst, size_t cap, volatile size_t* dst_n,
+                                const char* src, size_t n) {
+    if (n > cap)
+        n = cap;
+    *dst_n = 0;
+    memcpy(dst, src, n);
+    *dst_n = n;
+}
+
 #if defined(_WIN32)
 static inline void xk_exit_on_map_fault(const char* prefix, size_t n) {
     (void) prefix; (void) n;
@@ -25,7 +37,7 @@ static inline void xk_mapped_folder(const char* folder, size_t n) {
 #  include <signal.h>
 #  include <unistd.h>
 static char xk_fault_prefix[512];
-static size_t xk_fault_prefix_n = 0;
+static volatile size_t xk_fault_prefix_n = 0;
 static char xk_fault_folder[4096];
 static volatile size_t xk_fault_folder_n = 0;
 static const char xk_fault_what[] =
@@ -47,19 +59,12 @@ static void xk_fault_handler(int sig) {
 }
 
 static inline void xk_mapped_folder(const char* folder, size_t n) {
-    if (n > sizeof xk_fault_folder)
-        n = sizeof xk_fault_folder;
-    xk_fault_folder_n = 0;
-    memcpy(xk_fault_folder, folder, n);
-    xk_fault_folder_n = n;
+    xk_hold_text(xk_fault_folder, sizeof xk_fault_folder, &xk_fault_folder_n, folder, n);
 }
 
 static inline void xk_exit_on_map_fault(const char* prefix, size_t n) {
     struct sigaction sa;
-    if (n > sizeof xk_fault_prefix)
-        n = sizeof xk_fault_prefix;
-    memcpy(xk_fault_prefix, prefix, n);
-    xk_fault_prefix_n = n;
+    xk_hold_text(xk_fault_prefix, sizeof xk_fault_prefix, &xk_fault_prefix_n, prefix, n);
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = xk_fault_handler;
     sigemptyset(&sa.sa_mask);

@@ -16,6 +16,7 @@
 
 #include <new>
 #include <string.h>
+#include "xk_mapfault.h"
 #if defined(_WIN32)
 #  include <io.h>
 #  include <stdlib.h>
@@ -26,7 +27,7 @@
 #endif
 
 static char xk_nomem_line[2048];
-static size_t xk_nomem_n = 0;
+static volatile size_t xk_nomem_n = 0;
 
 static void xk_nomem_handler() {
     int r = (int) XK_WRITE(2, xk_nomem_line, (unsigned) xk_nomem_n);
@@ -36,11 +37,7 @@ static void xk_nomem_handler() {
 
 /* line: the whole message, its newline included (cut to 2048 bytes). */
 static inline void xk_exit_on_no_memory(const char* line, size_t n) {
-    if (n > sizeof xk_nomem_line)
-        n = sizeof xk_nomem_line;
-    xk_nomem_n = 0;
-    memcpy(xk_nomem_line, line, n);
-    xk_nomem_n = n;
+    xk_hold_text(xk_nomem_line, sizeof xk_nomem_line, &xk_nomem_n, line, n);
     std::set_new_handler(xk_nomem_handler);
 }
 
