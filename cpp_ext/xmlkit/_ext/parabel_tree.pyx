@@ -595,5 +595,15 @@ cdef inline void _axpy(ParabelNode node, int64_t i, int64_t bw, int64_t na,
                        vector[float]& delta, vector[float]& W) noexcept nogil:
     """W += x_i delta over W's first na columns (rows bw wide): each non-zero
     of local point i adds delta to its row."""
+    cdef int64_t q
+    cdef float d0, d1
+    cdef float* row
+    if bw == 2 and na == 2:                     # (a split node: two columns, inline)
+        d0, d1 = delta[0], delta[1]
+        for q in range(node.rp[i], node.rp[i + 1]):
+            row = &W[node.ri[q] * 2]
+            row[0] += node.rv[q] * d0
+            row[1] += node.rv[q] * d1
+        return
     xk_rows_axpy(node.rp[i], node.rp[i + 1], node.ri.data(), node.rv.data(), W.data(), bw, na,
                  delta.data())
