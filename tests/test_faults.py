@@ -102,6 +102,36 @@ def test_pointer_entry_changed_is_refused_not_a_crash(tiny, tmp_path):
     assert one_line_error(r) and "index pointers" in r.stderr
 
 
+@pytest.mark.parametrize("family", ["fastxml", "pfastrexml"])
+def test_tree_links_zeroed_in_use_are_refused_not_a_loop(family, tiny, tmp_path):
+    """A mapped tree whose child links read zeros after its blocks were
+    checked (a file cut mid-page under its mapping reads zeros past its end:
+    links back to the root) is refused where the links are used, not
+    routed round for ever (found by the in-use fuzzer: a hang)."""
+    m = tmp_path / "m"
+    shutil.copytree(tiny / family, m)
+    code = ("import os, numpy as np, xmlkit\n"
+            "from xmlkit.io import read_dataset\n"
+            f"X, _ = read_dataset({str(tiny / 'test.txt')!r})\n"
+            f"model = xmlkit.load_model({str(m)!r})\n"
+            "model.predict(X, k=5)\n"                       # (every block checked)
+            f"path = {str(m / 'tree_00000.npz')!r}\n"
+            "child = np.asarray(model.trees_[0]['child']).tobytes()\n"
+            "at = open(path, 'rb').read().find(child)\n"
+            "fd = os.open(path, os.O_WRONLY)\n"
+            "os.pwrite(fd, bytes(len(child)), at)\n"
+            "os.close(fd)\n"
+            "try:\n"
+            "    model.predict(X, k=5)\n"
+            "    print('answered')\n"
+            "except Exception as exc:\n"
+            "    print(type(exc).__name__, exc)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "changed" in r.stdout and "answered" not in r.stdout, r.stdout
+
+
 def test_copied_tree_files_join_the_model_only_through_xml_train(tiny, tmp_path):
     """A tree file the manifest does not record is not used by xml-predict;
     xml-train over the whole range checks and records it (shard merging)."""

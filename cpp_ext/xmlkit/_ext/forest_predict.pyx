@@ -276,9 +276,11 @@ cdef int _route(ForestKernel f, Py_ssize_t t, const indptr_t* xp, const int32_t*
             f.failed = t
             return DAMAGED
         # (each link and pointer read once and bounded here: a mapped file
-        # may change after its blocks were checked)
+        # may change after its blocks were checked; children come after their
+        # node, so that no link can lead back up: a file cut mid-page under
+        # its mapping reads zeros past its end, a link to the root)
         c0, c1, w0, w1 = child[2 * node], child[2 * node + 1], wp[node], wp[node + 1]
-        if c0 >= 0 and not (c0 < tv.n_nodes and 0 <= c1 < tv.n_nodes and 0 <= w0
+        if c0 >= 0 and not (node < c0 < tv.n_nodes and node < c1 < tv.n_nodes and 0 <= w0
                             and w1 <= tv.n_w):
             f.failed = t
             return DAMAGED
@@ -424,8 +426,8 @@ cdef int32_t _walk(ForestKernel f, TreeView* tv, int32_t node, const indptr_t* x
         c0, c1, lo, end = child[2 * node], child[2 * node + 1], wp[node], wp[node + 1]
         if c0 < 0:
             break
-        if not (c0 < tv.n_nodes and 0 <= c1 < tv.n_nodes and 0 <= lo and end <= tv.n_w
-                and _need_row(tv, lo, end)):
+        if not (node < c0 < tv.n_nodes and node < c1 < tv.n_nodes and 0 <= lo
+                and end <= tv.n_w and _need_row(tv, lo, end)):
             node = -1
             break
         margin = 0.0
