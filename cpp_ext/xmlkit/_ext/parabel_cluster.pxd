@@ -2,11 +2,17 @@
 # parabel_cluster.pyx beside this file): a thread's scratch for splitting a
 # node's labels, kept from node to node so that its buffers are reused.
 
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
 
 from sparse_rows cimport mt19937
+
+
+cdef inline int64_t rand_below(mt19937& rng, int64_t n) noexcept nogil:
+    """A draw in 0 .. n - 1 of the node's stream (k-means' seeds, the
+    solver's orders: both trainers of a node draw this way)."""
+    return <int64_t> (rng() % <uint64_t> n)
 
 
 cdef class LabelKmeans:

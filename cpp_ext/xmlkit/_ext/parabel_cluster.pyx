@@ -11,7 +11,7 @@
 # the clusters are the same bits on every processor.
 
 from libc.math cimport sqrt
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
 from libcpp.algorithm cimport sort
@@ -24,10 +24,6 @@ cdef extern from "xk_wide.h":
 
 cdef enum:
     KEEP_BYTES = 4194304        # scratch buffers up to this size stay for the next split
-
-
-cdef inline int64_t _rand_below(mt19937& rng, int64_t n) noexcept nogil:
-    return <int64_t> (rng() % <uint64_t> n)
 
 
 ctypedef fused scratch:
@@ -125,7 +121,7 @@ cdef class LabelKmeans:
         self.prev.assign(m, -1)
         self.pick.clear()
         while <int64_t> self.pick.size() < K:
-            j = _rand_below(rng, m)
+            j = rand_below(rng, m)
             for a in range(<int64_t> self.pick.size()):
                 if self.pick[a] == j:
                     j = -1

@@ -32,7 +32,7 @@ cdef extern from "xk_wide.h":
 
 import numpy as np
 from xmlkit._ext.parabel_predict import col_type
-from xmlkit._ext.parabel_cluster cimport LabelKmeans
+from xmlkit._ext.parabel_cluster cimport LabelKmeans, rand_below
 from sparse_rows cimport add_label_rows, csr_pieces, mt19937, padded, tree_seed
 
 cnp.import_array()
@@ -149,10 +149,6 @@ cdef class ParabelData:
         if self.yp.shape[0] != self.n + 1 or self.lp.shape[0] != L + 1 \
                 or self.cp.shape[0] != L + 1 or np.shape(xs)[0] != self.n:
             raise ValueError("the arrays disagree in length")
-
-
-cdef inline int64_t _rand_below(mt19937& rng, int64_t n) noexcept nogil:
-    return <int64_t> (rng() % <uint64_t> n)
 
 
 cdef void _lay_out(ParabelNode node, any_col* col, int32_t* feat,
@@ -472,7 +468,7 @@ cdef void _coordinate_descent(ParabelNode node, int64_t b0, int64_t bw,
             _axpy(node, i, bw, bw, delta, W)
     for it in range(node.max_iter):
         for i in range(n):
-            k = i + _rand_below(node.rng, n - i)
+            k = i + rand_below(node.rng, n - i)
             perm[i], perm[k] = perm[k], perm[i]
         for j in range(bw):
             pgmax[j], pgmin[j], newton[j] = (0 if lr else -1e300), 1e300, 0
