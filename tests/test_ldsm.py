@@ -85,17 +85,44 @@ def test_arity_and_routing(bibtex):
     t = m.trees_[0]
     internal = np.flatnonzero(t["first_child"] >= 0)
     assert len(internal) >= 1 and len(t["first_child"]) <= 100
-    # children of a node are 4 consecutive ids; leaves hold distributions
+    # children of a node are 4 consecutive ids; a leaf holds each label's
+    # share of its points: in (0, 1], summing to the leaf points' mean number
+    # of labels (every Bibtex point has at least one)
     assert np.all(np.diff(np.sort(t["first_child"][internal])) == 4)
     leaves = np.flatnonzero(t["first_child"] < 0)
     sums = np.add.reduceat(t["l_val"], t["l_ptr"][leaves][np.diff(t["l_ptr"])[leaves] > 0])
-    assert np.allclose(sums, 1, atol=1e-5)
+    per_point = np.diff(Y.indptr)
+    assert per_point.min() >= 1
+    assert np.all(t["l_val"] > 0) and np.all(t["l_val"] <= 1)
+    assert np.all(sums >= 1 - 1e-5) and np.all(sums <= per_point.max() + 1e-5)
     S = m.predict(Xt, k=3)
     assert np.all(np.diff(S.indptr) <= 3)
 
 
+def test_leaf_values_are_shares_of_points(bibtex):
+    """A root that may not split (a budget of one node) is the only leaf:
+    its values are each label's count over the number of points, by hand."""
+    X, Y, Xt, Yt = bibtex
+    t = xmlkit.LdSM(n_trees=1, max_nodes=1).fit(X, Y).trees_[0]
+    counts = np.bincount(Y.indices, minlength=Y.shape[1])
+    assert np.array_equal(t["l_idx"], np.flatnonzero(counts))
+    assert np.allclose(t["l_val"], counts[counts > 0] / X.shape[0], rtol=1e-6)
+
+
+def test_adagrad_prior_damps_the_steps(bibtex):
+    """The prior (0: the authors' update) makes every step smaller: the
+    root's regressors, trained on the same stream, have smaller weights."""
+    X, Y, Xt, Yt = bibtex
+    kw = dict(n_trees=1, max_nodes=3, epochs=1)
+    a = xmlkit.LdSM(adagrad_prior=0.0, **kw).fit(X, Y).trees_[0]
+    b = xmlkit.LdSM(**kw).fit(X, Y).trees_[0]
+    assert xmlkit.LdSM().adagrad_prior == 1.0
+    assert np.abs(b["reg_val"]).sum() < np.abs(a["reg_val"]).sum()
+
+
 def test_bad_options(tmp_path):
-    for args in (["--arity", "1"], ["--epochs", "0"], ["--lr", "-1"], ["-s", "2"]):
+    for args in (["--arity", "1"], ["--epochs", "0"], ["--lr", "-1"], ["-s", "2"],
+                 ["--adagrad-prior", "-1"]):
         r = run_cli("xml-train", TRAIN, tmp_path / "m", "--algorithm", "ldsm", *args)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, args
 
@@ -167,6 +194,8 @@ def test_scaled_model_round_trip_and_old_folders(tmp_path):
     assert xmlkit.LdSM.from_manifest(manifest).scale_dense is False
     del manifest["params"]["max_leaf"]
     assert xmlkit.LdSM.from_manifest(manifest).max_leaf == 1
+    del manifest["params"]["adagrad_prior"]       # (grown with AdaGrad's sums from 0)
+    assert xmlkit.LdSM.from_manifest(manifest).adagrad_prior == 0.0
 
 
 def test_leaf_size_and_the_automatic_node_budget(bibtex):

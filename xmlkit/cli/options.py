@@ -120,6 +120,9 @@ LDSM = (
         "split down to single points, as the authors' code does)."),
     Opt("epochs", ("--epochs",), "Passes over a node's points to train its regressors."),
     Opt("lr", ("--lr",), "Learning rate of the nodes' normalized adaptive SGD."),
+    Opt("adagrad_prior", ("--adagrad-prior",), "A weight's sum of squared gradients starts "
+        "at this (times its feature's largest value squared): a feature met by one or two "
+        "points takes a damped step (0: the authors' code)."),
     Opt("lambda1", ("--lambda1",), "Weight of the multi-way penalty in the node objective."),
     Opt("lambda2", ("--lambda2",), "Weight of the class-integrity term in the node "
                                    "objective."),

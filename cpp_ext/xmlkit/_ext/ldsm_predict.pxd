@@ -17,7 +17,7 @@ cdef struct LdsmTree:
     const float* dense                   # long regressor rows as dense rows (d wide)
     const int64_t* l_ptr                 # histogram of leaf i: l_ptr[i] .. l_ptr[i + 1] - 1
     const int32_t* l_idx                 # label of each histogram entry
-    const float* l_val                   # normalized count of each histogram entry
+    const float* l_val                   # each entry's value (share of the leaf's points)
 
 
 cdef class LdsmKernel:

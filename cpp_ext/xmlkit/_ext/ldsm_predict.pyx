@@ -1,10 +1,11 @@
 # LdSM prediction: a point descends every tree to possibly several leaves
 # (every child whose regressor margin is >= threshold, else the first child
 # at the maximum margin); its score is the mean over trees of the mean of
-# the reached leaves' normalized label histograms. A row the leaves give
-# fewer than k labels is filled up to k from the forest's label marginal
-# (labels by the sum of the leaves' histograms), each filled label scored
-# below every label the leaves gave.
+# the reached leaves' label values (a label's share of the leaf's training
+# points; folders written before adagrad_prior existed hold histograms
+# normalized to sum 1). A row the leaves give fewer than k labels is filled
+# up to k from the forest's label marginal (labels by the sum of the leaves'
+# values), each filled label scored below every label the leaves gave.
 
 from libc.stdint cimport int32_t, int64_t
 from libc.math cimport INFINITY

@@ -30,6 +30,7 @@ cdef class LdsmBuild:
     cdef double l1                       # weight of the balance term
     cdef double l2                       # weight of the purity term
     cdef double threshold                # a child whose margin is >= this is visited
+    cdef double prior                    # a squared gradient's sum starts at prior * s^2 (AdaGrad)
     # data (pointers into the LdsmData being grown on)
     cdef const int64_t* xp
     cdef const int32_t* xi
@@ -47,10 +48,12 @@ cdef class LdsmBuild:
     cdef vector[float] reg_val           # value of each regressor entry
     cdef vector[vector[pair[int32_t, float]]] hist    # per node: (label, count), labels ascending
     cdef vector[vector[int32_t]] members # per queued node: its points (freed once processed)
+    cdef vector[int64_t] n_points        # per node: the points routed to it
     # node-training buffers (reset after each node on what was touched)
     cdef vector[double] w                # M x d regressor weights
     cdef vector[double] s                # M x d largest |x_f| seen (normalized updates)
     cdef vector[double] G                # M x d sums of squared gradients (AdaGrad)
+    cdef vector[float] wd                # M x d the stored regressors while routing (else 0)
     cdef vector[double] p                # per child: running estimate p_j
     cdef vector[double] pj               # L x M running estimates p_{j|i}
     cdef vector[double] nl               # per label: examples seen (also _histogram's scratch)

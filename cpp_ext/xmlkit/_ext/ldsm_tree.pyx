@@ -131,19 +131,24 @@ cdef class LdsmBuild:
     """Grows one tree: grow(data, seed, tree) -> dict of arrays. Members: see
     ldsm_tree.pxd."""
     def __init__(self, int arity, int64_t max_nodes, int64_t max_leaf, int epochs, double lr,
-                 double lambda1, double lambda2, double route_threshold):
+                 double lambda1, double lambda2, double route_threshold,
+                 double adagrad_prior=0.0):
         if arity < 2 or arity > 8:
             raise ValueError("arity must be between 2 and 8")
         if max_leaf < 1:
             raise ValueError("max_leaf must be at least 1")
+        if not adagrad_prior >= 0:
+            raise ValueError("adagrad_prior must be >= 0")
         self.M, self.max_nodes, self.max_leaf, self.epochs = arity, max_nodes, max_leaf, epochs
         self.lr, self.l1, self.l2, self.threshold = lr, lambda1, lambda2, route_threshold
+        self.prior = adagrad_prior
 
     def grow(self, LdsmData data, uint64_t seed, uint64_t tree):
         """Grow a tree; arrays: first_child (-1 at leaves; children are
         first_child .. first_child+M-1), depth, reg_row (first of the node's M
         regressor rows, -1 at leaves), reg_ptr/reg_idx/reg_val (CSR rows of
-        the regressors), l_ptr/l_idx/l_val (normalized leaf histograms)."""
+        the regressors), l_ptr/l_idx/l_val (each leaf's labels, by the share
+        of its points that carry them)."""
         self.xp, self.xi, self.xv = &data.xp[0], &data.xi[0], &data.xv[0]
         self.yp = &data.yp[0]
         cdef int32_t dummy = 0
@@ -152,21 +157,19 @@ cdef class LdsmBuild:
         cdef int64_t n = data.n
         with nogil:
             self._grow(n, tree_seed(seed, tree))
-        # leaves: normalized histograms
+        # leaves: each label's share of the leaf's points (xmlkit.models.ldsm)
         cdef vector[int64_t] lp
         cdef vector[int32_t] li
         cdef vector[float] lv
         cdef size_t node, k
-        cdef double total
+        cdef double points
         lp.push_back(0)
         for node in range(self.first_child.size()):
             if self.first_child[node] < 0:
-                total = 0
-                for k in range(self.hist[node].size()):
-                    total += self.hist[node][k].second
+                points = <double> max(self.n_points[node], 1)
                 for k in range(self.hist[node].size()):
                     li.push_back(self.hist[node][k].first)
-                    lv.push_back(<float> (self.hist[node][k].second / total))
+                    lv.push_back(<float> (self.hist[node][k].second / points))
             lp.push_back(li.size())
         out = {
             "first_child": array_copy(self.first_child.data(), self.first_child.size(), cnp.NPY_INT32),
@@ -181,6 +184,7 @@ cdef class LdsmBuild:
         }
         self.hist.clear()
         self.members.clear()
+        self.n_points.clear()
         return out
 
     # ------------------------------------------------------------ growth
@@ -194,10 +198,11 @@ cdef class LdsmBuild:
         self.rng.seed(seed)
         self.first_child.clear(); self.depth.clear(); self.reg_row.clear()
         self.reg_ptr.clear(); self.reg_idx.clear(); self.reg_val.clear()
-        self.hist.clear(); self.members.clear()
+        self.hist.clear(); self.members.clear(); self.n_points.clear()
         self.reg_ptr.push_back(0)
         self.w.assign(M * self.d, 0.0); self.s.assign(M * self.d, 0.0)
         self.G.assign(M * self.d, 0.0); self.fmark.assign(self.d, 0)
+        self.wd.assign(M * self.d, 0.0)
         self.pj.assign(M * self.L, 0.0); self.nl.assign(self.L, 0.0)
         self.lmark.assign(self.L, 0)
         self.p.assign(M, 0.0); self.Nj.assign(M, 0.0)
@@ -209,6 +214,7 @@ cdef class LdsmBuild:
             t = root[i]; root[i] = root[j]; root[j] = t
         self._add_node(0)
         self.members[0].swap(root)
+        self.n_points[0] = n
         self.hist[0] = self._histogram(self.members[0])
         queue.push(QItem(pair[double, int64_t](0.0, pushed), 0))
         pushed += 1
@@ -248,6 +254,7 @@ cdef class LdsmBuild:
         self.reg_row.push_back(-1)
         self.hist.push_back(vector[pair[int32_t, float]]())
         self.members.push_back(vector[int32_t]())
+        self.n_points.push_back(0)
         return <int32_t> (self.first_child.size() - 1)
 
     cdef double _impurity(self, int32_t node) noexcept nogil:
@@ -286,7 +293,7 @@ cdef class LdsmBuild:
         cdef size_t a
         cdef int32_t x, lab, f
         cdef int64_t q, r0, r1, y0, y1
-        cdef double N = 0, t = 0, ell, g, z, xval, ax, ni
+        cdef double N = 0, t = 0, ell, g, z, xval, ax, ni, sf
         cdef double o
         cdef vector[int32_t]* pts = &self.members[node]
         for j in range(M):
@@ -338,8 +345,10 @@ cdef class LdsmBuild:
                             if xval == 0:
                                 continue
                             self.G[j * d + f] += (g * xval) * (g * xval)
-                            self.w[j * d + f] -= (self.lr * sqrt(t / self.Nj[j]) * g * xval
-                                                  / (self.s[j * d + f] * sqrt(self.G[j * d + f])))
+                            sf = self.s[j * d + f]      # (the prior: in units of sf^2)
+                            self.w[j * d + f] -= (
+                                self.lr * sqrt(t / self.Nj[j]) * g * xval
+                                / (sf * sqrt(self.G[j * d + f] + self.prior * sf * sf)))
                 # running estimates with the updated regressors
                 if N > 0:
                     for j in range(M):
@@ -380,32 +389,32 @@ cdef class LdsmBuild:
     cdef bint _split(self, int32_t node) noexcept nogil:
         """Route the node's points with its stored regressors (every child with
         margin >= threshold, else every child at the maximum margin); keep the
-        children unless one of them gets no point or all of them."""
+        children unless one of them gets no point or all of them. The
+        regressors are laid out dense (wd) for the pass, so that a margin is
+        the sum over the point's entries in order, as prediction sums it."""
         cdef int M = self.M
         cdef int j
         cdef size_t a
-        cdef int64_t q, row = self.reg_row[node]
+        cdef int64_t q, row = self.reg_row[node], d = self.d
         cdef int32_t x, first
         cdef double z[8]
         cdef double zmax
         cdef bint any_
         cdef vector[vector[int32_t]] parts
-        cdef vector[double] xd
+        cdef float* wd = self.wd.data()
         parts.resize(M)
-        xd.assign(self.d, 0.0)
+        for j in range(M):
+            for q in range(self.reg_ptr[row + j], self.reg_ptr[row + j + 1]):
+                wd[j * d + self.reg_idx[q]] = self.reg_val[q]
         for a in range(self.members[node].size()):
             x = self.members[node][a]
-            for q in range(self.xp[x], self.xp[x + 1]):
-                xd[self.xi[q]] = self.xv[q]
             zmax = -INFINITY
             for j in range(M):
                 z[j] = 0
-                for q in range(self.reg_ptr[row + j], self.reg_ptr[row + j + 1]):
-                    z[j] += self.reg_val[q] * xd[self.reg_idx[q]]
+                for q in range(self.xp[x], self.xp[x + 1]):
+                    z[j] += wd[j * d + self.xi[q]] * self.xv[q]
                 if z[j] > zmax:
                     zmax = z[j]
-            for q in range(self.xp[x], self.xp[x + 1]):
-                xd[self.xi[q]] = 0
             any_ = False
             for j in range(M):
                 if z[j] >= self.threshold:
@@ -415,6 +424,9 @@ cdef class LdsmBuild:
                 for j in range(M):
                     if z[j] == zmax:
                         parts[j].push_back(x)
+        for j in range(M):
+            for q in range(self.reg_ptr[row + j], self.reg_ptr[row + j + 1]):
+                wd[j * d + self.reg_idx[q]] = 0
         for j in range(M):
             if parts[j].size() == 0 or parts[j].size() == self.members[node].size():
                 # rejected: the node stays a leaf and forgets its regressors
@@ -428,6 +440,7 @@ cdef class LdsmBuild:
         for j in range(M):
             self._add_node(self.depth[node] + 1)
             self.members[first + j].swap(parts[j])
+            self.n_points[first + j] = self.members[first + j].size()
             self.hist[first + j] = self._histogram(self.members[first + j])
         vector[pair[int32_t, float]]().swap(self.hist[node])
         return True
