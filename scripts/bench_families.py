@@ -2,8 +2,9 @@
 
     python scripts/bench_families.py [--seeds 0 1] [--only NAME ...] [--out results/families.md]
 
-Data: every set in ../shared/data (Bibtex, Delicious, Yeast, Corel5k) and
-synthetic ones made here with fixed seeds: a dense, non-negative,
+Data: every set in ../shared/data (Bibtex, Delicious, Yeast, Corel5k, and
+the two Debian text sets: debtags, short package descriptions, and manpages,
+long documents) and synthetic ones made here with fixed seeds: a dense, non-negative,
 unnormalised set (72 features, 6 labels, emotions-like), a many-label
 power-law set (scripts/make_synthetic.py: 10k points, 10k features, 2000
 labels) and two tf-idf text look-alikes (make_synthetic.py --tfidf: 22k
@@ -38,6 +39,7 @@ DATA = HERE.parent.parent / "shared" / "data"
 FAMILIES = [("FastXML", xmlkit.FastXML, {"threads": 2}),
             ("PfastreXML", xmlkit.PfastreXML, {"threads": 2}),
             ("LdSM", xmlkit.LdSM, {"threads": 2}),
+            ("Parabel", xmlkit.Parabel, {"threads": 2}),
             ("Embed", xmlkit.Embed, {}),
             ("Linear", xmlkit.Linear, {})]
 
@@ -79,7 +81,7 @@ SYNTHETIC = {
 
 
 def data_sets(work):
-    for name in ("bibtex", "delicious", "yeast", "corel5k"):
+    for name in ("bibtex", "delicious", "yeast", "corel5k", "debtags", "manpages"):
         folder = DATA / name
         if not folder.is_dir():
             print(f"{folder}: missing, skipped", file=sys.stderr)
