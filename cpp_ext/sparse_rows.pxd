@@ -39,7 +39,7 @@ cdef inline object array_copy(const void* src, cnp.npy_intp n, int typenum):
 
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
-from libcpp.algorithm cimport sort, partial_sort
+from libcpp.algorithm cimport nth_element, sort
 
 
 # Rows a kernel writes: CSR pieces with indptr from 0 (start with rows_open).
@@ -67,8 +67,8 @@ cdef inline int emit_top(vector[pair[double, int32_t]]& items, int topk,
     stored."""
     cdef size_t m = items.size()
     cdef size_t k
-    if topk > 0 and <size_t> topk < m:
-        partial_sort(items.begin(), items.begin() + topk, items.end())
+    if topk > 0 and <size_t> topk < m:    # (the set: its order is the labels')
+        nth_element(items.begin(), items.begin() + topk - 1, items.end())
         m = topk
     sel.clear()
     for k in range(m):

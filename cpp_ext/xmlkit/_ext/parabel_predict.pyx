@@ -10,7 +10,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t
 from libc.math cimport exp, log1p, log2, sqrt
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
-from libcpp.algorithm cimport lower_bound, partial_sort, sort
+from libcpp.algorithm cimport lower_bound, nth_element, sort
 
 cimport numpy as cnp
 
@@ -34,6 +34,12 @@ cdef struct Slot:
     uint16_t stamp
     uint16_t n
     int32_t first
+cdef struct PairSlot:
+    # a feature's weights in the two-child node laid out last with this stamp:
+    # its weight for each child, 0 where it has none (12 bytes: the margins of
+    # a binary node read one slot an entry, not its spans of e_col and e_val)
+    uint16_t stamp
+    float v[2]
 
 cdef enum:
     # a binary search step over a group's features costs about this many
@@ -49,6 +55,10 @@ cdef enum:
     # a chunk's rows give their labels from every tree back to the system
     # every TRIM_ROWS rows as they are written out (see xk_heap_trim)
     TRIM_ROWS = 64
+    # how a group's weights are found (see _lay_out_group)
+    NOT_LAID = 0
+    LAID = 1
+    LAID_PAIR = 2
 
 
 cdef inline double _loglik(double z, int loss) noexcept nogil:
@@ -129,6 +139,61 @@ cdef inline bint _lay_out(const int32_t* ef, int64_t g0, int64_t g1, int64_t d,
     return True
 
 
+cdef inline bint _lay_out_pair(const ParabelTree* tv, int64_t g0, int64_t g1, int64_t d,
+                               uint16_t stamp, PairSlot* slot) noexcept nogil:
+    """slot[feature] = (stamp, its weights for children 0 and 1, 0 where it
+    has none), for the features of a two-child node's weights g0..g1-1 (a
+    feature's first weight clears the pair, without a branch on the data).
+    False, nothing laid out past it, at a feature outside 0..d-1 or a
+    classifier past 1."""
+    cdef const int32_t* ef = tv.e_feat
+    cdef const float* ev = tv.e_val
+    cdef int64_t e, c
+    cdef int32_t f, prev = -1
+    cdef bint same
+    cdef float v0, v1
+    cdef PairSlot* ps
+    for e in range(g0, g1):
+        f = ef[e]
+        c = _col(tv.e_col, tv.col_bytes, e)
+        if f < 0 or f >= d or c < 0 or c > 1:
+            return False
+        same = f == prev
+        prev = f
+        ps = &slot[f]
+        v0 = ps.v[0] if same else 0
+        v1 = ps.v[1] if same else 0
+        ps.stamp = stamp
+        ps.v[0] = v0
+        ps.v[1] = v1
+        ps.v[c] = ev[e]
+    return True
+
+
+cdef inline void _pair_margins(const PairSlot* slot, uint16_t stamp, const int32_t* xi,
+                               const float* sv, int64_t q0, int64_t q1, double bias,
+                               int64_t d, double* acc) noexcept nogil:
+    """acc[0], acc[1] = the two children's margins of a row (entries q0..q1-1)
+    through a two-child node's layout: the sum over its entries in order,
+    then the bias, as _add_span and the bias span give them (a child without
+    a weight on a feature adds 0)."""
+    cdef int64_t q
+    cdef const PairSlot* ps
+    cdef double a0 = 0, a1 = 0
+    cdef float x
+    for q in range(q0, q1):
+        ps = &slot[xi[q]]
+        if ps.stamp == stamp:
+            x = sv[q]
+            a0 += ps.v[0] * x
+            a1 += ps.v[1] * x
+    ps = &slot[d - 1]
+    if ps.stamp == stamp:
+        a0 = a0 + <double> ps.v[0] * bias
+        a1 = a1 + <double> ps.v[1] * bias
+    acc[0], acc[1] = a0, a1
+
+
 cdef inline bint _emit_labels(const ParabelTree* tv, int64_t first, int64_t width,
                               double s, int loss, double* acc,
                               vector[pair[int32_t, float]]& out) noexcept nogil:
@@ -197,9 +262,36 @@ cdef inline int64_t _spans_met(const ParabelTree* tv, int64_t g0, int64_t g1, bi
     return n_met
 
 
+cdef int _lay_out_group(const ParabelTree* tv, int64_t g0, int64_t g1, int64_t d,
+                        int64_t entries, bint two, vector[Slot]& slot, uint16_t* stamp,
+                        vector[PairSlot]& pslot, uint16_t* pstamp) noexcept nogil:
+    """How the rows reaching group g0..g1 (`entries` row entries in all) find
+    its weights: NOT_LAID (a binary search each, when that costs less than a
+    layout), LAID (slot: each feature's span) or LAID_PAIR (a two-child node:
+    pslot holds each feature's two weights); -1 at an index out of range.
+    The layout gets a new stamp (the slots are cleared when stamps run out)."""
+    cdef PairSlot empty
+    if g1 - g0 >= LAID_MAX or tv.widest > LAID_WIDTH or \
+            g1 - g0 >= entries * (log2(<double> (g1 - g0 + 1)) + 1) * SEARCH_COST:
+        return NOT_LAID
+    if two:
+        if pslot.size() == 0 or pstamp[0] == STAMP_MAX:
+            empty.stamp, empty.v[0], empty.v[1] = 0, 0, 0
+            pslot.assign(d, empty)
+            pstamp[0] = 0
+        pstamp[0] += 1
+        return LAID_PAIR if _lay_out_pair(tv, g0, g1, d, pstamp[0], pslot.data()) else -1
+    if slot.size() == 0 or stamp[0] == STAMP_MAX:
+        slot.assign(d, Slot(0, 0, 0))
+        stamp[0] = 0
+    stamp[0] += 1
+    return LAID if _lay_out(tv.e_feat, g0, g1, d, stamp[0], slot.data()) else -1
+
+
 cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int64_t* rp,
                         const int32_t* xi, const float* sv, vector[Visit]& visits,
-                        vector[Slot]& slot, uint16_t* stamp, vector[double]& acc,
+                        vector[Slot]& slot, uint16_t* stamp, vector[PairSlot]& pslot,
+                        uint16_t* pstamp, vector[double]& acc,
                         vector[vector[pair[double, int32_t]]]& nxt,
                         vector[vector[pair[int32_t, float]]]& items, int64_t d,
                         Span* met, float* met_v, bint* bad) noexcept nogil:
@@ -209,7 +301,8 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
     laying the group out once for all the rows that reach it, through that
     layout (slot: feature -> (stamp, its weights); made when first needed;
     each layout a new stamp, so nothing is cleared); the spans a
-    row meets are fetched ahead, then summed. Each margin is the sum over
+    row meets are fetched ahead, then summed. A laid-out two-child node
+    holds each feature's two weights in its slot (pslot) instead. Each margin is the sum over
     the row's entries in order, then the bias: the same sum, to the bit, as
     a classifier row's dot product. An internal node's children go to
     nxt[row] as (-log-score, child); a leaf's labels to items[row] as
@@ -223,6 +316,7 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
     cdef const int32_t* ef = tv.e_feat
     cdef Span bias_span
     cdef bint leaf, laid
+    cdef int how
     sort(visits.begin(), visits.end())
     while a < visits.size():
         node = visits[a].first.first
@@ -243,23 +337,24 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
             bad[0] = True
             a = b
             continue
-        laid = g1 - g0 < LAID_MAX and tv.widest <= LAID_WIDTH and \
-            g1 - g0 < entries * (log2(<double> (g1 - g0 + 1)) + 1) * SEARCH_COST
-        if laid:
-            if slot.size() == 0 or stamp[0] == STAMP_MAX:
-                slot.assign(d, Slot(0, 0, 0))
-                stamp[0] = 0
-            stamp[0] += 1
-            if not _lay_out(ef, g0, g1, d, stamp[0], slot.data()):
-                bad[0] = True
-                a = b
-                continue
+        how = _lay_out_group(tv, g0, g1, d, entries, not leaf and width == 2, slot, stamp,
+                             pslot, pstamp)
+        if how < 0:
+            bad[0] = True
+            a = b
+            continue
+        laid = how == LAID
         q = g1                                  # (the bias: the last feature)
         while q > g0 and ef[q - 1] == d - 1:
             q -= 1
         bias_span = Span(q, g1)
         for c in range(a, b):
             row = visits[c].first.second
+            if how == LAID_PAIR:
+                _pair_margins(pslot.data(), pstamp[0], xi, sv, rp[row], rp[row + 1], bias, d,
+                              acc.data())
+                _emit_children(first, width, visits[c].second, loss, acc.data(), nxt[row])
+                continue
             n_met = _spans_met(tv, g0, g1, laid, slot.data(), stamp[0], xi, sv, rp[row],
                                rp[row + 1], met, met_v)
             for m in range(n_met):
@@ -286,7 +381,7 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
                   vector[vector[pair[double, int32_t]]]& cur,
                   vector[vector[pair[double, int32_t]]]& nxt, vector[Visit]& visits,
                   vector[vector[pair[int32_t, float]]]& items, vector[Slot]& slot,
-                  uint16_t* stamp,
+                  uint16_t* stamp, vector[PairSlot]& pslot, uint16_t* pstamp,
                   vector[double]& acc, Span* met, float* met_v, bint* bad) noexcept nogil:
     """Tree tv's beam search for the nr rows of a chunk, level by level (a
     leaf in the beam stays in it); the labels of each row's final leaves
@@ -310,11 +405,11 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
                                            cur[r][a].first))
         if visits.size() == 0:
             break
-        _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, stamp, acc, nxt, items, d, met,
-                      met_v, bad)
+        _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, stamp, pslot, pstamp, acc, nxt,
+                      items, d, met, met_v, bad)
         for r in range(nr):
-            if nxt[r].size() > <size_t> beam:
-                partial_sort(nxt[r].begin(), nxt[r].begin() + beam, nxt[r].end())
+            if nxt[r].size() > <size_t> beam:     # (the beam is a set: its order is not used)
+                nth_element(nxt[r].begin(), nxt[r].begin() + beam - 1, nxt[r].end())
                 nxt[r].resize(beam)
             cur[r].swap(nxt[r])
     visits.clear()
@@ -322,8 +417,8 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
         for a in range(cur[r].size()):
             visits.push_back(Visit(pair[int32_t, int32_t](cur[r][a].second, <int32_t> r),
                                    cur[r][a].first))
-    _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, stamp, acc, nxt, items, d, met,
-                      met_v, bad)
+    _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, stamp, pslot, pstamp, acc, nxt,
+                  items, d, met, met_v, bad)
 
 
 cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
@@ -340,7 +435,8 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
     cdef vector[float] sv
     cdef vector[Slot] slot
     cdef vector[Span] met
-    cdef uint16_t stamp = 0
+    cdef vector[PairSlot] pslot
+    cdef uint16_t stamp = 0, pstamp = 0
     cdef vector[float] met_v
     cdef vector[double] acc, margins
     cdef vector[int32_t] touched
@@ -377,7 +473,8 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
             sv[q] = <float> (xv[base + q] / norm)
     for t in range(n_trees):
         _search(&f.trees[t], beam, f.loss, d, f.bias, nr, rp.data(), xi + base, sv.data(),
-                cur, nxt, visits, items, slot, &stamp, margins, met.data(), met_v.data(), &bad)
+                cur, nxt, visits, items, slot, &stamp, pslot, &pstamp, margins, met.data(),
+                met_v.data(), &bad)
     if bad:
         return False
     seen.resize(f.n_labels, 0)
@@ -533,8 +630,9 @@ cdef int _check_groups(int64_t n, const int64_t* cp, const int64_t* lp, const in
     """0 when the groups of a tree of n nodes (child and leaf pointers
     checked) are whole (see ParabelTree): pointers within the weights and
     ascending, each group's features below d and ascending, each weight's
-    classifier within its group, values finite; else which check failed (1..4)."""
-    cdef int64_t i, e, width, col
+    classifier within its group, a feature's weights in ascending classifier
+    order (one each at most), values finite; else which check failed (1..5)."""
+    cdef int64_t i, e, width, col, prev = -1
     cdef float v
     if gp[0] != 0 or gp[n] != n_e:
         return 1
@@ -548,6 +646,9 @@ cdef int _check_groups(int64_t n, const int64_t* cp, const int64_t* lp, const in
             col = _col(ec, col_bytes, e)
             if col < 0 or col >= width:
                 return 3
+            if e > gp[i] and ef[e] == ef[e - 1] and col <= prev:
+                return 5
+            prev = col
             v = ev[e]
             if v != v or v - v != 0:
                 return 4
@@ -566,7 +667,8 @@ class ChangedInUse(ValueError):
 #: what a failed _check_groups code says
 GROUP_FAULTS = ("", "group pointers are out of range or order",
                 "group features are out of range or not ascending",
-                "a weight's classifier is outside its group", "a weight is not finite")
+                "a weight's classifier is outside its group", "a weight is not finite",
+                "a feature's weights are not in ascending classifier order")
 #: the types a tree's e_col may have, by their size in bytes
 COL_TYPES = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.int32)}
 
@@ -614,10 +716,14 @@ cdef class ParabelKernel:
     they lie (a tree's dict of arrays: in memory, or views of its mapped
     file), checked when built, and the beam search of points through it. Read-only once built. Members: see parabel_predict.pxd."""
 
-    def __init__(self, trees, int64_t d, double bias, int64_t n_labels, int loss):
+    def __init__(self, trees, int64_t d, double bias, int64_t n_labels, int loss,
+                 bint checked=False):
         """trees: dicts of c_ptr, l_ptr, l_idx and the groups g_ptr, e_feat,
         e_col, e_val (see xmlkit.models.parabel), checked here (ValueError)
-        before any is read."""
+        before any is read; checked: their groups passed check_groups already
+        (xmlkit.models.parabel.check_tree, as their files were read), so that
+        pass is not made twice. Either way the search bounds every index it
+        reads where it reads it."""
         cdef ParabelTree v
         cdef const int64_t[::1] cp, lp, gp
         cdef const int32_t[::1] li, ef
@@ -636,7 +742,7 @@ cdef class ParabelKernel:
             ec = np.ascontiguousarray(tree["e_col"])
             ev = np.ascontiguousarray(tree["e_val"], dtype=np.float32)
             _check_links(np.asarray(cp), np.asarray(lp), tree["l_idx"], n_labels)
-            fault = check_groups(cp, lp, gp, ef, ec, ev, d)
+            fault = None if checked else check_groups(cp, lp, gp, ef, ec, ev, d)
             if fault:
                 raise ValueError(fault)
             ef, ev = padded(ef, np.int32), padded(ev, np.float32)
