@@ -103,6 +103,26 @@ def test_predict_keeps_five_labels_by_default(cls, small):
     assert sp.csr_matrix(m.predict(Xt, k=None)).nnz > S.nnz
 
 
+@pytest.mark.parametrize("cls", [xmlkit.FastXML, xmlkit.Parabel, xmlkit.LdSM])
+def test_trees_replaced_through_the_api_are_the_ones_scored(cls, small):
+    """The prediction caches follow the tree objects and their arrays: a tree
+    taken from another model, a tree's array replaced in its dict, each is
+    what is scored next (neither a stale kernel nor an error); the same
+    arrays in a new dict change nothing."""
+    X, Y, Xt, _ = small
+    m = cls(**QUICK[cls.algorithm]).fit(X, Y)
+    m.set_params(n_trees=2).fit(X, Y)
+    first = m.predict(Xt, k=None)
+    m.trees_[0] = cls(**{**QUICK[cls.algorithm], "n_trees": 1, "seed": 7}).fit(X, Y).trees_[0]
+    swapped = m.predict(Xt, k=None)
+    assert (first != swapped).nnz > 0
+    m.trees_[1] = tree = dict(m.trees_[1])
+    assert (m.predict(Xt, k=None) != swapped).nnz == 0
+    key = max((k for k in tree if tree[k].dtype.kind == "f"), key=lambda k: tree[k].size)
+    tree[key] = -tree[key]
+    assert (m.predict(Xt, k=None) != swapped).nnz > 0
+
+
 @pytest.mark.parametrize("algo", sorted(TRAIN_OPTIONS))
 def test_train_help_lists_the_family_options_with_estimator_defaults(algo):
     r = run_cli("xml-train", "--algorithm", algo, "--help")

@@ -264,11 +264,38 @@ def test_unbalanced_wide_trees(bibtex):
     assert ranking_metrics(Yt, m.predict(Xt), (1,))["P@1"] > 0.55
 
 
+def test_groups_checked_once_as_read_and_again_when_changed(bibtex, small_model, tmp_path,
+                                                            monkeypatch):
+    """The groups check_tree passed as a folder was read are not checked again
+    by the kernel; a tree changed through the API after that is (a weight's
+    classifier past its group: refused, not scored)."""
+    import xmlkit._ext.parabel_predict as pp
+    _, _, Xt, _ = bibtex
+    small_model.save(tmp_path / "m")
+    loaded = xmlkit.load_model(tmp_path / "m")
+    expected = small_model.predict(Xt[:50], k=None)
+    calls = []
+    real = pp.check_groups
+    monkeypatch.setattr(pp, "check_groups", lambda *a: calls.append(1) or real(*a))
+    assert loaded._all_checked(list(loaded.trees_.values()))
+    assert (loaded.predict(Xt[:50], k=None) != expected).nnz == 0
+    assert not calls
+    tree = dict(loaded.trees_[0])
+    tree["e_col"] = tree["e_col"].copy()
+    tree["e_col"][0] = 200
+    loaded.trees_[0] = tree
+    assert not loaded._all_checked([tree])
+    with pytest.raises((ValueError, xmlkit.XmlkitError)):
+        loaded.predict(Xt[:50])
+    assert calls
+
+
 def test_row_alone_scores_as_in_a_batch(bibtex, small_model):
     """A short row alone finds a node's features by binary search; in a batch,
-    by a layout of the node's features shared by the rows that reach it: the
-    scores are the same to the bit (the shortest rows, alone, against the
-    whole set at once)."""
+    by a layout of the node's features shared by the rows that reach it (a
+    two-child node's: each feature's pair of weights): the scores are the
+    same to the bit (the shortest rows, alone, against the whole set at
+    once)."""
     from xmlkit.csr import model_rows
     _, _, Xt, _ = bibtex
     R = model_rows(Xt[:300], small_model.n_features_in_)
@@ -422,7 +449,7 @@ def test_deterministic_at_any_thread_count_and_cli_equals_api(tmp_path, bibtex, 
 
 @pytest.mark.parametrize("edit", ["self_child", "own_child", "shared_child", "depth",
                                   "label_at_node", "feature", "feature_order", "column",
-                                  "weights", "groups", "nan", "dtype"])
+                                  "repeated", "weights", "groups", "nan", "dtype"])
 def test_damaged_tree_is_refused(edit):
     """Each damage refused by check_tree (and by the kernel, built without it)."""
     from xmlkit._ext.parabel_predict import ParabelKernel
@@ -443,6 +470,8 @@ def test_damaged_tree_is_refused(edit):
         tree["e_feat"][:2] = [1, 0]
     elif edit == "column":
         tree["e_col"][3] = 1                                      # leaf 1 has one label
+    elif edit == "repeated":                                      # feature 0 twice for child 1
+        tree["e_feat"][1], tree["e_col"][1] = 0, 0
     elif edit == "weights":
         tree["e_val"] = tree["e_val"][:-1]
     elif edit == "groups":

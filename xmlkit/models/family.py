@@ -45,7 +45,7 @@ class ModelBase(Estimator, FolderProtocol):
     MIN_POINTS = 1
     #: attributes that cache what the model holds for its kernels (rebuilt
     #: when asked for): not pickled, so a copy or a Dask worker builds its own
-    CACHES = ("_forest", "_packed", "_tail", "_leaf_top")
+    CACHES = ("_forest", "_packed", "_tail", "_leaf_top", "_checked")
 
     def __getstate__(self):
         state = dict(self.__dict__)

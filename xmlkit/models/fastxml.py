@@ -25,7 +25,7 @@ import numpy as np
 from xmlkit.csr import Rows, as_rows, like
 from xmlkit.errors import XmlkitError
 from xmlkit.models.base import MAX_TREES, SEED, integer, one_of, real
-from xmlkit.models.tree_family import TreeEnsemble, check_tree_range
+from xmlkit.models.tree_family import TreeEnsemble, check_tree_range, same_trees, trees_key
 from xmlkit.models.forest import Forest, decode_tree, encode_tree, tree_effects, tree_stats
 
 
@@ -360,15 +360,14 @@ class FastXML(TreeEnsemble):
         """The trees for prediction (Forest: one kernel over the trees'
         arrays where they lie), kept for as long as the same tree objects
         are asked for (fit and load replace them)."""
-        trees = tuple((getattr(self, "trees_", None) or {}).items())
+        trees = trees_key(getattr(self, "trees_", None))
         cached = getattr(self, "_forest", None)
-        # (a tuple of the same objects compares by identity: a few microseconds)
-        if cached is not None and cached[0] == trees:
+        if cached is not None and same_trees(cached[0], trees):
             return cached[1]
         self._require_whole_trees()
         with _FOREST_LOCK:          # (one forest, whose trees are checked once)
             cached = getattr(self, "_forest", None)
-            if cached is None or cached[0] != trees:
+            if cached is None or not same_trees(cached[0], trees):
                 picked = [self.trees_[t] for t in sorted(self.trees_)]
                 cached = self._forest = (trees, Forest(picked, self.n_features_in_,
                                                        self.n_labels_, self.params.bias))

@@ -41,7 +41,7 @@ from xmlkit.csr import dense_rows, like, model_rows, score_rows, with_bias
 from xmlkit.errors import XmlkitWarning
 from xmlkit.models.base import (MAX_TREES, SEED, auto_or, boolean, integer, real,
                                 usable_threads)
-from xmlkit.models.tree_family import TREE_DIMS, TreeEnsemble
+from xmlkit.models.tree_family import TREE_DIMS, TreeEnsemble, same_trees, trees_key
 
 # LdSM regressors are far denser than FastXML's separators, most of all near
 # the roots. A dense copy costs
@@ -306,9 +306,9 @@ class LdSM(TreeEnsemble):
         forest's label marginal."""
         threads = usable_threads(threads)
         from xmlkit._ext.ldsm_predict import LdsmKernel
-        trees = tuple(self.trees_.items())
+        trees = trees_key(self.trees_)
         cached = getattr(self, "_packed", None)
-        if cached is not None and cached[0] == trees:
+        if cached is not None and same_trees(cached[0], trees):
             return cached[1]
         picked = [self.trees_[t] for t in sorted(self.trees_)]
         d, M = self.n_features_in_ + 1, self.params.arity

@@ -27,6 +27,7 @@ order the nodes are trained in.
 """
 import heapq
 import queue
+import weakref
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
@@ -37,7 +38,7 @@ from xmlkit.csr import (Rows, like, model_rows, piece_rows, row_scales, score_ro
 from xmlkit.models.base import (C_INT_MAX, MAX_TREES, RANKED_DECISION, SEED, auto_or,
                                 boolean, integer, one_of, real, usable_threads)
 from xmlkit.errors import XmlkitError
-from xmlkit.models.tree_family import TreeEnsemble, check_tree_range
+from xmlkit.models.tree_family import TreeEnsemble, check_tree_range, same_trees, trees_key
 
 #: rows searched together at most: a node's features are laid out once for all
 #: the rows of a chunk that reach it (on a deep tree, the larger the chunk the
@@ -282,24 +283,33 @@ class Parabel(TreeEnsemble):
     # -- prediction
     def _kernel(self):
         """The kernel over the trees (their arrays where they lie), kept while
-        they are the same objects."""
+        they are the same array objects."""
         from xmlkit._ext.parabel_predict import ParabelKernel
         self._require_whole_trees()
-        trees = tuple(self.trees_.items())
+        trees = trees_key(self.trees_)
         cached = getattr(self, "_packed", None)
-        if cached is not None and cached[0] == trees:
+        if cached is not None and same_trees(cached[0], trees):
             return cached[1]
+        ordered = [self.trees_[t] for t in sorted(self.trees_)]
+        checked = self._all_checked(ordered)
         try:
-            kernel = ParabelKernel([self.trees_[t] for t in sorted(self.trees_)],
-                                   self.n_features_in_ + 1, self.bias, self.n_labels_,
-                                   LOSSES.index(self.loss))
+            kernel = ParabelKernel(ordered, self.n_features_in_ + 1, self.bias, self.n_labels_,
+                                   LOSSES.index(self.loss), checked=checked)
         except ValueError as exc:
-            if getattr(self, "source_", None) is None:
-                raise                   # (trees given through the API)
+            if getattr(self, "source_", None) is None or not checked:
+                raise                   # (trees given or changed through the API)
             raise self._changed_in_use(f"{exc}, after its checks passed: a file changed in "
                                        "use") from None
         self._packed = (trees, kernel)
         return kernel
+
+    def _all_checked(self, trees):
+        """Whether every tree's arrays are those check_tree passed when its
+        file was read (the kernel then skips the same checks: a tree given
+        or changed through the API is checked there)."""
+        done = getattr(self, "_checked", ())
+        return all(any(all(tree[k] is ref() for k, ref in zip(TREE_KEYS, refs)) for refs in done)
+                   for tree in trees)
 
     def _changed_in_use(self, what):
         """The XmlkitError of a tree found damaged after the folder's checks
@@ -372,7 +382,10 @@ class Parabel(TreeEnsemble):
             tree = grouped_tree(tree, self.n_features_in_, name)      # (an older folder)
         else:
             tree = {k: arrays[k] for k in TREE_KEYS if k in arrays}
-        return check_tree(tree, self.n_features_in_, self.n_labels_, name)
+        check_tree(tree, self.n_features_in_, self.n_labels_, name)
+        self._checked = (*(refs for refs in getattr(self, "_checked", ()) if refs[0]() is not None),
+                         tuple(weakref.ref(tree[k]) for k in TREE_KEYS))   # (not held)
+        return tree
 
     def stats(self):
         trees = list(self.trees_.values())

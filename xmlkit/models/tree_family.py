@@ -26,6 +26,23 @@ def stored_trees(folder, manifest=None):
     return sorted(int(n.split("_")[1]) for n in names)
 
 
+def trees_key(trees):
+    """What a kernel built over `trees` (index -> dict of arrays) depends on,
+    for the prediction caches: each tree's index and its arrays as objects
+    (see same_trees)."""
+    return tuple((t, tuple(tree.items())) for t, tree in sorted((trees or {}).items()))
+
+
+def same_trees(key, other):
+    """Whether two trees_key()s name the same array objects, compared by
+    identity, never by value (an array or a tree replaced through the API is
+    another key; a few microseconds)."""
+    return key is not None and len(key) == len(other) and all(
+        t == u and len(a) == len(b) and all(ka == kb and va is vb
+                                            for (ka, va), (kb, vb) in zip(a, b))
+        for (t, a), (u, b) in zip(key, other))
+
+
 def check_tree_range(model):
     """Raise InvalidParameterError unless the trees model.start_tree ..
     start_tree + n_trees - 1 are all tree indices (C ints)."""
