@@ -13,7 +13,8 @@ round only: a C++ training takes minutes), next to the original C++ tool.
 With the C++ tools' binaries (--cpp-bin DIR or $XMLKIT_CPP_BIN: a folder
 outside the project, built from the tools' public source), each setting and
 thread count also runs parabel_train / parabel_predict and xmlkit
-alternately, --rounds times (whole commands, medians), and the C++ tool's own
+alternately, --rounds times (whole commands, medians; both predictions write
+each row's 100 best scores, as parabel_predict always does), and the C++ tool's own
 seeds (its tree t is seeded by t: seed s is trees 3s .. 3s+2) give its means.
 The Bonsai rows train xmlkit's wide trees (--arity 100 --unbalanced
 --max-depth 3).
@@ -39,6 +40,9 @@ SBS = {"cpp_train": ["parabel_train", "$X", "$Y", "$model", "-T", "$T", "-s", "0
                      "-e", "0.0001", "-n", "20", "-k", "0", "-q", "1"],
        "cpp_predict": ["parabel_predict", "$test_X", "$model", "$scores", "-T", "$T",
                        "-B", "10", "-q", "1"],
+       # parabel_predict writes each row's 100 best scores (it cuts its score
+       # matrix to 100 a row before writing); xml-predict writes the same rows
+       "predict_args": ["-k", "100"],
        "cpp_seeds": True}
 CONFIGS = [
     *({"name": name, "label": f"{label} Parabel", "set": name, "train_args": ARGS, **SBS,
