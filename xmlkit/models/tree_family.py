@@ -1,12 +1,17 @@
 """The tree families' side of the folder protocol (`TreeEnsemble`): one
 file per tree in the model folder (`tree_name`, `stored_trees`), the trees
 as the parts that are grown, kept, resumed and shipped to workers."""
+from itertools import chain
+from operator import is_, methodcaller
+
 import numpy as np
 
 from xmlkit import store
 from xmlkit.errors import InvalidParameterError, XmlkitError
 from xmlkit.models.base import C_INT_MAX, RANKED_DECISION, check_ranked_decision
 from xmlkit.models.family import ModelBase
+
+_VALUES = methodcaller("values")
 
 #: the array of a tree file holding the model's (n_features, n_labels)
 TREE_DIMS = "dims"
@@ -28,19 +33,18 @@ def stored_trees(folder, manifest=None):
 
 def trees_key(trees):
     """What a kernel built over `trees` (index -> dict of arrays) depends on,
-    for the prediction caches: each tree's index and its arrays as objects
-    (see same_trees)."""
-    return tuple((t, tuple(tree.items())) for t, tree in sorted((trees or {}).items()))
+    for the prediction caches: the indices and every tree's arrays, as
+    objects (see same_trees)."""
+    trees = trees or {}
+    return tuple(trees), tuple(chain.from_iterable(map(_VALUES, trees.values())))
 
 
 def same_trees(key, other):
-    """Whether two trees_key()s name the same array objects, compared by
+    """Whether two trees_key()s hold the same array objects: compared by
     identity, never by value (an array or a tree replaced through the API is
-    another key; a few microseconds)."""
-    return key is not None and len(key) == len(other) and all(
-        t == u and len(a) == len(b) and all(ka == kb and va is vb
-                                            for (ka, va), (kb, vb) in zip(a, b))
-        for (t, a), (u, b) in zip(key, other))
+    another key), at C speed (one document's prediction asks each time)."""
+    return key is not None and key[0] == other[0] and len(key[1]) == len(other[1]) and \
+        all(map(is_, key[1], other[1]))
 
 
 def check_tree_range(model):
