@@ -24,6 +24,8 @@ TRAIN = """3 3 2
 # row 1: one entry -> 1
 # row 2: ln 2 * idf1 = 0.635124, ln 2 * idf2 = 0.960906 -> unit 0.551402, 0.834239
 UNIT = [[0.447214, 0.894427, 0], [1, 0, 0], [0, 0.551402, 0.834239]]
+# threshold 0.5 drops row 0's 0.447; rescaled, row 0's 0.894 alone becomes 1
+PRUNED = [[0, 1, 0], [1, 0, 0], [0, 0.551402, 0.834239]]
 
 
 def write(path, text):
@@ -36,15 +38,39 @@ def test_tfidf_and_unit_rows_by_hand():
     assert fit_idf(X) == pytest.approx([0.916291, 0.916291, 1.386294], abs=1e-6)
     P, idf, stats = prune(X, threshold=0)
     assert P.toarray() == pytest.approx(np.array(UNIT), abs=1e-6)
-    # threshold 0.5 drops row 0's 0.447 only
+    # threshold 0.5 drops row 0's 0.447 only; the rest is rescaled to unit length
     P, _, stats = prune(X, threshold=0.5)
-    assert P.toarray() == pytest.approx(np.array(UNIT) * (np.array(UNIT) > 0.5), abs=1e-6)
+    assert P.toarray() == pytest.approx(np.array(PRUNED), abs=1e-6)
     assert (stats["nnz_before"], stats["nnz_after"], stats["emptied"]) == (5, 4, 0)
+    # the paper's rows: the kept entries at their values in the unit row
+    P, _, stats = prune(X, threshold=0.5, rescale=False)
+    assert P.toarray() == pytest.approx(np.array(UNIT) * (np.array(UNIT) > 0.5), abs=1e-6)
+    # a row that keeps everything is the same bits either way
+    assert prune(X, threshold=0)[0].data.tobytes() == \
+        prune(X, threshold=0, rescale=False)[0].data.tobytes()
     # weighted data: no tf-idf, only unit length and the threshold
-    P, idf, _ = prune(X, threshold=0.5, tfidf=False)
+    P, idf, _ = prune(X, threshold=0.5, tfidf=False, rescale=False)
     assert idf is None
     assert P.toarray() == pytest.approx(np.array([[0, 3 / np.sqrt(10), 0], [1, 0, 0],
                                                   [0, 1 / np.sqrt(2), 1 / np.sqrt(2)]]), abs=1e-6)
+    P, _, _ = prune(X, threshold=0.5, tfidf=False)
+    assert P.toarray() == pytest.approx(np.array([[0, 1, 0], [1, 0, 0],
+                                                  [0, 1 / np.sqrt(2), 1 / np.sqrt(2)]]), abs=1e-6)
+
+
+def test_rescaled_rows_are_unit_rows_of_the_kept_entries():
+    """On real counts: the rescaled rows are the unrescaled ones, same
+    entries, each at unit length."""
+    X, _ = read_dataset(SAMPLES / "bibtex_train.txt.xz")
+    A, _, sa = prune(X, threshold=0.1)
+    B, _, sb = prune(X, threshold=0.1, rescale=False)
+    assert sa == sb and sa["removed_fraction"] > 0.3
+    assert np.array_equal(A.indptr, B.indptr) and np.array_equal(A.indices, B.indices)
+    norms = np.sqrt(np.asarray(B.multiply(B).sum(axis=1)).ravel())
+    full = np.diff(B.indptr) > 0
+    assert np.all(norms[full] < 1 + 1e-6) and np.any(norms[full] < 0.9)
+    expect = sp.diags(1 / np.where(full, norms, 1)) @ B
+    assert np.abs((A - expect).toarray()).max() < 1e-6
 
 
 def test_min_keep():
@@ -52,10 +78,12 @@ def test_min_keep():
     # threshold 0.9: rows 0 and 2 lose everything (0.894 and 0.834 are their largest)
     P, _, s = prune(X, threshold=0.9, min_keep=0)
     assert np.diff(P.indptr).tolist() == [0, 1, 0] and (s["emptied"], s["saved"]) == (2, 0)
-    P, _, s = prune(X, threshold=0.9, min_keep=1)
+    P, _, s = prune(X, threshold=0.9, min_keep=1, rescale=False)
     assert P.toarray() == pytest.approx(np.array([[0, 0.894427, 0], [1, 0, 0],
                                                   [0, 0, 0.834239]]), abs=1e-6)
     assert (s["emptied"], s["saved"]) == (2, 2)
+    P, _, _ = prune(X, threshold=0.9, min_keep=1)
+    assert P.toarray() == pytest.approx(np.array([[0, 1, 0], [1, 0, 0], [0, 0, 1]]), abs=1e-6)
     P, _, s = prune(X, threshold=0.9, min_keep=5)     # more than a row has: all of it
     assert P.nnz == 5
     # the floor keeps the K largest, entries above the threshold included
@@ -73,9 +101,15 @@ def test_cli_idf_saved_and_reused(tmp_path):
     assert (stats["nnz_before"], stats["nnz_after"]) == (5, 4)
     idf = read_idf(idf_file, 3)
     assert idf == pytest.approx([0.916291, 0.916291, 1.386294], abs=1e-6)
+    assert stats["rescale"] is True
     X, Y = read_dataset(out)
-    assert X.toarray() == pytest.approx(np.array(UNIT) * (np.array(UNIT) > 0.5), abs=1e-6)
+    assert X.toarray() == pytest.approx(np.array(PRUNED), abs=1e-6)
     assert Y.toarray().tolist() == [[1, 0], [0, 1], [1, 1]]      # labels untouched
+    r = run_cli("xml-prune", train, tmp_path / "paper.txt", "--threshold", "0.5", "--no-rescale",
+                "-q")
+    assert r.returncode == 0, r.stderr
+    assert read_dataset(tmp_path / "paper.txt")[0].toarray() == \
+        pytest.approx(np.array(UNIT) * (np.array(UNIT) > 0.5), abs=1e-6)
 
     # the test set with the training idf: row 0 = (ln2 * 0.916291, ln4 * 1.386294)
     tout = tmp_path / "test.pruned.txt"
@@ -110,7 +144,13 @@ def test_sample_data_summary(tmp_path):
     assert s["rows"] == 4880 and 0 < s["nnz_after"] < s["nnz_before"]
     X, _ = read_dataset(tmp_path / "p.txt.xz")
     assert X.nnz == s["nnz_after"]
-    # below the threshold: only the one entry kept in each row --min-keep 1 saved
+    assert np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel()) == pytest.approx(1, abs=1e-5)
+    # the paper's rows: below the threshold, only the one entry kept in each row
+    # --min-keep 1 saved
+    r = run_cli("xml-prune", SAMPLES / "bibtex_train.txt.xz", tmp_path / "q.txt", "--no-rescale",
+                "-q")
+    assert r.returncode == 0, r.stderr
+    X, _ = read_dataset(tmp_path / "q.txt")
     assert (X.data <= 0.07).sum() == s["saved"]
 
 

@@ -9,7 +9,7 @@ from xmlkit.cli.common import (CONTEXT, Log, fail, index_base_option, json_optio
                                quiet_option, read_input, run, version_option)
 from xmlkit.io import read_idf, write_dataset, write_idf, write_matrix
 from xmlkit.models.base import C_INT_MAX
-from xmlkit.prune import DEFAULT_MIN_KEEP, DEFAULT_THRESHOLD, prune
+from xmlkit.prune import DEFAULT_MIN_KEEP, DEFAULT_RESCALE, DEFAULT_THRESHOLD, prune
 
 
 @click.command(context_settings=CONTEXT)
@@ -29,16 +29,20 @@ from xmlkit.prune import DEFAULT_MIN_KEEP, DEFAULT_THRESHOLD, prune
               show_default=True,
               help="Keep each row's K largest entries even below the threshold, so no "
                    "point loses all its features (0: no floor).")
+@click.option("--rescale/--no-rescale", default=DEFAULT_RESCALE, show_default=True,
+              help="Scale each row's kept entries to unit length again; --no-rescale "
+                   "leaves them at their values in the unit-length row (as the paper).")
 @index_base_option
 @json_option
 @quiet_option
 @version_option
-def command(input_path, output_path, threshold, tfidf, idf_out, idf_in, min_keep,
+def command(input_path, output_path, threshold, tfidf, idf_out, idf_in, min_keep, rescale,
             index_base, as_json, quiet):
     """Prune IN (a single-file data set 'N D L' or a feature file 'N D') into OUT,
     of the same layout: labels and point order unchanged, every row scaled to
     unit length (after tf-idf weighting unless --no-tfidf), entries <= the
-    threshold removed. OUT is written atomically (compressed by its suffix); IN
+    threshold removed, and the rest scaled to unit length again (unless
+    --no-rescale). OUT is written atomically (compressed by its suffix); IN
     '-' reads standard input, OUT '-' writes standard output (the summary then
     goes to stderr).
 
@@ -67,7 +71,8 @@ def command(input_path, output_path, threshold, tfidf, idf_out, idf_in, min_keep
     if tfidf and X.nnz and not np.all(X.data == np.floor(X.data)):
         log(f"warning: {input_path} holds non-integer values; tf-idf treats them as term "
             "counts (use --no-tfidf for data that are already weighted)")
-    P, idf, stats = prune(X, threshold=threshold, tfidf=tfidf, idf=idf, min_keep=min_keep)
+    P, idf, stats = prune(X, threshold=threshold, tfidf=tfidf, idf=idf, min_keep=min_keep,
+                          rescale=rescale)
     if data.layout == "dataset":
         write_dataset(output_path, P, data.label_rows, index_base=index_base)
     else:
@@ -76,7 +81,7 @@ def command(input_path, output_path, threshold, tfidf, idf_out, idf_in, min_keep
         write_idf(idf_out, idf)
     stats.update(input=str(input_path), output=str(output_path), threshold=threshold,
                  tfidf=tfidf, idf="in: " + str(idf_in) if idf_in else
-                 ("computed" if tfidf else None), min_keep=min_keep)
+                 ("computed" if tfidf else None), min_keep=min_keep, rescale=rescale)
     # (with OUT "-" the data go to stdout, so the summary goes to stderr)
     text = json.dumps(stats, indent=2) if as_json else format_summary(stats)
     click.echo(text, err=to_stdout)
