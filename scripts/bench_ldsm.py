@@ -92,13 +92,8 @@ def run(step):
         S = m.predict(Xt, k=5)
         best = min(best, time.perf_counter() - t)
     r = ranking_metrics(Yt, S, (1, 3, 5))
-    if cls is xmlkit.FastXML:
-        depth = [len(t["depth"]) and int(t["depth"].max()) for t in m.trees_.values()]
-        stats = {"max_depth": sum(depth) / len(depth)}
-    else:
-        stats = m.stats()
     return {"params": params, "train_s": train_s, "ms_point": 1000 * best / Xt.shape[0],
-            "ms_point_first": 1000 * first / Xt.shape[0], **stats,
+            "ms_point_first": 1000 * first / Xt.shape[0], **m.stats(),
             **{k: 100 * v for k, v in r.items()}, "N": X.shape[0], "D": X.shape[1],
             "L": Y.shape[1]}
 
@@ -148,6 +143,12 @@ def row(label, r, L):
             f"{r['ms_point']:.3f} ({r['ms_point_first']:.3f}) |")
 
 
+def mean_record(runs):
+    """The mean of each numeric field over the runs' records."""
+    return {k: benchlib.mean([r[k] for r in runs]) for k in runs[0]
+            if isinstance(runs[0][k], (int, float))}
+
+
 def render(a, st):
     d = describe({k: DEFAULTS[k] for k in ("n_trees", "arity", "max_nodes", "max_leaf",
                                             "epochs", "lr", "adagrad_prior",
@@ -161,11 +162,8 @@ def render(a, st):
                 for s in st if s.kw["set"] == name}
         runs = [recs[(s, "{}")] for s in a.seeds]
         N, D, L = runs[0]["N"], runs[0]["D"], runs[0]["L"]
-
-        def mean(runs):
-            return {k: benchlib.mean([r[k] for r in runs]) for k in runs[0]
-                    if isinstance(runs[0][k], (int, float))}
-        ldsm, fastxml = mean(runs), mean([recs[(s, '{"fastxml": true}')] for s in a.seeds])
+        ldsm = mean_record(runs)
+        fastxml = mean_record([recs[(s, '{"fastxml": true}')] for s in a.seeds])
         out += [f"### {name} (N {N}, D {D}, L {L}, log2 L {math.log2(L):.1f})", "",
                 f"LdSM's defaults against FastXML's, P@1: {ldsm['P@1'] - fastxml['P@1']:+.2f}"
                 f" (means of seeds {a.seeds}).", "", head, "|---|---|---|---|---|---|"]
