@@ -97,3 +97,32 @@ def test_cross_fitted_ece_maps_each_half_by_the_other(tmp_path):
     own = [sp.csr_matrix((by_even if i % 2 == 0 else by_odd).probabilities(S[i]))
            for i in range(n)]
     assert calibration(Y, sp.vstack(own, format="csr"), 5)["ECE"] < expected - 0.02
+
+
+def test_prunex_goal_is_judged_against_the_unpruned_tfidf_rows(monkeypatch):
+    """bench_prunex's report: the goal compares the first threshold removing
+    half the non-zeros with threshold 0 (the same tf-idf rows unpruned), not
+    with the original data; the paper's rows (--no-rescale) share threshold
+    0's row with FastXML and have their own ΔP@1 above it."""
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    import bench_prunex as bp
+
+    def rec(th, p1, train_s, removed, family="fastxml"):
+        m = dict.fromkeys(("P@3", "P@5", "nDCG@1", "nDCG@3", "nDCG@5", "PSP@1", "PSP@3",
+                           "PSP@5"), 1.0)
+        return {"set": "s", "threshold": th, "family": family, "removed": removed,
+                "emptied": 0, "P@1": p1, "train_s": train_s, "model_mb": 1.0,
+                "train_rss": 10.0, **m}
+    sweep = [rec(None, 60.0, 4.0, 0.0), rec(0, 50.0, 2.0, 0.0), rec(0.07, 49.6, 1.0, 0.74)]
+    text = bp.report(sweep, ["s"], [0, 0.07], [0], 2, 50)
+    goal = next(line for line in text.splitlines() if line.startswith("- s:"))
+    assert "drop 0.40 against the tf-idf unit rows" in goal and "2.00× faster" in goal
+    assert "against the original data: drop 10.40" in goal and goal.endswith(": met.")
+    sweep[2]["P@1"] = 49.4                                   # a drop of 0.6: not met
+    assert bp.report(sweep, ["s"], [0, 0.07], [0], 2, 50).count("**not met**") == 1
+
+    rows = sweep + [rec(0.07, 48.0, 1.0, 0.74, bp.PAPER_ROWS)]
+    table = bp.family_report(rows, ["s"], ["fastxml"], [0, 0.07], [0], [0, 1, 2])
+    paper = [line for line in table if line.startswith(f"| s | {bp.PAPER_ROWS} |")]
+    assert [line.split(" | ")[2] for line in paper] == ["0", "0.07"]
+    assert "| 50.00 |" in paper[0] and "| -2.00 |" in paper[1]
