@@ -18,7 +18,11 @@ cdef inline int64_t rand_below(mt19937& rng, int64_t n) noexcept nogil:
 cdef class LabelKmeans:
     cdef vector[double] total            # each cluster's sum of centroids (local feature x K)
     cdef vector[double] centre           # the sums at unit length, for K = 2 (feature x 2)
-    cdef vector[float] centref           # the sums at unit length, for K > 2 (feature x K)
+    cdef vector[float] centref           # the live sums at unit length, for K > 2 (local
+                                         #   feature x len(live))
+    cdef vector[int32_t] live            # the clusters whose centres changed in the last
+                                         #   round (K > 2): their cosines are summed again
+    cdef vector[char] moved              # scratch: a label left or joined the cluster
     cdef vector[double] cos              # cosine of each label to each centre (label x K)
     cdef vector[float] cosf              # the same summed in floats, for K > 2
     cdef vector[double] norm             # the length of each cluster's sum

@@ -105,8 +105,11 @@ cdef class LabelKmeans:
         gives the first half to centre 0; K > 2 gives (label, centre) pairs
         by descending cosine to centres with room left (ceil(m / K) labels
         each). Else every label goes to its best centre. Each cluster's sum
-        changes by the labels that moved, then is scaled to unit length."""
-        cdef int64_t j, c, a, q, e, was, rounds = 0
+        changes by the labels that moved, then is scaled to unit length.
+        K > 2: a round sums the cosines to the centres that changed in the
+        last one only (live; the others' are kept): each (label, centre)
+        sum is the same bits either way."""
+        cdef int64_t j, c, a, q, t, kc, was, rounds = 0
         cdef double old_obj = -10000, obj = -1, s0, s1
         self.total.assign(nf * K, 0.0)
         if K == 2:
@@ -119,6 +122,10 @@ cdef class LabelKmeans:
         self.norm.assign(K, 0.0)
         self.count.assign(K, 0)
         self.prev.assign(m, -1)
+        self.moved.assign(K, 1)                  # (after round 1 every centre is a sum)
+        self.live.clear()
+        for c in range(K):
+            self.live.push_back(<int32_t> c)
         self.pick.clear()
         while <int64_t> self.pick.size() < K:
             j = rand_below(rng, m)
@@ -144,9 +151,11 @@ cdef class LabelKmeans:
                         s1 += cv[q] * self.centre[fmap[ci[q]] * 2 + 1]
                     self.cos[j * 2], self.cos[j * 2 + 1] = s0, s1
             else:
-                self._cosines(nf, m, K)
-                for e in range(m * K):
-                    self.cos[e] = self.cosf[e]
+                kc = self.live.size()
+                self._cosines(nf, m, kc)
+                for j in range(m):
+                    for t in range(kc):
+                        self.cos[j * K + self.live[t]] = self.cosf[j * kc + t]
             self._assign(m, K, balanced, group)
             old_obj = obj
             obj = 0
@@ -162,30 +171,47 @@ cdef class LabelKmeans:
                         self.total[fmap[ci[q]] * K + was] -= cv[q]
                     self.total[fmap[ci[q]] * K + c] += cv[q]
                 self.prev[j] = <int32_t> c
+                if was >= 0:
+                    self.moved[was] = 1
+                self.moved[c] = 1
+            self.live.clear()
+            for c in range(K):
+                if self.moved[c]:
+                    self.live.push_back(<int32_t> c)
+                    self.moved[c] = 0
             self._centres(nf, K)
 
     cdef void _centres(self, int64_t nf, int64_t K) noexcept nogil:
         """The centres: each cluster's sum (total) at unit length (a sum of
-        length 0 is left as it is)."""
-        cdef int64_t a, c
+        length 0 is left as it is). K > 2: those of the live clusters only,
+        in their order (centref: local feature x len(live))."""
+        cdef int64_t a, c, t, kc = self.live.size()
         cdef const double* total = self.total.data()
         cdef double* norm = self.norm.data()
         cdef double* centre = self.centre.data()
         cdef float* centref = self.centref.data()
-        for c in range(K):
-            norm[c] = 0
-        for a in range(nf):
-            for c in range(K):
-                norm[c] += total[a * K + c] * total[a * K + c]
-        for c in range(K):
-            norm[c] = sqrt(norm[c]) if norm[c] > 0 else 1.0
+        cdef const int32_t* live = self.live.data()
         if K == 2:
+            norm[0] = norm[1] = 0
+            for a in range(nf):
+                for c in range(2):
+                    norm[c] += total[a * 2 + c] * total[a * 2 + c]
+            for c in range(2):
+                norm[c] = sqrt(norm[c]) if norm[c] > 0 else 1.0
             for a in range(nf * 2):
                 centre[a] = total[a] / norm[a % 2]
             return
+        for t in range(kc):
+            norm[live[t]] = 0
         for a in range(nf):
-            for c in range(K):
-                centref[a * K + c] = <float> (total[a * K + c] / norm[c])
+            for t in range(kc):
+                norm[live[t]] += total[a * K + live[t]] * total[a * K + live[t]]
+        for t in range(kc):
+            c = live[t]
+            norm[c] = sqrt(norm[c]) if norm[c] > 0 else 1.0
+        for a in range(nf):
+            for t in range(kc):
+                centref[a * kc + t] = <float> (total[a * K + live[t]] / norm[live[t]])
 
     cdef void _by_feature(self, const int64_t* cp, const int32_t* ci, const float* cv,
                           const int32_t* fmap, const int32_t* labels, int64_t m,
@@ -211,10 +237,10 @@ cdef class LabelKmeans:
                 self.fval[k] = cv[q]
 
     cdef void _cosines(self, int64_t nf, int64_t m, int64_t K) noexcept nogil:
-        """cosf[j * K + c] = label j's centroid . centre c, feature by
-        feature: each centre row read once (the labels' rows, K wide, are
-        the small side); every sum in ascending feature order, as a label's
-        row would give it."""
+        """cosf[j * K + c] = label j's centroid . centre c (centref's K
+        columns), feature by feature: each centre row read once (the labels'
+        rows, K wide, are the small side); every sum in ascending feature
+        order, as a label's row would give it."""
         cdef int64_t f, e
         cdef float* cos = self.cosf.data()
         cdef const float* row
