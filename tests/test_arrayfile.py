@@ -153,6 +153,32 @@ def test_damage_is_refused_where_it_lies(tmp_path):
         f.verify()
 
 
+def resident_kb(path):
+    """KB of `path`'s mapped pages resident in this process (Linux smaps)."""
+    total, current = 0, False
+    for line in open("/proc/self/smaps"):
+        fields = line.split()
+        if len(fields) >= 5 and "-" in fields[0] and ":" in fields[3]:
+            current = len(fields) > 5 and fields[5] == str(path)
+        elif current and line.startswith("Rss:"):
+            total += int(fields[1])
+    return total
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/smaps"),
+                    reason="resident pages are read from Linux's /proc/self/smaps")
+def test_opening_a_file_leaves_its_header_blocks_out_of_memory(tmp_path):
+    """Opening checks the blocks around each array's header (a block or two
+    each: here every block of the file), then lets them go: a model of many
+    files opened at once holds none of them until its arrays are read."""
+    arrays = {f"a{i}": np.full(BLOCK // 4, i, np.float32) for i in range(12)}
+    path, record = arrays_file(tmp_path, **arrays)
+    f = arrayfile.open_file(path, record)
+    assert len(f.table) >= 12
+    assert resident_kb(path.resolve()) <= 8          # (a page or two: the file is 768 KB)
+    assert float(f["a5"][0]) == 5 and resident_kb(path.resolve()) > 0
+
+
 def test_one_row_checks_the_blocks_it_reads(bibtex, tmp_path):
     """Predicting one row from a loaded folder checks the blocks of the
     nodes it visits (fewer than the files hold), verify() every block; the

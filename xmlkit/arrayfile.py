@@ -302,6 +302,10 @@ class ArrayFile(Mapping):
         for k in sorted(headers):
             self._check_block(k, "array headers")
         self._all = None
+        # (those checks read a block or two around each member's header; let
+        # them go, so a model of many files opened at once does not hold
+        # them all until each file's arrays are used)
+        self.release()
 
     def _check_block(self, k, what):
         """Raise DamagedModel unless block k's bytes have the table's digest
