@@ -3,11 +3,14 @@
 # Everything here is a type or an inline function (no module-level state), so a
 # .pyx only needs `from sparse_rows cimport ...` with cpp_ext/ on the include path.
 #
-# Memory: a failed allocation must become a MemoryError, never std::terminate.
-# The nogil entry points of the kernels are declared `except +` (a C++
-# exception anywhere below them is turned into a Python one), and code that
-# holds the GIL sizes vectors with resize(), which Cython declares `except +`,
-# not assign(n, x), which it does not.
+# Memory: a failed allocation must become a MemoryError, never std::terminate
+# nor an error printed as "ignored" while the work goes on. Every C++ call
+# that allocates is one Cython declares `except +` (vector.resize, push_back,
+# insert, assign(first, last); fill_vector below for assign(n, x), which
+# Cython declares without it), and every function that makes one lets the
+# error out: `except -1` (an int result) or `except *`, up to the kernel's
+# def, never `noexcept`. (A vector copied by `=` is not caught either: copy
+# with assign(first, last).)
 
 from libc.math cimport exp
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
@@ -38,8 +41,30 @@ cdef inline object array_copy(const void* src, cnp.npy_intp n, int typenum):
 
 
 from libcpp.vector cimport vector
+
+
+cdef extern from *:
+    """
+    // v.assign(n, x) as a call Cython can catch (see fill_vector)
+    #include <type_traits>
+    template <class V, class T> static inline void xk_fill_vector(V& v, size_t n, const T& x) {
+        v.assign(n, static_cast<typename std::remove_reference<V>::type::value_type>(x));
+    }
+    """
+    # v.assign(n, x) (every entry x), whose failed allocation is a MemoryError
+    void fill_vector "xk_fill_vector" [V, T](V& v, size_t n, T x) except + nogil
 from libcpp.utility cimport pair
-from libcpp.algorithm cimport nth_element, sort
+
+
+# The algorithms the kernels run on numbers and pairs of numbers, in place:
+# nothing there can throw, so they are declared without the `except +` of
+# libcpp.algorithm (whose catch would be one more error path to carry).
+cdef extern from "<algorithm>" namespace "std" nogil:
+    void sort[Iter](Iter first, Iter last)
+    void sort[Iter, Compare](Iter first, Iter last, Compare comp)
+    void partial_sort[Iter](Iter first, Iter middle, Iter last)
+    void nth_element[Iter](Iter first, Iter nth, Iter last)
+    Iter lower_bound[Iter, T](Iter first, Iter last, const T& value)
 
 
 # Rows a kernel writes: CSR pieces with indptr from 0 (start with rows_open).

@@ -350,6 +350,42 @@ def test_a_kernel_refused_memory_ends_the_command_at_once(tmp_path):
     assert r.stderr == "xml-x: error: out of memory (hint)\n"
 
 
+#: (family, what, parameters): every kernel that allocates as it works, the
+#: wide label trees' too (their own k-means and block solver)
+OOM_CASES = [("fastxml", "fit", {}), ("fastxml", "predict", {}), ("fastxml", "explain", {}),
+             ("pfastrexml", "fit", {}), ("ldsm", "fit", {}), ("ldsm", "predict", {}),
+             ("parabel", "fit", {}), ("parabel", "fit", {"arity": 16, "balanced": False}),
+             ("parabel", "predict", {}), ("parabel", "explain", {}),
+             ("linear", "fit", {}), ("embed", "fit", {})]
+#: address space allowed beyond what the child holds with its data read
+OOM_ALLOWANCES = (1 << 16, 1 << 18, 1 << 20, 3 << 20, 8 << 20, 24 << 20, 64 << 20)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="sizes the limit from /proc")
+@pytest.mark.parametrize("family, what, params", OOM_CASES,
+                         ids=[f"{f}-{w}{'-wide' if p else ''}" for f, w, p in OOM_CASES])
+def test_memory_refused_in_a_kernel_is_a_memory_error(family, what, params, tiny):
+    """The library alone (no command's handler installed), under address-space
+    limits from a few pages to more than the work needs: each run raises
+    MemoryError (or the library's "out of memory" error) or gives the
+    result of the same work without a limit, byte for byte;
+    never a signal (std::terminate's abort), an error printed as "ignored"
+    while the work goes on with a short container, or another result."""
+    def child(allowance):
+        r = subprocess.run([sys.executable, str(ROOT / "tests" / "oom_child.py"),
+                            str(tiny / family), str(tiny / "train.txt"), str(tiny / "test.txt"),
+                            what, str(allowance), json.dumps(params)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and "ignored" not in r.stderr, (allowance, r.stderr[-2000:])
+        return r.stdout.strip()
+    expected = child(1 << 40)
+    assert expected.startswith("OK ")
+    outcomes = {a: child(a) for a in OOM_ALLOWANCES}
+    assert set(outcomes.values()) <= {"MemoryError", expected}, outcomes
+    assert outcomes[OOM_ALLOWANCES[0]] == "MemoryError" or what != "fit", outcomes
+
+
 # ---------------------------------------------------------------- 4, 7: killed runs
 
 def _children(pid):

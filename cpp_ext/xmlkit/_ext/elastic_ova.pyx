@@ -28,7 +28,7 @@ from libcpp.utility cimport pair
 
 cimport numpy as cnp
 
-from sparse_rows cimport array_copy, sigmoid
+from sparse_rows cimport array_copy, fill_vector, sigmoid
 
 cnp.import_array()
 
@@ -287,7 +287,7 @@ cdef class ElasticOVA:
 
     cdef int _to_dense(self, int64_t i) except -1 nogil:
         cdef size_t a
-        self.drows[i].assign(self.L, 0.0)
+        fill_vector(self.drows[i], self.L, 0.0)
         for a in range(self.rows[i].size()):
             self.drows[i][self.rows[i][a].first] = self.rows[i][a].second
         vector[Entry]().swap(self.rows[i])

@@ -81,7 +81,7 @@ cdef enum:
 
 cdef inline int64_t _gather(const int32_t* pts, int64_t n, const int64_t* ptr,
                             const int32_t* idx, vector[int32_t]& local, vector[int32_t]& act,
-                            int32_t* buf, int64_t* lcount) noexcept nogil:
+                            int32_t* buf, int64_t* lcount) except -1 nogil:
     """The distinct column indices of the rows of points pts[0:n] into `act`;
     local[i] := position of i in act (all other entries of `local` stay -1;
     _release resets them). `act` is ascending, or with `lcount` (not NULL)

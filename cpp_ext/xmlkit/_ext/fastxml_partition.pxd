@@ -33,19 +33,19 @@ cdef class NdcgPartition:
     cdef void reset(self, int64_t n_labels)
     cdef int64_t partition(self, const int32_t* pts, int64_t n, const int64_t* yp,
                            const int32_t* yi, const float* yv, vector[signed char]& sign,
-                           mt19937& rng) noexcept nogil
+                           mt19937& rng) except -1 nogil
     cdef int64_t _local_rows(self, const int32_t* pts, int64_t n, const int64_t* yp,
                              const int32_t* yi, const float* yv, vector[signed char]& sign,
-                             mt19937& rng) noexcept nogil
+                             mt19937& rng) except -1 nogil
     cdef double _exact_unit(self, int64_t n, int* expo) noexcept nogil
-    cdef void _alternate(self, int64_t n, int64_t m, vector[signed char]& sign, int expo,
-                         double unit) noexcept nogil
-    cdef double _step(self, int64_t n, int64_t m, int64_t step) noexcept nogil
+    cdef int _alternate(self, int64_t n, int64_t m, vector[signed char]& sign, int expo,
+                        double unit) except -1 nogil
+    cdef double _step(self, int64_t n, int64_t m, int64_t step) except? -1 nogil
     cdef int64_t _move(self, int64_t n, vector[signed char]& sign, bint last, int expo,
                        double unit) noexcept nogil
-    cdef void _rank(self, vector[double]& s, const double* so, vector[int32_t]& r,
-                    vector[int32_t]& order, int64_t m) noexcept nogil
+    cdef int _rank(self, vector[double]& s, const double* so, vector[int32_t]& r,
+                   vector[int32_t]& order, int64_t m) except -1 nogil
     cdef bint _merge_changed(self, const double* sv, const double* so, vector[int32_t]& order,
-                             int64_t m) noexcept nogil
-    cdef void _sort_all(self, const double* sv, vector[int32_t]& order, int64_t m) noexcept nogil
+                             int64_t m) except -1 nogil
+    cdef int _sort_all(self, const double* sv, vector[int32_t]& order, int64_t m) except -1 nogil
 

@@ -8,11 +8,10 @@ from libc.math cimport log2, fabs, rint, frexp, ldexp
 from libc.string cimport memcpy, memset
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
-from libcpp.algorithm cimport sort
 
 import numpy as np
 
-from sparse_rows cimport mt19937
+from sparse_rows cimport fill_vector, mt19937, sort
 from xmlkit._ext.fastxml_common cimport (_fetch_ahead, _gather, _give_back, _release, _resize,
                                          LARGE_NODE)
 
@@ -79,7 +78,7 @@ cdef inline bint _equal_sums(const uint64_t* kv, const double* s, int64_t a,
     return True
 
 
-cdef void _radix_sort_high(uint64_t* a, int64_t n, vector[uint64_t]& tmp) noexcept nogil:
+cdef int _radix_sort_high(uint64_t* a, int64_t n, vector[uint64_t]& tmp) except -1 nogil:
     """Sort a[0:n] by the upper 32 bits, stably (entries with equal upper
     bits keep their order): least-significant-digit radix sort, a byte per
     pass, passes where every entry has the same byte skipped. On keys
@@ -91,7 +90,7 @@ cdef void _radix_sort_high(uint64_t* a, int64_t n, vector[uint64_t]& tmp) noexce
     cdef uint64_t* dst
     cdef uint64_t* t
     if n < 2:
-        return
+        return 0
     _resize(tmp, n)
     dst = tmp.data()
     memset(count, 0, sizeof(count))
@@ -115,6 +114,7 @@ cdef void _radix_sort_high(uint64_t* a, int64_t n, vector[uint64_t]& tmp) noexce
         dst = t
     if src != a:
         memcpy(a, src, n * sizeof(uint64_t))
+    return 0
 
 
 cdef class NdcgPartition:
@@ -194,7 +194,7 @@ cdef class NdcgPartition:
 
     cdef int64_t partition(self, const int32_t* pts, int64_t n, const int64_t* yp,
                            const int32_t* yi, const float* yv, vector[signed char]& sign,
-                           mt19937& rng) noexcept nogil:
+                           mt19937& rng) except -1 nogil:
         """Sides of the points pts[0:n] (label rows of Y: yp, yi, yv) into
         sign[0:n] (+1 / -1); returns how many are on the + side (0 when the
         points carry no label: then no random numbers are drawn)."""
@@ -220,7 +220,7 @@ cdef class NdcgPartition:
 
     cdef int64_t _local_rows(self, const int32_t* pts, int64_t n, const int64_t* yp,
                              const int32_t* yi, const float* yv, vector[signed char]& sign,
-                             mt19937& rng) noexcept nogil:
+                             mt19937& rng) except -1 nogil:
         """The node's labels (act_l; returns how many), its points' label
         rows in local labels (ly_ptr, ly_idx, ly_val), each point's nDCG
         normaliser (inorm) and random side (sign); nothing drawn when the
@@ -281,8 +281,8 @@ cdef class NdcgPartition:
             expo[0] = min(51 - expo[0], 960)    # (1 / unit finite beside any inorm)
         return ldexp(1.0, -expo[0])
 
-    cdef void _alternate(self, int64_t n, int64_t m, vector[signed char]& sign, int expo,
-                         double unit) noexcept nogil:
+    cdef int _alternate(self, int64_t n, int64_t m, vector[signed char]& sign, int expo,
+                        double unit) except -1 nogil:
         """The alternation from the random sides in sign: rank the labels on
         each side (_step), move the points to the side that serves their
         labels better (_move), until the objective gains less than 1e-6 or
@@ -292,9 +292,9 @@ cdef class NdcgPartition:
         cdef double obj, prev = -2.0
         cdef bint last
         _give_back(self.sp, m)
-        self.sp.assign(m, 0.0)
+        fill_vector(self.sp, m, 0.0)
         _give_back(self.sn, m)
-        self.sn.assign(m, 0.0)
+        fill_vector(self.sn, m, 0.0)
         _resize(self.spo, m)
         _resize(self.sno, m)
         _resize(self.rp, m)
@@ -313,8 +313,9 @@ cdef class NdcgPartition:
             if self._move(n, sign, last, expo, unit) == 0 or last:
                 break
             prev = obj
+        return 0
 
-    cdef double _step(self, int64_t n, int64_t m, int64_t step) noexcept nogil:
+    cdef double _step(self, int64_t n, int64_t m, int64_t step) except? -1 nogil:
         """Rank the labels of each side by its sums and return the summed
         nDCG of the step's sides over n; gain := per label, the discount of
         its + rank less that of its - rank. The sums are kept for the next
@@ -371,8 +372,8 @@ cdef class NdcgPartition:
                 a += 1
         return moved
 
-    cdef void _rank(self, vector[double]& s, const double* so, vector[int32_t]& r,
-                    vector[int32_t]& order, int64_t m) noexcept nogil:
+    cdef int _rank(self, vector[double]& s, const double* so, vector[int32_t]& r,
+                   vector[int32_t]& order, int64_t m) except -1 nogil:
         """Rank labels by decreasing sum, ties to the lower local index; labels
         with a sum that is not positive follow in index order: r[l] := rank
         of l, and order[k] := the label of rank k. That order is total, so
@@ -397,9 +398,10 @@ cdef class NdcgPartition:
             self._sort_all(sv, order, m)
         for k in range(m):
             r[order[k]] = <int32_t> k
+        return 0
 
     cdef bint _merge_changed(self, const double* sv, const double* so, vector[int32_t]& order,
-                             int64_t m) noexcept nogil:
+                             int64_t m) except -1 nogil:
         """_rank after a step: order := the labels by sums sv, from `order`,
         their order by the sums so of the step before. False (order
         untouched) when more than a quarter of the sums changed."""
@@ -438,7 +440,7 @@ cdef class NdcgPartition:
         order.swap(self.merged)
         return True
 
-    cdef void _sort_all(self, const double* sv, vector[int32_t]& order, int64_t m) noexcept nogil:
+    cdef int _sort_all(self, const double* sv, vector[int32_t]& order, int64_t m) except -1 nogil:
         """_rank from scratch: order := the labels by sums sv."""
         cdef int64_t k, j, c, a, b, l
         cdef int32_t* od
@@ -479,4 +481,5 @@ cdef class NdcgPartition:
                 for k in range(a, b):
                     order[k] = <int32_t> (kv[k] & 0xFFFFFFFFULL)
             a = b
+        return 0
 

@@ -74,12 +74,12 @@ cdef class NodeSeparator:
                     int64_t n_features)
     cdef bint split(self, const int32_t* pts, int64_t n, int64_t n_pos,
                     vector[signed char]& sign, mt19937& rng, vector[int32_t]& w_idx,
-                    vector[float]& w_val, xk_slots* root=*) noexcept nogil
-    cdef void _fit(self, const int32_t* pts, int64_t n, int64_t nf, int64_t n_pos,
-                   vector[signed char]& sign, mt19937& rng, xk_slots* root) noexcept nogil
-    cdef void _fit_liblinear(self, const int32_t* pts, int64_t n, int64_t nf, int64_t n_pos,
-                             vector[signed char]& sign, mt19937& rng) noexcept nogil
+                    vector[float]& w_val, xk_slots* root=*) except -1 nogil
+    cdef int _fit(self, const int32_t* pts, int64_t n, int64_t nf, int64_t n_pos,
+                  vector[signed char]& sign, mt19937& rng, xk_slots* root) except -1 nogil
+    cdef int _fit_liblinear(self, const int32_t* pts, int64_t n, int64_t nf, int64_t n_pos,
+                            vector[signed char]& sign, mt19937& rng) except -1 nogil
     cdef bint _route(self, const int32_t* pts, int64_t n, int64_t nf, const double* u,
                      vector[signed char]& sign, vector[int32_t]& w_idx,
-                     vector[float]& w_val) noexcept nogil
+                     vector[float]& w_val) except -1 nogil
 

@@ -18,9 +18,8 @@ from libc.math cimport fabs, INFINITY
 from libc.string cimport memcpy
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
-from libcpp.algorithm cimport sort
 
-from sparse_rows cimport mt19937
+from sparse_rows cimport mt19937, sort
 from xmlkit._ext.fastxml_common cimport _gather, _give_back, _release, _resize, LARGE_NODE, xk_slots
 from xmlkit._ext.fastxml_solver cimport SeparatorSolver
 
@@ -130,7 +129,7 @@ cdef class NodeSeparator:
 
     cdef bint split(self, const int32_t* pts, int64_t n, int64_t n_pos,
                     vector[signed char]& sign, mt19937& rng, vector[int32_t]& w_idx,
-                    vector[float]& w_val, xk_slots* root=NULL) noexcept nogil:
+                    vector[float]& w_val, xk_slots* root=NULL) except -1 nogil:
         """Separate the points pts[0:n] by their sides sign[0:n] (n_pos on
         the + side); sign := the side of the fitted hyperplane. When both
         sides are non-empty, appends its non-zero weights (by feature, the
@@ -156,8 +155,8 @@ cdef class NodeSeparator:
         _release(self.fmap, self.act_f)
         return ok
 
-    cdef void _fit(self, const int32_t* pts, int64_t n, int64_t nf, int64_t n_pos,
-                   vector[signed char]& sign, mt19937& rng, xk_slots* root) noexcept nogil:
+    cdef int _fit(self, const int32_t* pts, int64_t n, int64_t nf, int64_t n_pos,
+                  vector[signed char]& sign, mt19937& rng, xk_slots* root) except -1 nogil:
         """Class-balanced L1-regularised logistic regression on the node by
         xmlkit's solver into wvec (local feature order, bias last); a root
         (`root` not NULL: see split) on the gate's shared copy of its
@@ -183,9 +182,10 @@ cdef class NodeSeparator:
         self.wvec.resize(nf + 1)
         for k in range(nf + 1):
             self.wvec[k] = round_weight(self.solver.w[k])
+        return 0
 
-    cdef void _fit_liblinear(self, const int32_t* pts, int64_t n, int64_t nf, int64_t n_pos,
-                             vector[signed char]& sign, mt19937& rng) noexcept nogil:
+    cdef int _fit_liblinear(self, const int32_t* pts, int64_t n, int64_t nf, int64_t n_pos,
+                            vector[signed char]& sign, mt19937& rng) except -1 nogil:
         """Class-balanced L1R_LR by liblinear into wvec (local feature order,
         bias last)."""
         cdef int64_t a, j, k
@@ -248,10 +248,11 @@ cdef class NodeSeparator:
             self.wvec[k] = round_weight(model.w[k] if model.label[0] == 1 else -model.w[k])
         ll_free(model)
         free(model)
+        return 0
 
     cdef bint _route(self, const int32_t* pts, int64_t n, int64_t nf, const double* u,
                      vector[signed char]& sign, vector[int32_t]& w_idx,
-                     vector[float]& w_val) noexcept nogil:
+                     vector[float]& w_val) except -1 nogil:
         """sign := side of the stored (rounded) hyperplane wvec for each point
         (w.x >= 0 is +, as at prediction). Stores the weights and returns True
         when both sides are non-empty.

@@ -65,20 +65,20 @@ cdef class SeparatorSolver:
     cdef public int64_t newtons           # Newton iterations, summed over solves
     cdef public int64_t solves            # solves since the counters were zeroed
 
-    cdef void borrow(self, xk_slots* root, int64_t n, const signed char* sign, double cpos,
-                     double cneg) noexcept nogil
+    cdef int borrow(self, xk_slots* root, int64_t n, const signed char* sign, double cpos,
+                    double cneg) except -1 nogil
     cdef void lend(self, xk_slots* root) noexcept nogil
-    cdef void _labels(self, int64_t n, int64_t ncol, const signed char* sign, double cpos,
-                      double cneg) noexcept nogil
-    cdef void let_go(self) noexcept nogil
-    cdef void fill(self, const int32_t* pts, int64_t n, const int64_t* xp, const int32_t* xi,
-                   const float* xv, const int32_t* fmap, int64_t* lcount, int64_t nf,
-                   double bias, bint with_bias, const signed char* sign,
-                   double cpos, double cneg) noexcept nogil
+    cdef int _labels(self, int64_t n, int64_t ncol, const signed char* sign, double cpos,
+                     double cneg) except -1 nogil
+    cdef int let_go(self) except -1 nogil
+    cdef int fill(self, const int32_t* pts, int64_t n, const int64_t* xp, const int32_t* xi,
+                  const float* xv, const int32_t* fmap, int64_t* lcount, int64_t nf,
+                  double bias, bint with_bias, const signed char* sign,
+                  double cpos, double cneg) except -1 nogil
     cdef void _point_terms(self, bint trial) noexcept nogil
     cdef double _warm_start(self) noexcept nogil
-    cdef int solve(self, mt19937& rng) noexcept nogil
-    cdef void _start(self) noexcept nogil
+    cdef int solve(self, mt19937& rng) except -1 nogil
+    cdef int _start(self) except -1 nogil
     cdef int64_t _gradient(self, bint at_zero, double gmax_old, double* gmax,
                            double* gnorm) noexcept nogil
     cdef int _direction(self, int64_t active, double stop, uint64_t* xs) noexcept nogil

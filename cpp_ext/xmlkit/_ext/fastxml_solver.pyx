@@ -10,7 +10,7 @@ from libc.math cimport fabs, exp, log1p, INFINITY
 
 import numpy as np
 
-from sparse_rows cimport mt19937
+from sparse_rows cimport fill_vector, mt19937
 from xmlkit._ext.fastxml_common cimport _fetch_ahead, _give_back, _resize, LARGE_NODE, xk_slots
 
 #: the ridge added to the Hessian's diagonal
@@ -155,10 +155,10 @@ cdef class SeparatorSolver:
         self.eps = eps
         self.warm = warm
 
-    cdef void fill(self, const int32_t* pts, int64_t n, const int64_t* xp, const int32_t* xi,
-                   const float* xv, const int32_t* fmap, int64_t* lcount, int64_t nf,
-                   double bias, bint with_bias, const signed char* sign,
-                   double cpos, double cneg) noexcept nogil:
+    cdef int fill(self, const int32_t* pts, int64_t n, const int64_t* xp, const int32_t* xi,
+                  const float* xv, const int32_t* fmap, int64_t* lcount, int64_t nf,
+                  double bias, bint with_bias, const signed char* sign,
+                  double cpos, double cneg) except -1 nogil:
         """Set the problem: the points pts[0:n] of the CSR rows (xp, xi, xv),
         column i as local column fmap[i] (local column k holds lcount[k] of
         the points' entries; lcount is zeroed on return), then with
@@ -232,9 +232,10 @@ cdef class SeparatorSolver:
         self.cptr = cp
         self.cpt = cpt
         self.cval = cval
+        return 0
 
-    cdef void _labels(self, int64_t n, int64_t ncol, const signed char* sign, double cpos,
-                      double cneg) noexcept nogil:
+    cdef int _labels(self, int64_t n, int64_t ncol, const signed char* sign, double cpos,
+                     double cneg) except -1 nogil:
         """Labels y and costs cw of the n points from sign (> 0: +1 with cost
         cpos, else -1 with cost cneg); grad0 and hdiag0 sized for ncol
         columns (their entries are for the caller to set)."""
@@ -250,6 +251,7 @@ cdef class SeparatorSolver:
                 self.cw[a] = cneg
         _resize(self.grad0, ncol)
         _resize(self.hdiag0, ncol)
+        return 0
 
     cdef void lend(self, xk_slots* root) noexcept nogil:
         """Hand the problem's columns (just filled) over to `root`, the
@@ -259,8 +261,8 @@ cdef class SeparatorSolver:
         self.col_pt.swap(root.root_pt)
         self.col_val.swap(root.root_val)
 
-    cdef void borrow(self, xk_slots* root, int64_t n, const signed char* sign, double cpos,
-                     double cneg) noexcept nogil:
+    cdef int borrow(self, xk_slots* root, int64_t n, const signed char* sign, double cpos,
+                    double cneg) except -1 nogil:
         """Set the problem as fill() would for the points whose columns
         `root` holds (a root's: built by another solver's fill, then lend),
         with labels from sign (see fill). The derivatives at w = 0 are
@@ -300,8 +302,9 @@ cdef class SeparatorSolver:
         self.cptr = cp
         self.cpt = ct
         self.cval = cv
+        return 0
 
-    cdef void let_go(self) noexcept nogil:
+    cdef int let_go(self) except -1 nogil:
         """Give back the problem's columns and per-point vectors (after a
         large node: see LARGE_NODE)."""
         _give_back(self.col_pt, 0)
@@ -314,6 +317,7 @@ cdef class SeparatorSolver:
         _give_back(self.tq, 0)
         _give_back(self.tsp, 0)
         _give_back(self.cw, 0)
+        return 0
 
     cdef void _point_terms(self, bint trial) noexcept nogil:
         """r, D and the loss terms at the margins u: from the line search's
@@ -388,7 +392,7 @@ cdef class SeparatorSolver:
         self._point_terms(False)
         return dnorm
 
-    cdef int solve(self, mt19937& rng) noexcept nogil:
+    cdef int solve(self, mt19937& rng) except -1 nogil:
         """Solve the problem held in the object; returns the Newton iterations.
         Each iteration: the gradient with outer shrinking (_gradient), a
         direction by coordinate descent (_direction), a line search along it
@@ -430,18 +434,18 @@ cdef class SeparatorSolver:
         self.solves += 1
         return newton
 
-    cdef void _start(self) noexcept nogil:
+    cdef int _start(self) except -1 nogil:
         """Size the solution and work space for the problem held: w = 0,
         margins u = 0 and the point terms there; every column active."""
         cdef int64_t n = self.n, nf = self.nf, j
         _give_back(self.w, nf)
-        self.w.assign(nf, 0.0)
+        fill_vector(self.w, nf, 0.0)
         _resize(self.wpd, nf)
         _resize(self.grad, nf)
         _resize(self.hdiag, nf)
         _resize(self.index, nf)
         _give_back(self.u, n)
-        self.u.assign(n, 0.0)
+        fill_vector(self.u, n, 0.0)
         _resize(self.xTd, n)
         _resize(self.r, n)
         _resize(self.D, n)
@@ -452,6 +456,7 @@ cdef class SeparatorSolver:
         for j in range(nf):
             self.index[j] = <int32_t> j
         self.last_inner = 0
+        return 0
 
     cdef int64_t _gradient(self, bint at_zero, double gmax_old, double* gmax,
                            double* gnorm) noexcept nogil:

@@ -212,11 +212,11 @@ cdef class TreeGrower:
     cdef int64_t rng_pos                  # random numbers drawn from the tree's stream
 
     cdef void _grow(self, uint32_t seed) except * nogil
-    cdef void _add_node(self, int64_t s, int64_t e, int32_t d) noexcept nogil
-    cdef void _run_level(self) noexcept nogil
-    cdef void _commit_level(self) noexcept nogil
-    cdef void _task(self, const xk_board* b, int64_t i, vector[int32_t]& wi,
-                    vector[float]& wv, vector[int32_t]& li, vector[float]& lv) noexcept nogil
-    cdef void _slot_task(self, const xk_board* b, int64_t i) noexcept nogil
-    cdef void _leaf(self, const int32_t* pts, int64_t n, vector[int32_t]& li,
-                    vector[float]& lv) noexcept nogil
+    cdef int _add_node(self, int64_t s, int64_t e, int32_t d) except -1 nogil
+    cdef int _run_level(self) except -1 nogil
+    cdef int _commit_level(self) except -1 nogil
+    cdef int _task(self, const xk_board* b, int64_t i, vector[int32_t]& wi,
+                   vector[float]& wv, vector[int32_t]& li, vector[float]& lv) except -1 nogil
+    cdef int _slot_task(self, const xk_board* b, int64_t i) except -1 nogil
+    cdef int _leaf(self, const int32_t* pts, int64_t n, vector[int32_t]& li,
+                   vector[float]& lv) except -1 nogil

@@ -18,12 +18,11 @@
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
-from libcpp.algorithm cimport sort, partial_sort
 
 import numpy as np
 cimport numpy as cnp
 
-from sparse_rows cimport array_copy, mt19937, tree_seed
+from sparse_rows cimport array_copy, mt19937, partial_sort, sort, tree_seed
 from xmlkit._ext.fastxml_common cimport _give_back, LARGE_NODE
 from xmlkit._ext.fastxml_solver cimport SeparatorSolver, xk_col
 from xmlkit._ext.fastxml_partition cimport NdcgPartition
@@ -301,7 +300,7 @@ cdef class TreeGrower:
         self.lv_li.clear(); self.lv_li.shrink_to_fit()
         self.lv_lv.clear(); self.lv_lv.shrink_to_fit()
 
-    cdef void _run_level(self) noexcept nogil:
+    cdef int _run_level(self) except -1 nogil:
         """Grow the nodes board.first .. depth.size() - 1 (one level).
 
         Alone, the grower grows them one after the other, each drawing its
@@ -342,7 +341,7 @@ cdef class TreeGrower:
                 o += self.lv_draws[i]
                 self.lv_wend[i] = self.w_idx.size()
                 self.lv_lend[i] = self.l_idx.size()
-            return
+            return 0
         # (the nodes' results go to the level tables, in any order)
         self.lv_plan.resize(n)
         self.lv_wi.resize(n)
@@ -385,16 +384,18 @@ cdef class TreeGrower:
                     self.lv_off[i] = o
                     o += self.lv_plan[i]
                 k += 1
+        return 0
 
-    cdef void _slot_task(self, const xk_board* b, int64_t i) noexcept nogil:
+    cdef int _slot_task(self, const xk_board* b, int64_t i) except -1 nogil:
         """_task with node i's results into its entries of the level tables."""
         b.wi[0][i].clear()
         b.wv[0][i].clear()
         b.li[0][i].clear()
         b.lv[0][i].clear()
         self._task(b, i, b.wi[0][i], b.wv[0][i], b.li[0][i], b.lv[0][i])
+        return 0
 
-    cdef void _commit_level(self) noexcept nogil:
+    cdef int _commit_level(self) except -1 nogil:
         """Append the level's results to the tree in node order: a split
         node's points are reordered (+ side first, both sides in node order)
         and its children added; then each node's weights or leaf labels."""
@@ -429,10 +430,11 @@ cdef class TreeGrower:
             else:
                 self.w_ptr.push_back(self.lv_wend[i])
                 self.l_ptr.push_back(self.lv_lend[i])
+        return 0
 
-    cdef void _task(self, const xk_board* b, int64_t i, vector[int32_t]& wi,
-                    vector[float]& wv, vector[int32_t]& li,
-                    vector[float]& lv) noexcept nogil:
+    cdef int _task(self, const xk_board* b, int64_t i, vector[int32_t]& wi,
+                   vector[float]& wv, vector[int32_t]& li,
+                   vector[float]& lv) except -1 nogil:
         """Grow node i of level b (of this grower's tree or another's) with
         this grower's criterion, separator and scratch: split it when it
         holds more than max_leaf points and the partition and then the
@@ -478,16 +480,18 @@ cdef class TreeGrower:
             b.split[i] = True
         else:
             self._leaf(pts, n, li, lv)
+        return 0
 
-    cdef void _add_node(self, int64_t s, int64_t e, int32_t d) noexcept nogil:
+    cdef int _add_node(self, int64_t s, int64_t e, int32_t d) except -1 nogil:
         self.child.push_back(-1)
         self.child.push_back(-1)
         self.depth.push_back(d)
         self.start.push_back(s)
         self.stop.push_back(e)
+        return 0
 
-    cdef void _leaf(self, const int32_t* pts, int64_t n, vector[int32_t]& li,
-                    vector[float]& lv) noexcept nogil:
+    cdef int _leaf(self, const int32_t* pts, int64_t n, vector[int32_t]& li,
+                   vector[float]& lv) except -1 nogil:
         """Mean label vector of the points pts[0:n], top labels_per_leaf kept
         (appended to li, lv by label)."""
         cdef int64_t a, j, k, m
@@ -520,3 +524,4 @@ cdef class TreeGrower:
             li.push_back(l)
             lv.push_back(<float> self.acc[l])
             self.acc[l] = 0.0
+        return 0

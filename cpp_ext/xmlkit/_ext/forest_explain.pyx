@@ -7,15 +7,14 @@
 
 from libc.math cimport log2
 from libc.stdint cimport int32_t, int64_t
-from libcpp.algorithm cimport lower_bound, partial_sort, sort
 from libcpp.utility cimport pair
 from libcpp.vector cimport vector
 
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport (RowsOut, array_copy, emit_top, indptr_t, padded, rows_in,
-                          rows_open, rows_pieces)
+from sparse_rows cimport (RowsOut, array_copy, emit_top, fill_vector, indptr_t, lower_bound,
+                          padded, partial_sort, rows_in, rows_open, rows_pieces, sort)
 from xmlkit._ext.forest_predict cimport ForestKernel, TreeView, _accumulate, _weight_from
 
 cnp.import_array()
@@ -232,9 +231,9 @@ cdef inline bint _side(ForestKernel f, const TreeView* tv, int32_t node, const f
     return _margin_of(f, tv, node, wrow, xp, xi, xv, r, e) >= 0
 
 
-cdef void _real_item(ForestKernel f, const TreeView* tv, int32_t node, const float* wrow,
-                     int64_t row_len, const indptr_t* xp, const int32_t* xi, const float* xv,
-                     int64_t r, Item it, int64_t E0, Explainer& s) noexcept nogil:
+cdef int _real_item(ForestKernel f, const TreeView* tv, int32_t node, const float* wrow,
+                    int64_t row_len, const indptr_t* xp, const int32_t* xi, const float* xv,
+                    int64_t r, Item it, int64_t E0, Explainer& s) except -1 nogil:
     """A point itself at `node` (point r, item `it`): its margin, summed as
     routing sums it, sends it to a child, and each of its entries whose
     removal turns the margin's sign (a term w x at least about as large as
@@ -262,7 +261,7 @@ cdef void _real_item(ForestKernel f, const TreeView* tv, int32_t node, const flo
         s.second.push_back(it)
     lim = abs(m) * (1 - 1e-8) - err
     if top < lim:
-        return
+        return 0
     for e in range(xp[r], end):
         w = s.w[e - E0]
         if abs(w) < lim or w == 0 or s.moved[e - E0]:
@@ -278,10 +277,11 @@ cdef void _real_item(ForestKernel f, const TreeView* tv, int32_t node, const flo
             s.second.push_back(Item(p, e))
         else:
             s.first.push_back(Item(p, e))
+    return 0
 
 
-cdef void _tree_items(ForestKernel f, TreeView* tv, const indptr_t* xp, const int32_t* xi,
-                      const float* xv, int64_t r0, int64_t n, Explainer& s) noexcept nogil:
+cdef int _tree_items(ForestKernel f, TreeView* tv, const indptr_t* xp, const int32_t* xi,
+                     const float* xv, int64_t r0, int64_t n, Explainer& s) except -1 nogil:
     """Route the block's points r0..r0+n-1 through tree tv, and each point
     without each entry whose removal turns its route: s.leaf[p] is point p's
     leaf, s.landed where each point without an entry ends."""
@@ -294,7 +294,7 @@ cdef void _tree_items(ForestKernel f, TreeView* tv, const indptr_t* xp, const in
     cdef Item it
     s.items.clear()
     s.landed.clear()
-    s.moved.assign(xp[r0 + n] - E0 + 1, 0)
+    fill_vector(s.moved, xp[r0 + n] - E0 + 1, 0)
     s.w.resize(xp[r0 + n] - E0 + 1)
     for i in range(n):
         s.items.push_back(Item(<int32_t> i, -1))
@@ -368,6 +368,7 @@ cdef void _tree_items(ForestKernel f, TreeView* tv, const indptr_t* xp, const in
         s.todo.push_back(ItemSpan(tv.child[2 * node + 1], base + <int64_t> s.first.size(),
                                   <int64_t> s.items.size()))
         s.todo.push_back(ItemSpan(tv.child[2 * node], base, base + <int64_t> s.first.size()))
+    return 0
 
 
 cdef inline int64_t _label_pos(const int32_t* labels, int64_t k, int32_t l) noexcept nogil:
@@ -404,11 +405,11 @@ cdef int _explain_rows(ForestKernel f, const indptr_t* xp, const int32_t* xi, co
     cdef const int64_t* lptr = given_ptr
     cdef const int32_t* lidx = given_idx
     cdef const int32_t* labels
-    s.dense.assign(f.n_features + 1, 0.0)
-    s.leaf.assign(n + 1, 0)
-    s.margin.assign(n + 1, 0.0)
-    s.err.assign(n + 1, 0.0)
-    s.seen.assign(n + 1, 0)
+    fill_vector(s.dense, f.n_features + 1, 0.0)
+    fill_vector(s.leaf, n + 1, 0)
+    fill_vector(s.margin, n + 1, 0.0)
+    fill_vector(s.err, n + 1, 0.0)
+    fill_vector(s.seen, n + 1, 0)
     s.visit = 0
     leaves.resize(n * n_trees + 1)
     tree_landed.push_back(0)
@@ -426,12 +427,12 @@ cdef int _explain_rows(ForestKernel f, const indptr_t* xp, const int32_t* xi, co
                 raise ValueError("a block of a tree's file failed its check")
         lptr = chosen.ptr.data()
         lidx = chosen.idx.data()
-    off.assign(n + 1, 0)
+    fill_vector(off, n + 1, 0)
     for p in range(n):
         off[p + 1] = off[p] + (xp[r0 + p + 1] - xp[r0 + p]) * (lptr[p + 1] - lptr[p])
-    acc.assign(off[n] + 1, 0.0)
-    own.assign(lptr[n] + 1, 0.0)
-    any_moved.assign(xp[r1] - E0 + 1, 0)
+    fill_vector(acc, off[n] + 1, 0.0)
+    fill_vector(own, lptr[n] + 1, 0.0)
+    fill_vector(any_moved, xp[r1] - E0 + 1, 0)
     for t in range(n_trees):
         tv = &f.trees[t]
         # each point's own leaf's values of its labels

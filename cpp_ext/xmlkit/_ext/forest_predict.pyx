@@ -201,7 +201,9 @@ cdef class ForestKernel:
 cdef inline pair[double, int32_t] _ranked(double total, double inv_t, int32_t l) noexcept nogil:
     """The emit_top entry of label l summed to `total` over trees: its mean
     (1 / n_trees = inv_t) as the float32 written out, negated (best first)."""
-    return pair[double, int32_t](-<double> (<float> (total * inv_t)), l)
+    cdef pair[double, int32_t] entry       # (by its fields: pair's constructor is `except +`)
+    entry.first, entry.second = -<double> (<float> (total * inv_t)), l
+    return entry
 
 
 cdef inline bint _need(const TreeView* tv, int64_t offset, int64_t lo, int64_t hi,
@@ -246,8 +248,8 @@ cdef inline int32_t _bounded(int32_t c, int64_t nf, bint* bad) noexcept nogil:
 
 
 cdef int _route(ForestKernel f, Py_ssize_t t, const indptr_t* xp, const int32_t* xi,
-                 const float* xv, int64_t r0, int64_t n, int32_t* leaf,
-                 Scratch& s) except -1 nogil:
+                const float* xv, int64_t r0, int64_t n, int32_t* leaf,
+                Scratch& s) except -1 nogil:
     """leaf[i] = the leaf of tree t that point r0 + i reaches, for i < n. s.dense (n_features + 1 zeros) is left zeroed; the rest of s is
     scratch space."""
     cdef int64_t i, j, e, lo, hi, a, b, row_len, entries, at, w0, w1
@@ -459,7 +461,7 @@ cdef int32_t _walk(ForestKernel f, TreeView* tv, int32_t node, const indptr_t* x
 
 
 cdef int _accumulate(ForestKernel f, const int32_t** leaf, int64_t n, int topk,
-                      RowsOut& out) except -1 nogil:
+                     RowsOut& out) except -1 nogil:
     """One output row per point i < n: the mean over trees t of the label
     values of leaf leaf[t][i] of tree t, added tree by tree."""
     cdef vector[double] acc
@@ -505,7 +507,7 @@ cdef int _accumulate(ForestKernel f, const int32_t** leaf, int64_t n, int topk,
     return 0
 
 cdef int _predict(ForestKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
-                   int64_t r0, int64_t r1, int topk, RowsOut& out) except -1 nogil:
+                  int64_t r0, int64_t r1, int topk, RowsOut& out) except -1 nogil:
     """ForestKernel.predict_rows without the GIL: route the block through
     each tree, then add up each point's leaves, tree by tree."""
     cdef Py_ssize_t t, n_trees = f.trees.size()

@@ -65,10 +65,10 @@ def pav(y, w):
     return out_ends, out_means
 
 
-cdef void _fit_line(const double* z, const double* w, int64_t n, int64_t stride,
-                    bint down, double* out, vector[double]& y, vector[double]& wt,
-                    vector[double]& sw, vector[double]& swy,
-                    vector[int64_t]& ends) noexcept nogil:
+cdef int _fit_line(const double* z, const double* w, int64_t n, int64_t stride,
+                   bint down, double* out, vector[double]& y, vector[double]& wt,
+                   vector[double]& sw, vector[double]& swy,
+                   vector[int64_t]& ends) except -1 nogil:
     """The isotonic fit of the n values z[0], z[stride], ... (weights w
     alike), non-decreasing, or non-increasing where `down`, into out (same
     stride)."""
@@ -84,6 +84,7 @@ cdef void _fit_line(const double* z, const double* w, int64_t n, int64_t stride,
             j = (n - 1 - i) if down else i
             out[j * stride] = swy[b] / sw[b]
         start = ends[b]
+    return 0
 
 
 def pav_grid(y, w, int max_iter=1000, double tol=1e-10):

@@ -15,14 +15,15 @@ from libcpp.utility cimport pair
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport RowsOut, emit_top, indptr_t, padded, rows_in, rows_open, rows_pieces
+from sparse_rows cimport (RowsOut, emit_top, fill_vector, indptr_t, padded, rows_in,
+                          rows_open, rows_pieces)
 
 cnp.import_array()
 
 
 cdef int _reach(const LdsmTree* tv, int M, int64_t d, double bias, double threshold,
-                 const int32_t* xi, const float* xv, int64_t q0, int64_t q1, const float* x,
-                 vector[int32_t]& stack, vector[int32_t]& leaves) except -1 nogil:
+                const int32_t* xi, const float* xv, int64_t q0, int64_t q1, const float* x,
+                vector[int32_t]& stack, vector[int32_t]& leaves) except -1 nogil:
     """leaves := the leaves of tree tv that the row reaches (its entries
     xi, xv[q0:q1], also dense in x, whose last entry is the bias): every
     child whose margin is >= threshold, else the first child at the maximum
@@ -69,8 +70,8 @@ cdef int _reach(const LdsmTree* tv, int M, int64_t d, double bias, double thresh
 
 
 cdef int _emit(LdsmKernel f, vector[double]& acc, vector[int32_t]& touched, int topk,
-                vector[pair[double, int32_t]]& items, vector[pair[int32_t, float]]& sel,
-                RowsOut& out) except -1 nogil:
+               vector[pair[double, int32_t]]& items, vector[pair[int32_t, float]]& sel,
+               RowsOut& out) except -1 nogil:
     """Write the row whose label scores acc holds (at the labels `touched`),
     filled up to topk labels from the forest's marginal, each filled label
     below every label the leaves gave; acc is zero again after."""
@@ -119,8 +120,8 @@ cdef void _predict(LdsmKernel f, const indptr_t* xp, const int32_t* xi, const fl
     cdef int32_t lab
     cdef size_t a
     cdef double share
-    x.assign(d, 0.0)
-    acc.assign(n_labels, 0.0)
+    fill_vector(x, d, 0.0)
+    fill_vector(acc, n_labels, 0.0)
     for r in range(r0, r1):
         for q in range(xp[r], xp[r + 1]):
             x[xi[q]] = xv[q]

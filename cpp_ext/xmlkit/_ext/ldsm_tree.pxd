@@ -65,9 +65,9 @@ cdef class LdsmBuild:
     cdef mt19937 rng                     # the tree's random stream
 
     cdef void _grow(self, int64_t n, uint32_t seed) except * nogil
-    cdef int32_t _add_node(self, int32_t depth) noexcept nogil
+    cdef int32_t _add_node(self, int32_t depth) except -1 nogil
     cdef double _impurity(self, int32_t node) noexcept nogil
-    cdef vector[pair[int32_t, float]] _histogram(self, vector[int32_t]& pts) noexcept nogil
-    cdef bint _train_split(self, int32_t node) noexcept nogil
-    cdef void _train(self, int32_t node) noexcept nogil
-    cdef bint _split(self, int32_t node) noexcept nogil
+    cdef vector[pair[int32_t, float]] _histogram(self, vector[int32_t]& pts) except * nogil
+    cdef bint _train_split(self, int32_t node) except -1 nogil
+    cdef int _train(self, int32_t node) except -1 nogil
+    cdef bint _split(self, int32_t node) except -1 nogil

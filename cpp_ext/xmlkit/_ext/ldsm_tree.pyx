@@ -13,12 +13,11 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.math cimport exp, fabs, sqrt, INFINITY
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
-from libcpp.algorithm cimport sort
 from libcpp.queue cimport priority_queue
 
 cimport numpy as cnp
 
-from sparse_rows cimport array_copy, mt19937, sigmoid, tree_seed
+from sparse_rows cimport array_copy, fill_vector, mt19937, sigmoid, sort, tree_seed
 
 cnp.import_array()
 
@@ -54,7 +53,7 @@ cdef double objective(const double* p, const double* pc, const double* pi, int K
 
 cdef int best_subset(const double* p, const double* pj, const double* nl, int M, double N,
                      double ell, const int32_t* labels, int n_lab, double l1, double l2,
-                     mt19937& rng) noexcept nogil:
+                     mt19937& rng) except -1 nogil:
     """The non-empty subset S of children (bitmask) minimising the objective
     had this example (labels, counters already incremented: N, nl) gone
     exactly to S; only its own labels' integrity terms depend on S. Ties: a
@@ -200,12 +199,12 @@ cdef class LdsmBuild:
         self.reg_ptr.clear(); self.reg_idx.clear(); self.reg_val.clear()
         self.hist.clear(); self.members.clear(); self.n_points.clear()
         self.reg_ptr.push_back(0)
-        self.w.assign(M * self.d, 0.0); self.s.assign(M * self.d, 0.0)
-        self.G.assign(M * self.d, 0.0); self.fmark.assign(self.d, 0)
-        self.wd.assign(M * self.d, 0.0)
-        self.pj.assign(M * self.L, 0.0); self.nl.assign(self.L, 0.0)
-        self.lmark.assign(self.L, 0)
-        self.p.assign(M, 0.0); self.Nj.assign(M, 0.0)
+        fill_vector(self.w, M * self.d, 0.0); fill_vector(self.s, M * self.d, 0.0)
+        fill_vector(self.G, M * self.d, 0.0); fill_vector(self.fmark, self.d, 0)
+        fill_vector(self.wd, M * self.d, 0.0)
+        fill_vector(self.pj, M * self.L, 0.0); fill_vector(self.nl, self.L, 0.0)
+        fill_vector(self.lmark, self.L, 0)
+        fill_vector(self.p, M, 0.0); fill_vector(self.Nj, M, 0.0)
         # root: every point, shuffled (Fisher-Yates with the tree's stream)
         for i in range(n):
             root.push_back(<int32_t> i)
@@ -233,7 +232,7 @@ cdef class LdsmBuild:
                         pushed += 1
             vector[int32_t]().swap(self.members[node])
 
-    cdef bint _train_split(self, int32_t node) noexcept nogil:
+    cdef bint _train_split(self, int32_t node) except -1 nogil:
         """Train the node's regressors and split it; on a rejected split
         retry with a smaller lambda2 (see RETRIES). True when it split."""
         cdef double l2 = self.l2
@@ -248,7 +247,7 @@ cdef class LdsmBuild:
         self.l2 = l2
         return ok
 
-    cdef int32_t _add_node(self, int32_t depth) noexcept nogil:
+    cdef int32_t _add_node(self, int32_t depth) except -1 nogil:
         self.first_child.push_back(-1)
         self.depth.push_back(depth)
         self.reg_row.push_back(-1)
@@ -266,7 +265,7 @@ cdef class LdsmBuild:
                 best = self.hist[node][k].second
         return total - best
 
-    cdef vector[pair[int32_t, float]] _histogram(self, vector[int32_t]& pts) noexcept nogil:
+    cdef vector[pair[int32_t, float]] _histogram(self, vector[int32_t]& pts) except * nogil:
         """Label counts of the points (labels ascending); uses nl as scratch."""
         cdef vector[pair[int32_t, float]] h
         cdef vector[int32_t] seen
@@ -286,7 +285,7 @@ cdef class LdsmBuild:
         return h
 
     # ---------------------------------------------------- node training
-    cdef void _train(self, int32_t node) noexcept nogil:
+    cdef int _train(self, int32_t node) except -1 nogil:
         cdef int M = self.M
         cdef int64_t d = self.d
         cdef int e, j, best_S, full = (1 << M) - 1
@@ -384,9 +383,10 @@ cdef class LdsmBuild:
             for j in range(M):
                 self.pj[lab * M + j] = 0
         self.ltouched.clear()
+        return 0
 
     # ------------------------------------------------------- children
-    cdef bint _split(self, int32_t node) noexcept nogil:
+    cdef bint _split(self, int32_t node) except -1 nogil:
         """Route the node's points with its stored regressors (every child with
         margin >= threshold, else every child at the maximum margin); keep the
         children unless one of them gets no point or all of them. The

@@ -14,9 +14,8 @@ from libc.math cimport sqrt
 from libc.stdint cimport int32_t, int64_t
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
-from libcpp.algorithm cimport sort
 
-from sparse_rows cimport mt19937
+from sparse_rows cimport fill_vector, mt19937, sort
 
 cdef extern from "xk_wide.h":
     void xk_rows_dotf(float* acc, const float* row, float x, int64_t K) noexcept nogil
@@ -80,7 +79,7 @@ cdef class LabelKmeans:
             return
         _check_local(cp, ci, fmap, labels, m)
         self._kmeans(cp, ci, cv, fmap, nf, labels, m, K, balanced, eps, rng, group)
-        self.renum.assign(K, -1)
+        fill_vector(self.renum, K, -1)
         used = 0
         for j in range(m):
             self.renum[group[j]] = 0
@@ -111,18 +110,18 @@ cdef class LabelKmeans:
         sum is the same bits either way."""
         cdef int64_t j, c, a, q, t, kc, was, rounds = 0
         cdef double old_obj = -10000, obj = -1, s0, s1
-        self.total.assign(nf * K, 0.0)
+        fill_vector(self.total, nf * K, 0.0)
         if K == 2:
-            self.centre.assign(nf * 2, 0.0)
+            fill_vector(self.centre, nf * 2, 0.0)
         else:
-            self.centref.assign(nf * K, 0.0)
+            fill_vector(self.centref, nf * K, 0.0)
             self.cosf.resize(m * K)
             self._by_feature(cp, ci, cv, fmap, labels, m, nf)
-        self.cos.assign(m * K, 0.0)
-        self.norm.assign(K, 0.0)
-        self.count.assign(K, 0)
-        self.prev.assign(m, -1)
-        self.moved.assign(K, 1)                  # (after round 1 every centre is a sum)
+        fill_vector(self.cos, m * K, 0.0)
+        fill_vector(self.norm, K, 0.0)
+        fill_vector(self.count, K, 0)
+        fill_vector(self.prev, m, -1)
+        fill_vector(self.moved, K, 1)                  # (after round 1 every centre is a sum)
         self.live.clear()
         for c in range(K):
             self.live.push_back(<int32_t> c)
@@ -219,7 +218,7 @@ cdef class LabelKmeans:
         """The centroids of labels[0 .. m - 1] (features through fmap) by
         feature: fptr, flab, fval."""
         cdef int64_t j, q, f, k
-        self.fptr.assign(nf + 1, 0)
+        fill_vector(self.fptr, nf + 1, 0)
         for j in range(m):
             for q in range(cp[labels[j]], cp[labels[j] + 1]):
                 self.fptr[fmap[ci[q]] + 1] += 1

@@ -10,12 +10,12 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t
 from libc.math cimport exp, log1p, log2, sqrt
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
-from libcpp.algorithm cimport lower_bound, nth_element, sort
 
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport RowsOut, emit_top, indptr_t, padded, rows_in, rows_open, rows_pieces
+from sparse_rows cimport (RowsOut, emit_top, fill_vector, indptr_t, lower_bound, nth_element,
+                          padded, rows_in, rows_open, rows_pieces, sort)
 
 cnp.import_array()
 
@@ -196,7 +196,7 @@ cdef inline void _pair_margins(const PairSlot* slot, uint16_t stamp, const int32
 
 cdef inline bint _emit_labels(const ParabelTree* tv, int64_t first, int64_t width,
                               double s, int loss, double* acc,
-                              vector[pair[int32_t, float]]& out) noexcept nogil:
+                              vector[pair[int32_t, float]]& out) except -1 nogil:
     """A leaf's labels l_idx[first .. first + width - 1] onto `out` as
     (label, exp(-s + log-likelihood of its margin acc[k])), acc reset; False
     at a label outside the model's (then written as 0)."""
@@ -215,8 +215,8 @@ cdef inline bint _emit_labels(const ParabelTree* tv, int64_t first, int64_t widt
     return ok
 
 
-cdef inline void _emit_children(int64_t first, int64_t width, double s, int loss,
-                                double* acc, vector[pair[double, int32_t]]& out) noexcept nogil:
+cdef inline int _emit_children(int64_t first, int64_t width, double s, int loss,
+                               double* acc, vector[pair[double, int32_t]]& out) except -1 nogil:
     """An internal node's children first .. first + width - 1 onto `out` as
     (-log-score: s minus its margin acc[k]'s log-likelihood, child), acc reset."""
     cdef size_t n0 = out.size()
@@ -226,12 +226,13 @@ cdef inline void _emit_children(int64_t first, int64_t width, double s, int loss
         out[n0 + k].first = s - _loglik(acc[k], loss)
         out[n0 + k].second = <int32_t> (first + k)
         acc[k] = 0
+    return 0
 
 
 cdef inline int64_t _spans_met(const ParabelTree* tv, int64_t g0, int64_t g1, bint laid,
                                const Slot* slot, uint16_t stamp, const int32_t* xi,
                                const float* sv, int64_t q0, int64_t q1, Span* met,
-                               float* met_v) noexcept nogil:
+                               float* met_v) except -1 nogil:
     """The spans of group g0..g1 that a row's entries q0..q1-1 meet, into
     met (with the entry's value): found through the layout when laid, else
     by a binary search; each fetched ahead. Returns their count."""
@@ -264,12 +265,13 @@ cdef inline int64_t _spans_met(const ParabelTree* tv, int64_t g0, int64_t g1, bi
 
 cdef int _lay_out_group(const ParabelTree* tv, int64_t g0, int64_t g1, int64_t d,
                         int64_t entries, bint two, vector[Slot]& slot, uint16_t* stamp,
-                        vector[PairSlot]& pslot, uint16_t* pstamp) noexcept nogil:
+                        vector[PairSlot]& pslot, uint16_t* pstamp) except -2 nogil:
     """How the rows reaching group g0..g1 (`entries` row entries in all) find
     its weights: NOT_LAID (a binary search each, when that costs less than a
     layout), LAID (slot: each feature's span) or LAID_PAIR (a two-child node:
-    pslot holds each feature's two weights); -1 at an index out of range.
-    The layout gets a new stamp (the slots are cleared when stamps run out)."""
+    pslot holds each feature's two weights); -1 at an index out of range;
+    -2: an error raised (memory). The layout gets a new stamp (the slots are
+    cleared when stamps run out)."""
     cdef PairSlot empty
     if g1 - g0 >= LAID_MAX or tv.widest > LAID_WIDTH or \
             g1 - g0 >= entries * (log2(<double> (g1 - g0 + 1)) + 1) * SEARCH_COST:
@@ -277,24 +279,24 @@ cdef int _lay_out_group(const ParabelTree* tv, int64_t g0, int64_t g1, int64_t d
     if two:
         if pslot.size() == 0 or pstamp[0] == STAMP_MAX:
             empty.stamp, empty.v[0], empty.v[1] = 0, 0, 0
-            pslot.assign(d, empty)
+            fill_vector(pslot, d, empty)
             pstamp[0] = 0
         pstamp[0] += 1
         return LAID_PAIR if _lay_out_pair(tv, g0, g1, d, pstamp[0], pslot.data()) else -1
     if slot.size() == 0 or stamp[0] == STAMP_MAX:
-        slot.assign(d, Slot(0, 0, 0))
+        fill_vector(slot, d, Slot(0, 0, 0))
         stamp[0] = 0
     stamp[0] += 1
     return LAID if _lay_out(tv.e_feat, g0, g1, d, stamp[0], slot.data()) else -1
 
 
-cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int64_t* rp,
-                        const int32_t* xi, const float* sv, vector[Visit]& visits,
-                        vector[Slot]& slot, uint16_t* stamp, vector[PairSlot]& pslot,
-                        uint16_t* pstamp, vector[double]& acc,
-                        vector[vector[pair[double, int32_t]]]& nxt,
-                        vector[vector[pair[int32_t, float]]]& items, int64_t d,
-                        Span* met, float* met_v, bint* bad) noexcept nogil:
+cdef int _score_groups(const ParabelTree* tv, int loss, double bias, const int64_t* rp,
+                       const int32_t* xi, const float* sv, vector[Visit]& visits,
+                       vector[Slot]& slot, uint16_t* stamp, vector[PairSlot]& pslot,
+                       uint16_t* pstamp, vector[double]& acc,
+                       vector[vector[pair[double, int32_t]]]& nxt,
+                       vector[vector[pair[int32_t, float]]]& items, int64_t d,
+                       Span* met, float* met_v, bint* bad) except -1 nogil:
     """Score the visits ((node, row), node's -log-score), grouped by node.
     A row's entries find their weights in the node's group (features
     ascending) either by a binary search each or, when that costs more than
@@ -374,15 +376,16 @@ cdef void _score_groups(const ParabelTree* tv, int loss, double bias, const int6
             else:
                 _emit_children(first, width, visits[c].second, loss, acc.data(), nxt[row])
         a = b
+    return 0
 
 
-cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double bias,
-                  int64_t nr, const int64_t* rp, const int32_t* xi, const float* sv,
-                  vector[vector[pair[double, int32_t]]]& cur,
-                  vector[vector[pair[double, int32_t]]]& nxt, vector[Visit]& visits,
-                  vector[vector[pair[int32_t, float]]]& items, vector[Slot]& slot,
-                  uint16_t* stamp, vector[PairSlot]& pslot, uint16_t* pstamp,
-                  vector[double]& acc, Span* met, float* met_v, bint* bad) noexcept nogil:
+cdef int _search(const ParabelTree* tv, int beam, int loss, int64_t d, double bias,
+                 int64_t nr, const int64_t* rp, const int32_t* xi, const float* sv,
+                 vector[vector[pair[double, int32_t]]]& cur,
+                 vector[vector[pair[double, int32_t]]]& nxt, vector[Visit]& visits,
+                 vector[vector[pair[int32_t, float]]]& items, vector[Slot]& slot,
+                 uint16_t* stamp, vector[PairSlot]& pslot, uint16_t* pstamp,
+                 vector[double]& acc, Span* met, float* met_v, bint* bad) except -1 nogil:
     """Tree tv's beam search for the nr rows of a chunk, level by level (a
     leaf in the beam stays in it); the labels of each row's final leaves
     appended to items[row]."""
@@ -419,6 +422,7 @@ cdef void _search(const ParabelTree* tv, int beam, int loss, int64_t d, double b
                                    cur[r][a].first))
     _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, stamp, pslot, pstamp, acc, nxt,
                   items, d, met, met_v, bad)
+    return 0
 
 
 cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,

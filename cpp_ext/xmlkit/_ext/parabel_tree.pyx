@@ -19,7 +19,6 @@
 from libc.math cimport fabs, log, sqrt
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libcpp.vector cimport vector
-from libcpp.algorithm cimport sort
 
 cimport numpy as cnp
 
@@ -33,7 +32,7 @@ cdef extern from "xk_wide.h":
 import numpy as np
 from xmlkit._ext.parabel_predict import col_type
 from xmlkit._ext.parabel_cluster cimport LabelKmeans, rand_below
-from sparse_rows cimport add_label_rows, csr_pieces, mt19937, padded, tree_seed
+from sparse_rows cimport add_label_rows, csr_pieces, fill_vector, mt19937, padded, sort, tree_seed
 
 cnp.import_array()
 
@@ -151,13 +150,13 @@ cdef class ParabelData:
             raise ValueError("the arrays disagree in length")
 
 
-cdef void _lay_out(ParabelNode node, any_col* col, int32_t* feat,
-                   float* val) noexcept nogil:
+cdef int _lay_out(ParabelNode node, any_col* col, int32_t* feat,
+                  float* val) except -1 nogil:
     """A node's rows (wp, wi: local features, wv) laid out feature-major into
     (feat: global features, col, val), by a counting sort over the local
     features (ascending as the global ones), stable in the classifiers."""
     cdef int64_t nf = node.feats.size(), j, q, k, f
-    node.count.assign(nf + 1, 0)
+    fill_vector(node.count, nf + 1, 0)
     for q in range(<int64_t> node.wi.size()):
         node.count[node.wi[q] + 1] += 1
     for f in range(nf):
@@ -170,6 +169,7 @@ cdef void _lay_out(ParabelNode node, any_col* col, int32_t* feat,
             feat[k] = node.feats[f]
             col[k] = <any_col> j
             val[k] = node.wv[q]
+    return 0
 
 
 cdef class ParabelNode:
@@ -347,7 +347,7 @@ cdef class ParabelNode:
         while b0 < n_cls:
             if b0 + bw > n_cls:
                 bw = n_cls - b0
-            W.assign(nf * bw, 0.0)
+            fill_vector(W, nf * bw, 0.0)
             if n > 0:
                 _coordinate_descent(self, b0, bw, W)
             for j in range(bw):
@@ -553,13 +553,14 @@ cdef void _unpack(vector[float]& W, int64_t nf, int64_t bw, const vector[int32_t
             W[f * bw + k] = tmp[k]
 
 
-cdef void _pack(vector[float]& W, int64_t nf, int64_t bw, int64_t na, vector[int32_t]& col,
-                const vector[char]& done, vector[float]& tmp) noexcept nogil:
+cdef int _pack(vector[float]& W, int64_t nf, int64_t bw, int64_t na, vector[int32_t]& col,
+               const vector[char]& done, vector[float]& tmp) except -1 nogil:
     """Move the classifiers still training among W's first na columns before
     the stopped ones (each group in its order), in every row and in col."""
     cdef int64_t f, k, at
     cdef vector[int64_t] order
-    cdef vector[int32_t] old = col
+    cdef vector[int32_t] old
+    old.assign(col.begin(), col.end())
     for k in range(na):
         if not done[col[k]]:
             order.push_back(k)
@@ -573,6 +574,7 @@ cdef void _pack(vector[float]& W, int64_t nf, int64_t bw, int64_t na, vector[int
             tmp[k] = W[f * bw + order[k]]
         for k in range(na):
             W[f * bw + k] = tmp[k]
+    return 0
 
 
 cdef inline void _signs(ParabelNode node, int64_t i, int64_t b0, int64_t bw,

@@ -9,12 +9,11 @@ from libc.stdint cimport int32_t, int64_t
 from libc.math cimport fabs, log1p, sqrt
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
-from libcpp.algorithm cimport partial_sort
 
 import numpy as np
 cimport numpy as cnp
 
-from sparse_rows cimport array_copy
+from sparse_rows cimport array_copy, fill_vector, partial_sort
 
 cnp.import_array()
 
@@ -34,7 +33,7 @@ cdef int64_t _prune(const int64_t* xp, const int32_t* xi, const float* xv,
     for r in range(n_rows):
         n = xp[r + 1] - xp[r]
         w.resize(n)
-        keep.assign(n, 0)
+        fill_vector(keep, n, 0)
         norm = 0.0
         nonzero = 0
         for j in range(n):

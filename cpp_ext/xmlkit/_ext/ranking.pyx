@@ -6,12 +6,11 @@ from libc.stdint cimport int32_t, int64_t
 from libc.math cimport log2
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
-from libcpp.algorithm cimport partial_sort, sort
 
 import numpy as np
 cimport numpy as cnp
 
-from sparse_rows cimport indptr_t
+from sparse_rows cimport indptr_t, partial_sort, sort
 
 cnp.import_array()
 

@@ -18,7 +18,8 @@ from libcpp.utility cimport pair
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport RowsOut, emit_top, indptr_t, padded, rows_in, rows_open, rows_pieces
+from sparse_rows cimport (RowsOut, emit_top, fill_vector, indptr_t, padded, rows_in,
+                          rows_open, rows_pieces)
 
 cnp.import_array()
 
@@ -39,7 +40,7 @@ cdef void _rerank(TailKernel t, const indptr_t* xp, const int32_t* xi, const flo
     cdef int64_t r, j, m, f
     cdef int32_t l
     cdef double norm, v, d2, tail, score
-    dot.assign(n_labels, 0.0)
+    fill_vector(dot, n_labels, 0.0)
     for r in range(r0, r1):
         norm = bias * bias
         for j in range(xp[r], xp[r + 1]):

@@ -20,12 +20,11 @@ cdef extern from "Python.h":
 from libc.math cimport pow, isfinite, fabs, nearbyint, signbit
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
-from libcpp.algorithm cimport sort
 
 import numpy as np
 cimport numpy as cnp
 
-from sparse_rows cimport array_copy, indptr_t
+from sparse_rows cimport array_copy, indptr_t, sort
 
 cnp.import_array()
 
