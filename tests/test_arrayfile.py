@@ -1,5 +1,6 @@
 """Array files in the mapped layout: the digest, the block table and the
 checks block by block (xmlkit.arrayfile, xmlkit._ext.file_check)."""
+import os
 import zipfile
 
 import numpy as np
@@ -165,7 +166,7 @@ def resident_kb(path):
     return total
 
 
-@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/smaps"),
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"),
                     reason="resident pages are read from Linux's /proc/self/smaps")
 def test_opening_a_file_leaves_its_header_blocks_out_of_memory(tmp_path):
     """Opening checks the blocks around each array's header (a block or two

@@ -357,7 +357,8 @@ OOM_CASES = [("fastxml", "fit", {}), ("fastxml", "predict", {}), ("fastxml", "ex
              ("parabel", "fit", {}), ("parabel", "fit", {"arity": 16, "balanced": False}),
              ("parabel", "predict", {}), ("parabel", "explain", {}),
              ("linear", "fit", {}), ("embed", "fit", {})]
-#: address space allowed beyond what the child holds with its data read
+#: address space allowed beyond what the child holds with its data read and the
+#: library imported (tests/oom_child.py)
 OOM_ALLOWANCES = (1 << 16, 1 << 18, 1 << 20, 3 << 20, 8 << 20, 24 << 20, 64 << 20)
 
 
