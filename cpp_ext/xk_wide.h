@@ -12,11 +12,15 @@
  * xk_rows_axpy  W[f[q] * bw + k] += v[q] * d[k] for every q, k < na
  * xk_rows_dotd  acc[k] += x * row[k], k < K, in doubles
  * xk_rows_dotf  the same in floats
+ * xk_shrink_row w[k] = sign(w[k]) max(0, |w[k]| - sub) scale (the elastic
+ *               net's catch-up), then acc[k] += x * w[k], k < K, in doubles;
+ *               returns how many w[k] are not 0
  */
 #ifndef XK_WIDE_H
 #define XK_WIDE_H
 
 #include <stdint.h>
+#include <math.h>
 
 /* (unused: each kernel includes the whole header and uses a few) */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
@@ -25,6 +29,21 @@
 #  define XK_WIDE __attribute__((unused))
 #else
 #  define XK_WIDE
+XK_WIDE static int64_t xk_shrink_row(double* w, double* acc, int64_t K, double scale,
+                                     double sub, double x) {
+    int64_t kept = 0;
+    for (int64_t k = 0; k < K; k++) {
+        const double v = w[k];
+        double m = fabs(v) - sub;
+        m = m > 0.0 ? m : 0.0;
+        const double u = copysign(m * scale, v);
+        w[k] = u;
+        acc[k] += x * u;
+        kept += u != 0.0;
+    }
+    return kept;
+}
+
 #endif
 
 XK_WIDE static void xk_rows_dot(int64_t lo, int64_t hi, const int32_t* f, const float* v,
@@ -57,6 +76,21 @@ XK_WIDE static void xk_rows_dotd(double* acc, const double* row, double x, int64
 XK_WIDE static void xk_rows_dotf(float* acc, const float* row, float x, int64_t K) {
     for (int64_t k = 0; k < K; k++)
         acc[k] += x * row[k];
+}
+
+XK_WIDE static int64_t xk_shrink_row(double* w, double* acc, int64_t K, double scale,
+                                     double sub, double x) {
+    int64_t kept = 0;
+    for (int64_t k = 0; k < K; k++) {
+        const double v = w[k];
+        double m = fabs(v) - sub;
+        m = m > 0.0 ? m : 0.0;
+        const double u = copysign(m * scale, v);
+        w[k] = u;
+        acc[k] += x * u;
+        kept += u != 0.0;
+    }
+    return kept;
 }
 
 #endif

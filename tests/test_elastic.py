@@ -36,6 +36,25 @@ def test_lazy_equals_dense(loss, rates):
     assert 0 < nnz == (W_lazy != 0).sum() < W_lazy.size
 
 
+@pytest.mark.parametrize("l1", [0.03, 0.1])
+def test_lazy_equals_dense_with_rows_filling_and_emptying(l1):
+    """Forty labels, squared hinge, AdaGrad: a step changes only the labels
+    with a residual and owes its proximal step to the row's next catch-up;
+    rows fill up (stored dense from half the labels) and, as the l1 part
+    empties them, go back to sparse at a catch-up (below a quarter). The
+    weights are those of the plain algorithm all the same."""
+    rng = np.random.default_rng(5)
+    X = sp.random(400, 30, density=0.2, random_state=6, format="csr", dtype=np.float32)
+    Y = sp.csr_matrix((rng.random((400, 40)) < 0.15).astype(np.float32))
+    kw = dict(loss="squared_hinge", epochs=4, l1=l1, l2=1e-3, eta0=1.0, adagrad=True)
+    W_lazy, b_lazy, nnz = train(X, Y, True, **kw)
+    W_dense, b_dense, _ = train(X, Y, False, **kw)
+    assert np.abs(W_lazy - W_dense).max() <= 1e-6
+    assert np.abs(b_lazy - b_dense).max() <= 1e-6
+    assert np.array_equal(W_lazy == 0, W_dense == 0)
+    assert 0 < nnz == (W_lazy != 0).sum() < W_lazy.size
+
+
 def test_no_regularisation_is_plain_sgd():
     """With l1 = l2 = 0 one step is w -= eta * x * (sigma(s) - y) from zero."""
     X = sp.csr_matrix(np.array([[2.0, 0.0]], dtype=np.float32))

@@ -23,7 +23,7 @@ cdef class ElasticOVA:
     cdef vector[double] G                    # per feature: accumulated squared gradients
     cdef vector[double] rate                 # per feature: its current rate eta_i
     cdef vector[double] Gb                   # per label: the bias's accumulated squared gradients
-    cdef vector[int64_t] psi                 # per feature: step its row is current through (AdaGrad)
+    cdef vector[int64_t] psi                 # per feature: the first step its row owes (AdaGrad)
     # the weights
     cdef vector[vector[Entry]] rows          # lazy: row i sparse, labels ascending
     cdef vector[vector[double]] drows        # lazy: row i stored dense (else empty)
@@ -44,8 +44,8 @@ cdef class ElasticOVA:
     cdef int _catch_up(self, int64_t i, double x=*) except -1 nogil
     cdef int _step(self, const int64_t* xp, const int32_t* xi, const float* xv,
                    const int64_t* yp, const int32_t* yi, int64_t e) except -1 nogil
-    cdef int _merge_step(self, vector[Entry]* row, double ex, double c,
-                         double sub) except -1 nogil
-    cdef int _dense_row_step(self, int64_t i, double ex, double c, double sub) except -1 nogil
+    cdef int _merge_step(self, vector[Entry]* row, double ex) except -1 nogil
+    cdef int _dense_row_step(self, int64_t i, double ex) except -1 nogil
+    cdef int _to_sparse(self, int64_t i) except -1 nogil
     cdef int _to_dense(self, int64_t i) except -1 nogil
     cdef int _rebase(self) except -1 nogil

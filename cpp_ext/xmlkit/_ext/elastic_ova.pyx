@@ -5,20 +5,25 @@
 # weight from two global scalars (Phi, beta) and a per-feature snapshot:
 #     |w| <- Phi(t) * (|w| / Phi(psi) - lambda1 * (beta(t) - beta(psi)))^+
 # with c_t = 1 / (1 + eta_t lambda2), Phi(t+1) = Phi(t) c_t,
-# beta(t+1) = beta(t) + eta_t / Phi(t). A touched row gets its own proximal
-# step right after its gradient step (the same operation, done early), so
-# rows are stored sparse: a weight the proximal step zeroes costs nothing.
-# A row holding at least half of the L weights is stored dense (L doubles,
-# no indices: never more memory than the sparse form, and a plain loop), and
-# goes back to sparse below a quarter.
+# beta(t+1) = beta(t) + eta_t / Phi(t). A touched row's gradient step
+# changes only the weights of the labels with a residual; the proximal step
+# of that example is owed like the idle ones after it (its snapshot is taken
+# before it) and paid at the row's next catch-up, which brings every weight
+# current before the row is read: a step costs the labels with a residual,
+# not L. Rows are stored sparse (a weight the catch-up zeroes is dropped
+# there). A row holding at least half of the L weights is stored dense (L
+# doubles, no indices: never more memory than the sparse form, and a plain
+# loop), and goes back to sparse, at a catch-up, below a quarter.
 # `lazy=False` is the plain algorithm: every weight's proximal step at every
 # example, on a dense D x L array (for comparisons).
 #
 # AdaGrad (adagrad=True): one accumulator per feature, G_i += sum_l (r_l x_i)^2,
 # rate eta_i = eta0 / (1 + sqrt(G_i)) shared by the feature's L weights (the
 # unregularised bias: one accumulator per label). The
-# rate only changes when the feature is active, so an idle gap of m steps has
-# a constant c = 1 / (1 + eta_i lambda2) and the catch-up is closed form:
+# rate only changes when the feature is active (before that example's
+# gradient step, whose owed proximal step uses the new rate like the idle
+# ones after it), so the m steps owed have a constant c = 1 / (1 + eta_i
+# lambda2) and the catch-up is closed form:
 #     |w| <- (c^m |w| - (lambda1 / lambda2) (1 - c^m))^+   (|w| - m eta_i lambda1 if lambda2 = 0).
 
 from libc.stdint cimport int32_t, int64_t
@@ -31,6 +36,12 @@ cimport numpy as cnp
 from sparse_rows cimport array_copy, fill_vector, sigmoid
 
 cnp.import_array()
+
+
+cdef extern from "xk_wide.h":
+    int64_t xk_shrink_row(double* w, double* acc, int64_t K, double scale, double sub,
+                          double x) noexcept nogil
+    void xk_rows_dotd(double* acc, const double* row, double x, int64_t K) noexcept nogil
 
 cdef enum:
     LOSS_SQUARED = 0
@@ -112,14 +123,12 @@ cdef class ElasticOVA:
             self.psi[i] = self.t
         # |w| <- phi * (|w| / phi_psi - l1 (beta - beta_psi)) = scale * (|w| - sub)
         # bring the row current; with x != 0 also add x * w to the scores
-        cdef double* d
-        cdef double* s
         if self.drows[i].size():
-            d, s = self.drows[i].data(), self.s.data()
-            for a in range(<size_t> self.L):
-                w = shrink(d[a], scale, sub)
-                d[a] = w
-                s[a] += x * w
+            kept = xk_shrink_row(self.drows[i].data(), self.s.data(), self.L, scale, sub, x)
+            # (with every label a residual, as a logistic or squared loss
+            # has, the step fills the row again: it stays dense)
+            if 4 * kept < <size_t> self.L and self.loss == LOSS_HINGE:
+                self._to_sparse(i)
         else:
             for a in range(row.size()):
                 w = shrink(row[0][a].second, scale, sub)
@@ -137,7 +146,7 @@ cdef class ElasticOVA:
         cdef int64_t L = self.L, j, l, i
         cdef size_t a, b
         cdef double eta = self.eta0 / (1.0 + self.decay * self.t)
-        cdef double c = 1.0 / (1.0 + eta * self.l2)
+        cdef double c
         cdef double x, w, rsq
         cdef vector[Entry]* row
         # current weights of the active rows, scores
@@ -176,21 +185,21 @@ cdef class ElasticOVA:
         if self.adagrad:
             for a in range(self.nz.size()):
                 rsq += self.r[self.nz[a]] * self.r[self.nz[a]]
-        # gradient step on the active rows, then their proximal step for this example
+        # gradient step on the active rows (lazy: their proximal step for this
+        # example is owed; plain: every weight's comes below)
         for j in range(xp[e], xp[e + 1]):
             i, x = xi[j], xv[j]
             if self.adagrad:
                 self.G[i] += x * x * rsq
                 self.rate[i] = self.eta0 / (1.0 + sqrt(self.G[i]))
                 eta = self.rate[i]
-                c = 1.0 / (1.0 + eta * self.l2)
             if self.lazy and self.drows[i].size():
-                self._dense_row_step(i, eta * x, c, eta * self.l1)
+                self._dense_row_step(i, eta * x)
             elif self.lazy:
                 # merge the sparse row and the labels with a residual (both
-                # ascending): every other label has w = 0 and no step
+                # ascending): every other label keeps its weight
                 row = &self.rows[i]
-                self._merge_step(row, eta * x, c, eta * self.l1)
+                self._merge_step(row, eta * x)
                 if 2 * row.size() >= <size_t> L:
                     self._to_dense(i)
             else:
@@ -205,18 +214,14 @@ cdef class ElasticOVA:
                 self.bias[l] -= self.eta0 / (1.0 + sqrt(self.Gb[l])) * self.r[l]
             else:
                 self.bias[l] -= eta * self.r[l]
-        if self.lazy and self.adagrad:
-            for j in range(xp[e], xp[e + 1]):
-                self.psi[xi[j]] = self.t + 1
-        elif self.lazy:
-            # the active rows are now current through this step
-            self.beta += eta / self.phi
-            self.phi *= c
-            for j in range(xp[e], xp[e + 1]):
-                self.snap_phi[xi[j]] = self.phi
-                self.snap_beta[xi[j]] = self.beta
-            if self.phi < 1e-100:
-                self._rebase()
+        if self.lazy:
+            # (the active rows' snapshots, taken at their catch-up above, are
+            # from before this step: its proximal step is owed with the rest)
+            if not self.adagrad:
+                self.beta += eta / self.phi
+                self.phi *= c
+                if self.phi < 1e-100:
+                    self._rebase()
         elif self.adagrad:
             for i in range(self.D):
                 c = 1.0 / (1.0 + self.rate[i] * self.l2)
@@ -229,14 +234,14 @@ cdef class ElasticOVA:
         self.t += 1
         return 0
 
-    cdef int _merge_step(self, vector[Entry]* row, double ex, double c,
-                         double sub) except -1 nogil:
-        """Gradient and proximal step of sparse row `row` (labels ascending):
-        merged with the labels with a residual (nz, ascending), every other
-        label has w = 0 and no step. Written through local pointers into a
-        presized buffer (push_back through the object stored its end pointer
-        at every entry), then copied into the row (a swap would hand every
-        row the buffer's largest capacity, D times that in all)."""
+    cdef int _merge_step(self, vector[Entry]* row, double ex) except -1 nogil:
+        """Gradient step of sparse row `row` (labels ascending), merged with
+        the labels with a residual (nz, ascending): w -= ex * r there, every
+        other weight kept (its proximal step is owed: see above). Written
+        through local pointers into a presized buffer (push_back through the
+        object stored its end pointer at every entry), then copied into the
+        row (a swap would hand every row the buffer's largest capacity, D
+        times that in all)."""
         cdef size_t n_row = row.size(), n_nz = self.nz.size(), a = 0, b = 0, k = 0
         cdef const Entry* rp
         cdef const int32_t* zp = self.nz.data()
@@ -259,7 +264,7 @@ cdef class ElasticOVA:
                     w = rp[a].second
                     a += 1
                 b += 1
-            w = shrink(w - ex * r[l], c, sub)
+                w = w - ex * r[l]
             if w != 0:
                 out[k].first = l
                 out[k].second = w
@@ -269,20 +274,29 @@ cdef class ElasticOVA:
             row.shrink_to_fit()
         return 0
 
-    cdef int _dense_row_step(self, int64_t i, double ex, double c, double sub) except -1 nogil:
-        """Gradient and proximal step of a dense row; back to sparse when under L/4."""
+    cdef int _dense_row_step(self, int64_t i, double ex) except -1 nogil:
+        """Gradient step of a dense row: w -= ex * r at the labels with a
+        residual (the proximal step is owed: see above)."""
         cdef double* d = self.drows[i].data()
         cdef const double* r = self.r.data()
-        cdef int64_t l, kept = 0
+        cdef const int32_t* zp = self.nz.data()
+        cdef size_t a
+        if 4 * self.nz.size() >= <size_t> self.L:   # (a plain loop: r is 0 off nz)
+            xk_rows_dotd(d, r, -ex, self.L)
+            return 0
+        for a in range(self.nz.size()):
+            d[zp[a]] -= ex * r[zp[a]]
+        return 0
+
+    cdef int _to_sparse(self, int64_t i) except -1 nogil:
+        """Dense row i stored sparse (its non-zero weights)."""
+        cdef const double* d = self.drows[i].data()
+        cdef int64_t l
+        self.rows[i].clear()
         for l in range(self.L):
-            d[l] = shrink(d[l] - ex * r[l], c, sub)
-            kept += d[l] != 0
-        if 4 * kept < self.L:
-            self.rows[i].clear()
-            for l in range(self.L):
-                if d[l] != 0:
-                    self.rows[i].push_back(Entry(<int32_t> l, d[l]))
-            vector[double]().swap(self.drows[i])
+            if d[l] != 0:
+                self.rows[i].push_back(Entry(<int32_t> l, d[l]))
+        vector[double]().swap(self.drows[i])
         return 0
 
     cdef int _to_dense(self, int64_t i) except -1 nogil:
