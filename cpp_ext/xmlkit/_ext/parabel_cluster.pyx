@@ -182,24 +182,16 @@ cdef class LabelKmeans:
 
     cdef void _centres(self, int64_t nf, int64_t K) noexcept nogil:
         """The centres: each cluster's sum (total) at unit length (a sum of
-        length 0 is left as it is). K > 2: those of the live clusters only,
-        in their order (centref: local feature x len(live))."""
+        length 0 is left as it is). Only the live clusters' lengths are
+        summed (the others' sums, and so lengths, are those of the last
+        round); K = 2: both centres (centre); K > 2: the live clusters'
+        only, in their order (centref: local feature x len(live))."""
         cdef int64_t a, c, t, kc = self.live.size()
         cdef const double* total = self.total.data()
         cdef double* norm = self.norm.data()
         cdef double* centre = self.centre.data()
         cdef float* centref = self.centref.data()
         cdef const int32_t* live = self.live.data()
-        if K == 2:
-            norm[0] = norm[1] = 0
-            for a in range(nf):
-                for c in range(2):
-                    norm[c] += total[a * 2 + c] * total[a * 2 + c]
-            for c in range(2):
-                norm[c] = sqrt(norm[c]) if norm[c] > 0 else 1.0
-            for a in range(nf * 2):
-                centre[a] = total[a] / norm[a % 2]
-            return
         for t in range(kc):
             norm[live[t]] = 0
         for a in range(nf):
@@ -208,6 +200,10 @@ cdef class LabelKmeans:
         for t in range(kc):
             c = live[t]
             norm[c] = sqrt(norm[c]) if norm[c] > 0 else 1.0
+        if K == 2:
+            for a in range(nf * 2):
+                centre[a] = total[a] / norm[a % 2]
+            return
         for a in range(nf):
             for t in range(kc):
                 centref[a * kc + t] = <float> (total[a * K + live[t]] / norm[live[t]])
