@@ -29,21 +29,6 @@
 #  define XK_WIDE __attribute__((unused))
 #else
 #  define XK_WIDE
-XK_WIDE static int64_t xk_shrink_row(double* w, double* acc, int64_t K, double scale,
-                                     double sub, double x) {
-    int64_t kept = 0;
-    for (int64_t k = 0; k < K; k++) {
-        const double v = w[k];
-        double m = fabs(v) - sub;
-        m = m > 0.0 ? m : 0.0;
-        const double u = copysign(m * scale, v);
-        w[k] = u;
-        acc[k] += x * u;
-        kept += u != 0.0;
-    }
-    return kept;
-}
-
 #endif
 
 XK_WIDE static void xk_rows_dot(int64_t lo, int64_t hi, const int32_t* f, const float* v,
