@@ -161,22 +161,21 @@ def test_a_label_whose_probability_is_zero_is_written_once():
         assert val.tolist() == ([1.0] if k == 1 else [0.0, 1.0])
 
 
-@pytest.mark.parametrize("edit", ["column", "bias_column", "feature", "groups", "child",
-                                  "label"])
-def test_arrays_changed_after_the_check_are_caught_where_used(bibtex, edit):
-    """The kernel reads a tree's arrays where they lie (a mapped file may be
-    rewritten while in use): an index put out of range after the kernel
-    checked them is caught where it is read, a one-line XmlkitError, never
-    a read outside the arrays or a loop (the arrays here are the model's own,
-    edited in place)."""
-    X, Y, Xt, _ = bibtex
-    m = xmlkit.Parabel(n_trees=1, max_leaf=20).fit(X[:1500], Y[:1500])
-    m.predict(Xt[:50])                                       # (the kernel, checked)
-    t = m.trees_[0]
+@pytest.fixture
+def layout():
+    """Which layout the kernel scores trees by: set(1) the whole tree's where
+    a tree has one, set(0) its groups; chosen by cost again afterwards."""
+    from xmlkit._ext.parabel_predict import _force_whole_layout
+    yield _force_whole_layout
+    _force_whole_layout(-1)
+
+
+def _edit_in_place(t, edit, n_features, n_labels):
+    """Put one of a tree's indices out of range, in place."""
     if edit == "column":                                    # past any node's 20 classifiers
-        t["e_col"][t["e_feat"] < X.shape[1]] = 255
+        t["e_col"][t["e_feat"] < n_features] = 255
     elif edit == "bias_column":
-        t["e_col"][t["e_feat"] == X.shape[1]] = 255
+        t["e_col"][t["e_feat"] == n_features] = 255
     elif edit == "feature":
         t["e_feat"][t["g_ptr"][1] - 1] = 10**9
     elif edit == "groups":
@@ -184,9 +183,68 @@ def test_arrays_changed_after_the_check_are_caught_where_used(bibtex, edit):
     elif edit == "child":
         t["c_ptr"][1] = 1                                   # node 1 its own child
     else:
-        t["l_idx"][:] = Y.shape[1] + 7
+        t["l_idx"][:] = n_labels + 7
+
+
+EDITS = ["column", "bias_column", "feature", "groups", "child", "label"]
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_arrays_changed_after_the_check_are_caught_where_used(bibtex, edit, layout):
+    """The kernel reads a tree's groups where they lie (a mapped file may be
+    rewritten while in use): an index put out of range after the kernel
+    checked them is caught where it is read, a one-line XmlkitError, never
+    a read outside the arrays or a loop (the arrays here are the model's own,
+    edited in place)."""
+    X, Y, Xt, _ = bibtex
+    layout(0)
+    m = xmlkit.Parabel(n_trees=1, max_leaf=20).fit(X[:1500], Y[:1500])
+    m.predict(Xt[:50])                                       # (the kernel, checked)
+    _edit_in_place(m.trees_[0], edit, X.shape[1], Y.shape[1])
     with pytest.raises(xmlkit.XmlkitError, match="changed after they were checked"):
         m.predict(Xt[:300], k=None)
+
+
+@pytest.mark.parametrize("params", [{"max_leaf": 20}, {"max_leaf": 20, "loss": "log"},
+                                    {"max_leaf": 5, "n_trees": 2},
+                                    {"arity": 10, "balanced": False, "max_leaf": 30,
+                                     "max_depth": 2}])
+def test_a_tree_laid_out_whole_scores_the_bits_of_its_groups(bibtex, layout, params):
+    """Scored through the whole tree's layout or node by node through its
+    groups, every row gets the same labels and the same bits, at beams that
+    reach a few of the leaves or all of them, for both losses and wide
+    trees; the choice by cost gives them too."""
+    X, Y, Xt, _ = bibtex
+    m = xmlkit.Parabel(**{"n_trees": 1, **params}).fit(X[:2000], Y[:2000])
+    assert all(m._kernel().whole_trees())
+    for beam in (1, 3, 10, 40):
+        got = []
+        for mode in (0, 1, -1):
+            layout(mode)
+            S = m.predict(Xt, k=None, beam_width=beam)
+            got.append((S.indptr.tobytes(), S.indices.tobytes(), S.data.tobytes()))
+        assert got[0] == got[1] == got[2], beam
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_a_tree_laid_out_whole_reads_its_own_copy(bibtex, edit, layout):
+    """A small tree laid out whole is scored from the kernel's own copy of
+    its links and weights, made as the kernel was built: arrays changed
+    after that change nothing it answers; changed between the check and the
+    copy, they are caught as it is made (the same error)."""
+    from xmlkit._ext.parabel_predict import ParabelKernel
+    X, Y, Xt, _ = bibtex
+    layout(1)
+    m = xmlkit.Parabel(n_trees=1, max_leaf=20).fit(X[:1500], Y[:1500])
+    before = m.predict(Xt[:300], k=None)
+    kept = {k: v.copy() for k, v in m.trees_[0].items()}
+    _edit_in_place(m.trees_[0], edit, X.shape[1], Y.shape[1])
+    after = m.predict(Xt[:300], k=None)
+    assert (before != after).nnz == 0
+    tree = {**kept}
+    _edit_in_place(tree, edit, X.shape[1], Y.shape[1])
+    with pytest.raises(ValueError):              # (checked=True: the groups' check skipped)
+        ParabelKernel([tree], X.shape[1] + 1, 1.0, Y.shape[1], 0, checked=True)
 
 
 def test_a_file_changed_between_load_and_use_is_an_error(bibtex, small_model, tmp_path):

@@ -2,7 +2,7 @@
 # beside this file (Cython reads a module's own .pxd from the folder of its dotted
 # name, xmlkit/_ext/, under an include directory: cpp_ext; see setup.py).
 
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint16_t
 from libcpp.vector cimport vector
 
 
@@ -27,6 +27,22 @@ cdef struct ParabelTree:
     int64_t n_l                          # leaf entries (l_idx)
     int64_t n_labels                     # label columns (a leaf label is below it)
     int64_t widest                       # children or leaf labels of a node at most
+    # the whole tree feature-major (built when the tree is small: see
+    # ParabelKernel; n_cls 0 when it is not): a point's margins at every
+    # classifier of the tree in one pass over its non-zeros, for a beam that
+    # reaches (nearly) every node. Its own copies of the links, so that
+    # nothing of it is read from a mapped file
+    int64_t n_cls                        # classifiers: node i's are cls0[i] .. cls0[i + 1] - 1
+    const int64_t* level_n               # nodes at node i's depth
+    const double* load                   # a non-zero's cost at node i by its group, in weights
+                                         # summed: LOOKUP_COST + its weights / d
+    const int64_t* cls0                  # (n_nodes + 1 entries)
+    const int64_t* f_ptr                 # weights of feature f: f_ptr[f] .. f_ptr[f + 1] - 1
+    const uint16_t* f_cls                # classifier of each, ascending within a feature
+    const float* f_val                   # value of each
+    const int64_t* own_c_ptr             # copies of c_ptr, l_ptr, l_idx
+    const int64_t* own_l_ptr
+    const int32_t* own_l_idx
 
 cdef class ParabelKernel:
     cdef vector[ParabelTree] trees       # the trees, in the order their scores are added
@@ -38,3 +54,6 @@ cdef class ParabelKernel:
     cdef int64_t col_room                # margins a one- or two-byte e_col can index (256 or
                                          # 65,536; 0 with four-byte ones): see _add_span
     cdef int loss                        # 0: squared hinge, 1: logistic
+    cdef int64_t whole_cls               # classifiers of the largest tree laid out whole
+
+    cdef _lay_out_whole(self, ParabelTree& v, tree, int64_t d)

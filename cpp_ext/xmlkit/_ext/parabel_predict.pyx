@@ -55,10 +55,56 @@ cdef enum:
     # a chunk's rows give their labels from every tree back to the system
     # every TRIM_ROWS rows as they are written out (see xk_heap_trim)
     TRIM_ROWS = 64
+    # a tree of at most WHOLE_LEAVES leaves, WHOLE_CLS classifiers and
+    # WHOLE_WEIGHTS weights is laid out whole too (see ParabelTree and
+    # _whole_pays); a row scored that way fetches the weights of its
+    # non-zero PREFETCH_AHEAD places on ahead
+    WHOLE_LEAVES = 64
+    WHOLE_CLS = 1 << 16
+    WHOLE_WEIGHTS = 1 << 22
+    PREFETCH_AHEAD = 2
     # how a group's weights are found (see _lay_out_group)
     NOT_LAID = 0
     LAID = 1
     LAID_PAIR = 2
+
+
+# Which layout scores a tree faster (see _whole_pays): through its groups a
+# row's cost at a node is LOOKUP_COST summed weights per non-zero (its slot or
+# a binary search) and the weights it meets; through the whole layout it is
+# every weight of the tree it meets, each worth WHOLE_COST of one met through
+# a group (contiguous runs, fetched ahead). Fitted to measurements (2 cores;
+# Delicious, debtags and manpages at beams 1 to 20).
+cdef double LOOKUP_COST = 0.5
+cdef double WHOLE_COST = 0.45
+# tests: 1 forces the whole layout where a tree has one, 0 the groups, -1
+# (default) chooses by cost (the scores are the same bits either way)
+cdef int whole_layout = -1
+
+
+def _force_whole_layout(int mode):
+    """For tests: 1 scores every tree laid out whole that way, 0 none, -1
+    chooses by cost (_whole_pays). Module-wide."""
+    global whole_layout
+    whole_layout = mode
+
+
+cdef inline bint _whole_pays(const ParabelTree* tv, int beam) noexcept nogil:
+    """Whether tree tv (laid out whole) scores a beam of `beam` faster that
+    way than by its groups: the groups' estimated cost, each level's nodes
+    reached by a beam of at most `beam` (all of them while they are fewer),
+    against WHOLE_COST x its weights; per non-zero, as a feature's weights
+    spread evenly."""
+    cdef int64_t i
+    cdef double grouped = 0, whole = 0
+    if tv.n_cls == 0 or whole_layout == 0:
+        return False
+    if whole_layout == 1:
+        return True
+    for i in range(tv.n_nodes):
+        grouped += min(1.0, beam / <double> tv.level_n[i]) * tv.load[i]
+        whole += tv.load[i] - LOOKUP_COST
+    return grouped >= WHOLE_COST * whole
 
 
 cdef inline double _loglik(double z, int loss) noexcept nogil:
@@ -425,6 +471,114 @@ cdef int _search(const ParabelTree* tv, int beam, int loss, int64_t d, double bi
     return 0
 
 
+cdef int _search_whole(const ParabelTree* tv, int beam, int loss, int64_t d, double bias,
+                       int64_t nr, const int64_t* rp, const int32_t* xi, const float* sv,
+                       vector[pair[double, int32_t]]& cur, vector[pair[double, int32_t]]& nxt,
+                       double* m, vector[vector[pair[int32_t, float]]]& items) except -1 nogil:
+    """_search through the tree's whole feature-major layout: per row, its
+    margins at every classifier in one pass over its non-zeros (each the sum
+    over the row's entries in order, then the bias: the bits of _score_groups'
+    margins), then the beam over them, as _search runs it. Reads only the
+    kernel's own arrays (no index is out of range: checked when built)."""
+    cdef const int64_t* cp = tv.own_c_ptr
+    cdef const int64_t* lp = tv.own_l_ptr
+    cdef const int64_t* c0 = tv.cls0
+    cdef const int64_t* fp = tv.f_ptr
+    cdef const uint16_t* fc = tv.f_cls
+    cdef const float* fv = tv.f_val
+    cdef int64_t r, q, e, k, f, n
+    cdef int32_t node
+    cdef size_t a, at
+    cdef pair[int32_t, float]* out
+    cdef const int32_t* li
+    cdef const double* mk
+    cdef float x
+    cdef double s
+    cdef bint inner
+    for r in range(nr):
+        for k in range(tv.n_cls):
+            m[k] = 0
+        for q in range(rp[r], rp[r + 1]):
+            if q + PREFETCH_AHEAD < rp[r + 1]:      # (a run's start: far in memory)
+                e = fp[xi[q + PREFETCH_AHEAD]]
+                XK_PREFETCH(fc + e)
+                XK_PREFETCH(fv + e)
+            f, x = xi[q], sv[q]
+            for e in range(fp[f], fp[f + 1]):
+                m[fc[e]] += fv[e] * x
+        for e in range(fp[d - 1], fp[d]):
+            m[fc[e]] = m[fc[e]] + fv[e] * bias
+        cur.clear()
+        cur.push_back(pair[double, int32_t](0.0, 0))
+        while True:
+            nxt.clear()
+            inner = False
+            for a in range(cur.size()):
+                node, s = cur[a].second, cur[a].first
+                if cp[node] == cp[node + 1]:
+                    nxt.push_back(cur[a])
+                    continue
+                inner = True
+                for k in range(cp[node + 1] - cp[node]):
+                    nxt.push_back(pair[double, int32_t](s - _loglik(m[c0[node] + k], loss),
+                                                        <int32_t> (cp[node] + k)))
+            if not inner:
+                break
+            if nxt.size() > <size_t> beam:
+                nth_element(nxt.begin(), nxt.begin() + beam - 1, nxt.end())
+                nxt.resize(beam)
+            cur.swap(nxt)
+        for a in range(cur.size()):
+            node, s = cur[a].second, cur[a].first
+            n, at = lp[node + 1] - lp[node], items[r].size()
+            items[r].resize(at + n)
+            out = items[r].data() + at
+            li = tv.own_l_idx + lp[node]
+            mk = m + c0[node]
+            for k in range(n):
+                out[k].first = li[k]
+                out[k].second = <float> exp(-s + _loglik(mk[k], loss))
+    return 0
+
+
+cdef int _whole_layout(int64_t n, const int64_t* cp, const int64_t* lp, const int64_t* gp,
+                       const int32_t* ef, const void* ec, int col_bytes, const float* ev,
+                       int64_t n_e, int64_t d, int64_t* cls0, int64_t* f_ptr, int64_t* at,
+                       uint16_t* f_cls, float* f_val) noexcept nogil:
+    """A tree of n nodes (links cp, lp checked, the kernel's copies) laid out
+    whole, feature-major (see ParabelTree): cls0, f_ptr (d + 1 zeros in),
+    f_cls, f_val; at: d entries of room. -1 at an index or value out of
+    range (its groups may be a mapped file, changed after they were
+    checked), else 0."""
+    cdef int64_t i, e, f, k, col, width
+    cdef float v
+    cls0[0] = 0
+    for i in range(n):
+        width = cp[i + 1] - cp[i] if cp[i + 1] > cp[i] else lp[i + 1] - lp[i]
+        cls0[i + 1] = cls0[i] + width
+        if gp[i] < 0 or gp[i] > gp[i + 1] or gp[i + 1] > n_e:
+            return -1
+        for e in range(gp[i], gp[i + 1]):
+            f = ef[e]
+            if f < 0 or f >= d:
+                return -1
+            f_ptr[f + 1] += 1
+    for f in range(d):
+        at[f] = f_ptr[f]
+        f_ptr[f + 1] += f_ptr[f]
+    for i in range(n):
+        for e in range(gp[i], gp[i + 1]):
+            f, col, v = ef[e], _col(ec, col_bytes, e), ev[e]
+            if f < 0 or f >= d or col < 0 or col >= cls0[i + 1] - cls0[i] or \
+                    at[f] >= f_ptr[f + 1] or v != v or v - v != 0:
+                return -1
+            k = at[f]
+            at[f] = k + 1
+            f_cls[k] = <uint16_t> (cls0[i] + col)
+            f_val[k] = v
+    return 0
+
+
 cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,
                    int64_t r0, int64_t r1, int topk, int beam, RowsOut& out) except * nogil:
     """ParabelKernel.predict_rows without the GIL: the rows' unit values,
@@ -442,7 +596,8 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
     cdef vector[PairSlot] pslot
     cdef uint16_t stamp = 0, pstamp = 0
     cdef vector[float] met_v
-    cdef vector[double] acc, margins
+    cdef vector[double] acc, margins, whole_m
+    cdef vector[pair[double, int32_t]] whole_cur, whole_nxt
     cdef vector[int32_t] touched
     cdef vector[unsigned char] seen
     cdef vector[vector[pair[double, int32_t]]] cur, nxt
@@ -476,6 +631,12 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
         for q in range(rp[r], rp[r + 1]):
             sv[q] = <float> (xv[base + q] / norm)
     for t in range(n_trees):
+        if _whole_pays(&f.trees[t], beam):
+            if whole_m.size() == 0:
+                whole_m.resize(f.whole_cls)
+            _search_whole(&f.trees[t], beam, f.loss, d, f.bias, nr, rp.data(), xi + base,
+                          sv.data(), whole_cur, whole_nxt, whole_m.data(), items)
+            continue
         _search(&f.trees[t], beam, f.loss, d, f.bias, nr, rp.data(), xi + base, sv.data(),
                 cur, nxt, visits, items, slot, &stamp, pslot, &pstamp, margins, met.data(),
                 met_v.data(), &bad)
@@ -758,9 +919,13 @@ cdef class ParabelKernel:
             v.e_col, v.col_bytes = cnp.PyArray_DATA(ec), ec.dtype.itemsize
             v.n_e, v.n_l = tree["e_val"].shape[0], len(tree["l_idx"])
             v.n_labels = n_labels
+            self._lay_out_whole(v, tree, d)
             self.trees.push_back(v)
             self.widest = max(self.widest, int(np.max(np.diff(cp))), int(np.max(np.diff(lp))))
         self.col_room = 0
+        self.whole_cls = 0
+        for t in range(self.trees.size()):
+            self.whole_cls = max(self.whole_cls, self.trees[t].n_cls)
         for t in range(self.trees.size()):
             self.trees[t].widest = self.widest
             if self.trees[t].col_bytes < 4:
@@ -769,6 +934,50 @@ cdef class ParabelKernel:
         self.bias = bias
         self.n_labels = n_labels
         self.loss = loss
+
+    cdef _lay_out_whole(self, ParabelTree& v, tree, int64_t d):
+        """Tree v laid out whole (see ParabelTree) when it is small enough,
+        from copies of its links; else v.n_cls 0. ValueError when its arrays
+        changed after they were checked."""
+        cdef const int64_t[::1] cp = np.array(tree["c_ptr"], dtype=np.int64)
+        cdef const int64_t[::1] lp = np.array(tree["l_ptr"], dtype=np.int64)
+        cdef const int32_t[::1] li = padded(np.array(tree["l_idx"], dtype=np.int32), np.int32)
+        cdef int64_t n = v.n_nodes, n_cls = n - 1 + lp[n], rc, i
+        v.n_cls = 0
+        if np.count_nonzero(np.diff(cp) == 0) > WHOLE_LEAVES or n_cls > WHOLE_CLS \
+                or v.n_e > WHOLE_WEIGHTS:
+            return
+        _check_links(np.asarray(cp), np.asarray(lp), np.asarray(li)[:lp[n]], v.n_labels)
+        depth = np.zeros(n, np.int64)
+        for i in range(n):                  # (a node's children follow it: checked)
+            depth[cp[i]:cp[i + 1]] = depth[i] + 1
+        level_n_a = np.bincount(depth)[depth]
+        load_a = LOOKUP_COST + np.diff(np.asarray(tree["g_ptr"], dtype=np.float64)) / d
+        cls0_a = np.zeros(n + 1, np.int64)
+        f_ptr_a = np.zeros(d + 1, np.int64)
+        at_a = np.zeros(d, np.int64)
+        f_cls_a = np.zeros(max(v.n_e, 1), np.uint16)
+        f_val_a = np.zeros(max(v.n_e, 1), np.float32)
+        cdef int64_t[::1] cls0 = cls0_a, f_ptr = f_ptr_a, at = at_a
+        cdef uint16_t[::1] f_cls = f_cls_a
+        cdef float[::1] f_val = f_val_a
+        with nogil:
+            rc = _whole_layout(n, &cp[0], &lp[0], v.g_ptr, v.e_feat, v.e_col, v.col_bytes,
+                               v.e_val, v.n_e, d, &cls0[0], &f_ptr[0], &at[0], &f_cls[0],
+                               &f_val[0])
+        if rc < 0 or cls0[n] != n_cls:
+            raise ValueError("a tree's arrays changed after they were checked")
+        cdef const int64_t[::1] level_n = level_n_a
+        cdef const double[::1] load = load_a
+        self.refs.append((cp, lp, li, cls0, f_ptr, f_cls, f_val, level_n, load))
+        v.own_c_ptr, v.own_l_ptr, v.own_l_idx = &cp[0], &lp[0], &li[0]
+        v.level_n, v.load = &level_n[0], &load[0]
+        v.cls0, v.f_ptr, v.f_cls, v.f_val = &cls0[0], &f_ptr[0], &f_cls[0], &f_val[0]
+        v.n_cls = n_cls
+
+    def whole_trees(self):
+        """Whether each tree is laid out whole too (see ParabelTree)."""
+        return [self.trees[t].n_cls > 0 for t in range(self.trees.size())]
 
     def predict_rows(self, X, int64_t r0, int64_t r1, int k, int beam):
         """Scores of rows r0..r1-1 of X (CSR; the points without the bias) as
