@@ -11,7 +11,8 @@ import xmlkit
 from xmlkit.checks import DamagedModel
 from xmlkit.metrics import ranking_metrics
 from xmlkit.models.base import C_INT_MAX
-from xmlkit.models.parabel import check_tree, classifier_rows, grouped_tree, leaf_depth
+from xmlkit.models.parabel import (LOSSES, check_tree, classifier_rows, grouped_tree,
+                                   leaf_depth)
 
 from conftest import TEST, TRAIN, run_cli
 
@@ -475,6 +476,33 @@ def test_pieces_are_predicts_rows_in_order(bibtex, small_model, threads):
 
 
 @pytest.mark.slow
+def test_threads_take_the_largest_ready_node_of_the_next_trees(bibtex, monkeypatch):
+    """On 2 threads a free thread takes the ready node of most labels among
+    the next 3 trees: the third tree's root (every label) before any child
+    of the first two, which would otherwise leave it, a wide tree's largest
+    node, for last. The trees are the same bytes as on one thread."""
+    from xmlkit._ext.parabel_tree import ParabelNode
+    X, Y, _, _ = bibtex
+    params = {"n_trees": 3, "arity": 10, "balanced": False, "max_leaf": 20, "max_depth": 3}
+    sizes = []
+
+    class Logged(ParabelNode):
+        def node(self, data, labels, *rest):
+            sizes.append(len(labels))
+            return super().node(data, labels, *rest)
+    def builder(self, data):
+        p = self.params
+        return Logged(data, p.arity, p.balanced, p.cluster_eps, LOSSES.index(p.loss), p.C,
+                      p.max_iter, p.tol, p.weight_threshold)
+    monkeypatch.setattr(xmlkit.Parabel, "_builder", builder)
+    two = xmlkit.Parabel(threads=2, **params).fit(X, Y)
+    assert sizes[:3] == [Y.shape[1]] * 3 and Y.shape[1] not in sizes[3:]
+    one = xmlkit.Parabel(threads=1, **params).fit(X, Y)
+    for t in range(3):
+        for key in one.trees_[t]:
+            assert np.array_equal(one.trees_[t][key], two.trees_[t][key]), key
+
+
 def test_deterministic_at_any_thread_count_and_cli_equals_api(tmp_path, bibtex, small_model):
     X, Y, Xt, Yt = bibtex
     b = xmlkit.Parabel(n_trees=2, max_leaf=20, threads=2).fit(X, Y)

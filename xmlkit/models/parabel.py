@@ -212,9 +212,12 @@ class Parabel(TreeEnsemble):
     def _grow_trees(self, X, Y, todo, after=None):
         """Grow the trees `todo` on `threads` threads, yielding (t, tree) in
         the order of todo; after(t, tree) runs first. Every node is a task:
-        a free thread takes the ready node of the earliest tree (the nodes
-        of its upper levels first), so the trees end in order and no thread
-        waits while any node is ready."""
+        a free thread takes the ready node of most labels (the most work: a
+        wide tree's root is most of its tree's) among the next threads + 1
+        trees to end, else the earliest tree's. So a root is not left until
+        the trees before it are done, at most threads + 1 trees are held
+        half-grown, and no thread waits while any node is ready. A node's
+        result does not depend on when it is trained."""
         if not todo:
             return
         data = self._data(X, Y)
@@ -239,21 +242,33 @@ class Parabel(TreeEnsemble):
             finally:
                 builders.put(b)
         growing = [_Growth(self, t) for t in todo]
-        ready = []                      # (tree's place, depth, node, growth) by priority
-        for rank, g in enumerate(growing):
-            heapq.heappush(ready, (rank, 0, 0, g))
+        ready = {}                      # tree's place -> heap of (-labels, depth, node)
+
+        def push(rank, i):
+            g = growing[rank]
+            heapq.heappush(ready.setdefault(rank, []), (-len(g.labels[i]), g.depth[i], i))
+
+        def pop():
+            near = [r for r in range(done_upto, done_upto + threads + 1) if r in ready]
+            rank = min(near, key=lambda r: (ready[r][0], r)) if near else min(ready)
+            i = heapq.heappop(ready[rank])[2]
+            if not ready[rank]:
+                del ready[rank]
+            return rank, i
+        for rank in range(len(growing)):
+            push(rank, 0)
         pool = ThreadPoolExecutor(threads)
         running, done_upto = {}, 0
         try:
             while done_upto < len(growing):
                 while ready and len(running) < threads:
-                    rank, _, i, g = heapq.heappop(ready)
-                    running[pool.submit(train, g.task(i))] = (rank, i, g)
+                    rank, i = pop()
+                    running[pool.submit(train, growing[rank].task(i))] = (rank, i)
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in finished:
-                    rank, i, g = running.pop(future)
-                    for c in g.done(i, future.result()):
-                        heapq.heappush(ready, (rank, g.depth[c], c, g))
+                    rank, i = running.pop(future)
+                    for c in growing[rank].done(i, future.result()):
+                        push(rank, c)
                 while done_upto < len(growing) and growing[done_upto].finished():
                     g = growing[done_upto]
                     tree = g.tree()
