@@ -471,73 +471,119 @@ cdef int _search(const ParabelTree* tv, int beam, int loss, int64_t d, double bi
     return 0
 
 
-cdef int _search_whole(const ParabelTree* tv, int beam, int loss, int64_t d, double bias,
-                       int64_t nr, const int64_t* rp, const int32_t* xi, const float* sv,
-                       vector[pair[double, int32_t]]& cur, vector[pair[double, int32_t]]& nxt,
-                       double* m, vector[vector[pair[int32_t, float]]]& items) except -1 nogil:
-    """_search through the tree's whole feature-major layout: per row, its
-    margins at every classifier in one pass over its non-zeros (each the sum
-    over the row's entries in order, then the bias: the bits of _score_groups'
-    margins), then the beam over them, as _search runs it. Reads only the
-    kernel's own arrays (no index is out of range: checked when built)."""
+cdef int _row_whole(const ParabelTree* tv, int beam, int loss, int64_t d, double bias,
+                    int64_t q0, int64_t q1, const int32_t* xi, const float* sv,
+                    vector[pair[double, int32_t]]& cur, vector[pair[double, int32_t]]& nxt,
+                    double* m, vector[pair[int32_t, float]]* items, double* acc,
+                    unsigned char* seen, vector[int32_t]* touched) except -1 nogil:
+    """One row (entries q0..q1-1) through tree tv's whole feature-major
+    layout: its margins at every classifier in one pass over its non-zeros
+    (each the sum over the row's entries in order, then the bias: the bits of
+    _score_groups' margins), then the beam over them, as _search runs it. Its
+    final leaves' labels are appended to items (as _search's) or, items
+    NULL, added to acc (a label's first: seen set, onto touched). Reads only
+    the kernel's own arrays (no index is out of range: checked when built)."""
     cdef const int64_t* cp = tv.own_c_ptr
     cdef const int64_t* lp = tv.own_l_ptr
     cdef const int64_t* c0 = tv.cls0
     cdef const int64_t* fp = tv.f_ptr
     cdef const uint16_t* fc = tv.f_cls
     cdef const float* fv = tv.f_val
-    cdef int64_t r, q, e, k, f, n
-    cdef int32_t node
+    cdef int64_t q, e, k, f, n
+    cdef int32_t node, lab
     cdef size_t a, at
     cdef pair[int32_t, float]* out
     cdef const int32_t* li
     cdef const double* mk
-    cdef float x
+    cdef float x, p
     cdef double s
     cdef bint inner
-    for r in range(nr):
-        for k in range(tv.n_cls):
-            m[k] = 0
-        for q in range(rp[r], rp[r + 1]):
-            if q + PREFETCH_AHEAD < rp[r + 1]:      # (a run's start: far in memory)
-                e = fp[xi[q + PREFETCH_AHEAD]]
-                XK_PREFETCH(fc + e)
-                XK_PREFETCH(fv + e)
-            f, x = xi[q], sv[q]
-            for e in range(fp[f], fp[f + 1]):
-                m[fc[e]] += fv[e] * x
-        for e in range(fp[d - 1], fp[d]):
-            m[fc[e]] = m[fc[e]] + fv[e] * bias
-        cur.clear()
-        cur.push_back(pair[double, int32_t](0.0, 0))
-        while True:
-            nxt.clear()
-            inner = False
-            for a in range(cur.size()):
-                node, s = cur[a].second, cur[a].first
-                if cp[node] == cp[node + 1]:
-                    nxt.push_back(cur[a])
-                    continue
-                inner = True
-                for k in range(cp[node + 1] - cp[node]):
-                    nxt.push_back(pair[double, int32_t](s - _loglik(m[c0[node] + k], loss),
-                                                        <int32_t> (cp[node] + k)))
-            if not inner:
-                break
-            if nxt.size() > <size_t> beam:
-                nth_element(nxt.begin(), nxt.begin() + beam - 1, nxt.end())
-                nxt.resize(beam)
-            cur.swap(nxt)
+    for k in range(tv.n_cls):
+        m[k] = 0
+    for q in range(q0, q1):
+        if q + PREFETCH_AHEAD < q1:             # (a run's start: far in memory)
+            e = fp[xi[q + PREFETCH_AHEAD]]
+            XK_PREFETCH(fc + e)
+            XK_PREFETCH(fv + e)
+        f, x = xi[q], sv[q]
+        for e in range(fp[f], fp[f + 1]):
+            m[fc[e]] += fv[e] * x
+    for e in range(fp[d - 1], fp[d]):
+        m[fc[e]] = m[fc[e]] + fv[e] * bias
+    cur.clear()
+    cur.push_back(pair[double, int32_t](0.0, 0))
+    while True:
+        nxt.clear()
+        inner = False
         for a in range(cur.size()):
             node, s = cur[a].second, cur[a].first
-            n, at = lp[node + 1] - lp[node], items[r].size()
-            items[r].resize(at + n)
-            out = items[r].data() + at
-            li = tv.own_l_idx + lp[node]
-            mk = m + c0[node]
+            if cp[node] == cp[node + 1]:
+                nxt.push_back(cur[a])
+                continue
+            inner = True
+            for k in range(cp[node + 1] - cp[node]):
+                nxt.push_back(pair[double, int32_t](s - _loglik(m[c0[node] + k], loss),
+                                                    <int32_t> (cp[node] + k)))
+        if not inner:
+            break
+        if nxt.size() > <size_t> beam:
+            nth_element(nxt.begin(), nxt.begin() + beam - 1, nxt.end())
+            nxt.resize(beam)
+        cur.swap(nxt)
+    for a in range(cur.size()):
+        node, s = cur[a].second, cur[a].first
+        n = lp[node + 1] - lp[node]
+        li = tv.own_l_idx + lp[node]
+        mk = m + c0[node]
+        if items != NULL:
+            at = items.size()
+            items.resize(at + n)
+            out = items.data() + at
             for k in range(n):
                 out[k].first = li[k]
                 out[k].second = <float> exp(-s + _loglik(mk[k], loss))
+            continue
+        for k in range(n):
+            p = <float> exp(-s + _loglik(mk[k], loss))
+            lab = li[k]
+            if not seen[lab]:
+                seen[lab] = 1
+                touched.push_back(lab)
+            acc[lab] += p
+    return 0
+
+
+cdef int _write_row(double* acc, unsigned char* seen, vector[int32_t]& touched, int n_trees,
+                    int topk, int64_t n_labels, vector[pair[double, int32_t]]& ranked,
+                    vector[pair[int32_t, float]]& sel, RowsOut& out) except -1 nogil:
+    """Write a row whose labels (touched; seen set) sum their scores over
+    the trees in acc: their means, the topk best (every one, ascending, when
+    topk <= 0); acc and seen cleared."""
+    cdef size_t a
+    cdef int32_t lab
+    if topk <= 0:                     # every label, ascending: as emit_top would write them
+        if 4 * touched.size() * log2(touched.size() + 1.0) > n_labels:
+            touched.clear()           # (a sort costs more than reading every flag)
+            for lab in range(n_labels):
+                if seen[lab]:
+                    touched.push_back(lab)
+        else:
+            sort(touched.begin(), touched.end())
+        for a in range(touched.size()):
+            lab = touched[a]
+            out.idx.push_back(lab)
+            out.val.push_back(<float> (acc[lab] / n_trees))
+            acc[lab] = 0
+            seen[lab] = 0
+        out.ptr.push_back(out.idx.size())
+        return 0
+    ranked.clear()
+    for a in range(touched.size()):
+        lab = touched[a]
+        ranked.push_back(pair[double, int32_t](-<double> (<float> (acc[lab] / n_trees)), lab))
+        acc[lab] = 0
+        seen[lab] = 0
+    emit_top(ranked, topk, sel, out)
     return 0
 
 
@@ -583,8 +629,10 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
                    int64_t r0, int64_t r1, int topk, int beam, RowsOut& out) except * nogil:
     """ParabelKernel.predict_rows without the GIL: the rows' unit values,
     each tree's search over the chunk, then each row's labels summed over
-    the trees (in tree order) and written. False when a tree's index was out
-    of range (see _score_groups): the rows' scores are not to be used."""
+    the trees (in tree order) and written; when every tree is scored whole,
+    row by row, each through the trees in order, its labels summed as they
+    come (the same sums). False when a tree's index was out of range (see
+    _score_groups): the rows' scores are not to be used."""
     cdef int64_t d = f.d, nr = r1 - r0, r, q, base = xp[r0]
     cdef bint bad = False
     cdef int n_trees = <int> f.trees.size()
@@ -608,6 +656,7 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
     cdef size_t a
     cdef int32_t lab
     cdef double norm
+    cdef bint whole
     acc.resize(f.n_labels, 0.0)
     margins.resize(max(f.widest, f.col_room), 0.0)   # (see _add_span)
     cur.resize(nr)
@@ -621,7 +670,10 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
             met.resize(rp[r + 1] - rp[r])
     met.resize(met.size() + 1)
     met_v.resize(met.size())
-    for r in range(nr):         # (room for every label the trees' final beams can reach)
+    whole = True
+    for t in range(n_trees):
+        whole = whole and _whole_pays(&f.trees[t], beam)
+    for r in range(0 if whole else nr):   # (room for every label the final beams reach)
         items[r].reserve(n_trees * min(<int64_t> beam * f.widest, f.n_labels))
     for r in range(nr):
         norm = 0
@@ -630,19 +682,31 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
         norm = sqrt(norm) if norm > 0 else 1.0
         for q in range(rp[r], rp[r + 1]):
             sv[q] = <float> (xv[base + q] / norm)
+    seen.resize(f.n_labels, 0)
+    if whole:                         # (row by row: each row's labels summed as scored)
+        whole_m.resize(f.whole_cls)
+        for r in range(nr):
+            touched.clear()
+            for t in range(n_trees):
+                _row_whole(&f.trees[t], beam, f.loss, d, f.bias, rp[r], rp[r + 1], xi + base,
+                           sv.data(), whole_cur, whole_nxt, whole_m.data(), NULL, acc.data(),
+                           seen.data(), &touched)
+            _write_row(acc.data(), seen.data(), touched, n_trees, topk, f.n_labels, ranked,
+                       sel, out)
+        return True
     for t in range(n_trees):
         if _whole_pays(&f.trees[t], beam):
-            if whole_m.size() == 0:
-                whole_m.resize(f.whole_cls)
-            _search_whole(&f.trees[t], beam, f.loss, d, f.bias, nr, rp.data(), xi + base,
-                          sv.data(), whole_cur, whole_nxt, whole_m.data(), items)
+            whole_m.resize(f.whole_cls)
+            for r in range(nr):
+                _row_whole(&f.trees[t], beam, f.loss, d, f.bias, rp[r], rp[r + 1], xi + base,
+                           sv.data(), whole_cur, whole_nxt, whole_m.data(), &items[r], NULL,
+                           NULL, NULL)
             continue
         _search(&f.trees[t], beam, f.loss, d, f.bias, nr, rp.data(), xi + base, sv.data(),
                 cur, nxt, visits, items, slot, &stamp, pslot, &pstamp, margins, met.data(),
                 met_v.data(), &bad)
     if bad:
         return False
-    seen.resize(f.n_labels, 0)
     for r in range(nr):
         touched.clear()
         for a in range(items[r].size()):
@@ -655,29 +719,8 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
         items[r].shrink_to_fit()    # a chunk's scores are not held twice)
         if r % TRIM_ROWS == TRIM_ROWS - 1:
             xk_heap_trim()
-        if topk <= 0:                 # every label, ascending: as emit_top would write them
-            if 4 * touched.size() * log2(touched.size() + 1.0) > f.n_labels:
-                touched.clear()       # (a sort costs more than reading every flag)
-                for lab in range(f.n_labels):
-                    if seen[lab]:
-                        touched.push_back(lab)
-            else:
-                sort(touched.begin(), touched.end())
-            for a in range(touched.size()):
-                lab = touched[a]
-                out.idx.push_back(lab)
-                out.val.push_back(<float> (acc[lab] / n_trees))
-                acc[lab] = 0
-                seen[lab] = 0
-            out.ptr.push_back(out.idx.size())
-            continue
-        ranked.clear()
-        for a in range(touched.size()):
-            lab = touched[a]
-            ranked.push_back(pair[double, int32_t](-<double> (<float> (acc[lab] / n_trees)), lab))
-            acc[lab] = 0
-            seen[lab] = 0
-        emit_top(ranked, topk, sel, out)
+        _write_row(acc.data(), seen.data(), touched, n_trees, topk, f.n_labels, ranked, sel,
+                   out)
     return True
 
 
