@@ -15,11 +15,14 @@
  * xk_shrink_row w[k] = sign(w[k]) max(0, |w[k]| - sub) scale (the elastic
  *               net's catch-up), then acc[k] += x * w[k], k < K, in doubles;
  *               returns how many w[k] are not 0
+ * xk_hinge_probs p[k] = e^(-s - max(0, 1 - z[k])^2) as floats, k < n: a
+ *               Parabel leaf's label probabilities (squared hinge)
  */
 #ifndef XK_WIDE_H
 #define XK_WIDE_H
 
 #include <stdint.h>
+#include <string.h>
 #include <math.h>
 
 /* (unused: each kernel includes the whole header and uses a few) */
@@ -76,6 +79,37 @@ XK_WIDE static int64_t xk_shrink_row(double* w, double* acc, int64_t K, double s
         kept += u != 0.0;
     }
     return kept;
+}
+
+/* e^t for a leaf's label (t = -s - max(0, 1 - z)^2 <= 0, s the leaf's
+ * -log-score): 2^j e^r with j = t / ln 2 rounded (by adding and taking
+ * away 1.5 x 2^52) and r = t - j ln 2 (ln 2 in two parts: j ln2_hi is
+ * exact) within ln 2 / 2 of 0; e^r by its Taylor polynomial of degree 7
+ * (relative error below 1e-8, far under the float written: the float is
+ * libm's or one unit apart); 2^j put in the exponent bits (j read from the
+ * bits of the sum that rounded it). t below -110
+ * (e^t under the least float) counts as -110: 0 is written. Written for the
+ * compiler to vectorise: no call, no branch (max(a, 0) as (a + |a|) / 2),
+ * integers only in 64-bit lanes. */
+XK_WIDE static void xk_hinge_probs(const double* z, int64_t n, double s, float* p) {
+    const double shift = 6755399441055744.0;          /* 1.5 x 2^52 */
+    for (int64_t k = 0; k < n; k++) {
+        double u = 1.0 - z[k];
+        u = 0.5 * (u + fabs(u));                        /* max(u, 0), exactly */
+        double c = -s - u * u + 110.0;
+        const double t = 0.5 * (c + fabs(c)) - 110.0;   /* max(t, -110) */
+        const double y = t * 1.4426950408889634 + shift;
+        const double jf = y - shift;
+        const double r = (t - jf * 6.93147180369123816490e-01) - jf * 1.90821492927058770002e-10;
+        const double e = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (
+            1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040)))))));
+        int64_t yb;                 /* y's bits: shift's plus j (j: -160 .. 0) */
+        memcpy(&yb, &y, sizeof yb);
+        const int64_t bits = (yb - 0x4338000000000000LL + 1023) * ((int64_t) 1 << 52);
+        double scale;
+        memcpy(&scale, &bits, sizeof scale);
+        p[k] = (float) (e * scale);
+    }
 }
 
 #endif

@@ -25,6 +25,10 @@ cdef extern from "xk_portable.h":
     void xk_heap_trim() noexcept nogil
 
 
+cdef extern from "xk_wide.h":
+    void xk_hinge_probs(const double* z, int64_t n, double s, float* p) noexcept nogil
+
+
 ctypedef pair[pair[int32_t, int32_t], double] Visit     # ((node, row), -log-score)
 ctypedef pair[int64_t, int64_t] Span                    # a range of weights
 cdef struct Slot:
@@ -240,23 +244,38 @@ cdef inline void _pair_margins(const PairSlot* slot, uint16_t stamp, const int32
     acc[0], acc[1] = a0, a1
 
 
+cdef inline void _leaf_probs(const double* z, int64_t n, double s, int loss,
+                             float* p) noexcept nogil:
+    """p[k] = exp(-s + log-likelihood of margin z[k]) as a float, k < n: a
+    leaf's label probabilities (s: the leaf's -log-score); the squared
+    hinge's vectorised (xk_hinge_probs: libm's float or one unit apart)."""
+    cdef int64_t k
+    if loss == 0:
+        xk_hinge_probs(z, n, s, p)
+        return
+    for k in range(n):
+        p[k] = <float> exp(-s + _loglik(z[k], loss))
+
+
 cdef inline bint _emit_labels(const ParabelTree* tv, int64_t first, int64_t width,
-                              double s, int loss, double* acc,
+                              double s, int loss, double* acc, float* probs,
                               vector[pair[int32_t, float]]& out) except -1 nogil:
     """A leaf's labels l_idx[first .. first + width - 1] onto `out` as
-    (label, exp(-s + log-likelihood of its margin acc[k])), acc reset; False
-    at a label outside the model's (then written as 0)."""
+    (label, its probability by _leaf_probs from its margin acc[k]), acc
+    reset; probs: room for width floats. False at a label outside the
+    model's (then written as 0)."""
     cdef size_t n0 = out.size()
     cdef int64_t k
     cdef int32_t lab
     cdef bint ok = True
     out.resize(n0 + width)
+    _leaf_probs(acc, width, s, loss, probs)
     for k in range(width):
         lab = tv.l_idx[first + k]
         if lab < 0 or lab >= tv.n_labels:
             ok, lab = False, 0
         out[n0 + k].first = lab
-        out[n0 + k].second = <float> exp(-s + _loglik(acc[k], loss))
+        out[n0 + k].second = probs[k]
         acc[k] = 0
     return ok
 
@@ -339,7 +358,7 @@ cdef int _lay_out_group(const ParabelTree* tv, int64_t g0, int64_t g1, int64_t d
 cdef int _score_groups(const ParabelTree* tv, int loss, double bias, const int64_t* rp,
                        const int32_t* xi, const float* sv, vector[Visit]& visits,
                        vector[Slot]& slot, uint16_t* stamp, vector[PairSlot]& pslot,
-                       uint16_t* pstamp, vector[double]& acc,
+                       uint16_t* pstamp, vector[double]& acc, float* probs,
                        vector[vector[pair[double, int32_t]]]& nxt,
                        vector[vector[pair[int32_t, float]]]& items, int64_t d,
                        Span* met, float* met_v, bint* bad) except -1 nogil:
@@ -417,7 +436,7 @@ cdef int _score_groups(const ParabelTree* tv, int loss, double bias, const int64
                 acc[k] = acc[k] + tv.e_val[e] * bias
             if leaf:
                 if not _emit_labels(tv, first, width, visits[c].second, loss, acc.data(),
-                                    items[row]):
+                                    probs, items[row]):
                     bad[0] = True
             else:
                 _emit_children(first, width, visits[c].second, loss, acc.data(), nxt[row])
@@ -431,7 +450,8 @@ cdef int _search(const ParabelTree* tv, int beam, int loss, int64_t d, double bi
                  vector[vector[pair[double, int32_t]]]& nxt, vector[Visit]& visits,
                  vector[vector[pair[int32_t, float]]]& items, vector[Slot]& slot,
                  uint16_t* stamp, vector[PairSlot]& pslot, uint16_t* pstamp,
-                 vector[double]& acc, Span* met, float* met_v, bint* bad) except -1 nogil:
+                 vector[double]& acc, float* probs, Span* met, float* met_v,
+                 bint* bad) except -1 nogil:
     """Tree tv's beam search for the nr rows of a chunk, level by level (a
     leaf in the beam stays in it); the labels of each row's final leaves
     appended to items[row]."""
@@ -454,8 +474,8 @@ cdef int _search(const ParabelTree* tv, int beam, int loss, int64_t d, double bi
                                            cur[r][a].first))
         if visits.size() == 0:
             break
-        _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, stamp, pslot, pstamp, acc, nxt,
-                      items, d, met, met_v, bad)
+        _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, stamp, pslot, pstamp, acc,
+                      probs, nxt, items, d, met, met_v, bad)
         for r in range(nr):
             if nxt[r].size() > <size_t> beam:     # (the beam is a set: its order is not used)
                 nth_element(nxt[r].begin(), nxt[r].begin() + beam - 1, nxt[r].end())
@@ -466,15 +486,15 @@ cdef int _search(const ParabelTree* tv, int beam, int loss, int64_t d, double bi
         for a in range(cur[r].size()):
             visits.push_back(Visit(pair[int32_t, int32_t](cur[r][a].second, <int32_t> r),
                                    cur[r][a].first))
-    _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, stamp, pslot, pstamp, acc, nxt,
-                  items, d, met, met_v, bad)
+    _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, stamp, pslot, pstamp, acc, probs,
+                  nxt, items, d, met, met_v, bad)
     return 0
 
 
 cdef int _row_whole(const ParabelTree* tv, int beam, int loss, int64_t d, double bias,
                     int64_t q0, int64_t q1, const int32_t* xi, const float* sv,
                     vector[pair[double, int32_t]]& cur, vector[pair[double, int32_t]]& nxt,
-                    double* m, vector[pair[int32_t, float]]* items, double* acc,
+                    double* m, float* probs, vector[pair[int32_t, float]]* items, double* acc,
                     unsigned char* seen, vector[int32_t]* touched) except -1 nogil:
     """One row (entries q0..q1-1) through tree tv's whole feature-major
     layout: its margins at every classifier in one pass over its non-zeros
@@ -494,8 +514,7 @@ cdef int _row_whole(const ParabelTree* tv, int beam, int loss, int64_t d, double
     cdef size_t a, at
     cdef pair[int32_t, float]* out
     cdef const int32_t* li
-    cdef const double* mk
-    cdef float x, p
+    cdef float x
     cdef double s
     cdef bint inner
     for k in range(tv.n_cls):
@@ -534,22 +553,21 @@ cdef int _row_whole(const ParabelTree* tv, int beam, int loss, int64_t d, double
         node, s = cur[a].second, cur[a].first
         n = lp[node + 1] - lp[node]
         li = tv.own_l_idx + lp[node]
-        mk = m + c0[node]
+        _leaf_probs(m + c0[node], n, s, loss, probs)
         if items != NULL:
             at = items.size()
             items.resize(at + n)
             out = items.data() + at
             for k in range(n):
                 out[k].first = li[k]
-                out[k].second = <float> exp(-s + _loglik(mk[k], loss))
+                out[k].second = probs[k]
             continue
         for k in range(n):
-            p = <float> exp(-s + _loglik(mk[k], loss))
             lab = li[k]
             if not seen[lab]:
                 seen[lab] = 1
                 touched.push_back(lab)
-            acc[lab] += p
+            acc[lab] += probs[k]
     return 0
 
 
@@ -645,6 +663,7 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
     cdef uint16_t stamp = 0, pstamp = 0
     cdef vector[float] met_v
     cdef vector[double] acc, margins, whole_m
+    cdef vector[float] probs
     cdef vector[pair[double, int32_t]] whole_cur, whole_nxt
     cdef vector[int32_t] touched
     cdef vector[unsigned char] seen
@@ -659,6 +678,7 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
     cdef bint whole
     acc.resize(f.n_labels, 0.0)
     margins.resize(max(f.widest, f.col_room), 0.0)   # (see _add_span)
+    probs.resize(f.widest)
     cur.resize(nr)
     nxt.resize(nr)
     items.resize(nr)
@@ -689,7 +709,8 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
             touched.clear()
             for t in range(n_trees):
                 _row_whole(&f.trees[t], beam, f.loss, d, f.bias, rp[r], rp[r + 1], xi + base,
-                           sv.data(), whole_cur, whole_nxt, whole_m.data(), NULL, acc.data(),
+                           sv.data(), whole_cur, whole_nxt, whole_m.data(), probs.data(), NULL,
+                           acc.data(),
                            seen.data(), &touched)
             _write_row(acc.data(), seen.data(), touched, n_trees, topk, f.n_labels, ranked,
                        sel, out)
@@ -699,12 +720,12 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
             whole_m.resize(f.whole_cls)
             for r in range(nr):
                 _row_whole(&f.trees[t], beam, f.loss, d, f.bias, rp[r], rp[r + 1], xi + base,
-                           sv.data(), whole_cur, whole_nxt, whole_m.data(), &items[r], NULL,
-                           NULL, NULL)
+                           sv.data(), whole_cur, whole_nxt, whole_m.data(), probs.data(),
+                           &items[r], NULL, NULL, NULL)
             continue
         _search(&f.trees[t], beam, f.loss, d, f.bias, nr, rp.data(), xi + base, sv.data(),
-                cur, nxt, visits, items, slot, &stamp, pslot, &pstamp, margins, met.data(),
-                met_v.data(), &bad)
+                cur, nxt, visits, items, slot, &stamp, pslot, &pstamp, margins, probs.data(),
+                met.data(), met_v.data(), &bad)
     if bad:
         return False
     for r in range(nr):
