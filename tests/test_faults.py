@@ -387,6 +387,22 @@ def test_memory_refused_in_a_kernel_is_a_memory_error(family, what, params, tiny
     assert outcomes[OOM_ALLOWANCES[0]] == "MemoryError" or what != "fit", outcomes
 
 
+def test_memory_refused_is_said_in_units_that_show_the_sizes(monkeypatch):
+    """The out-of-memory message gives what the work needs and what the
+    process can still get, each in GiB, or in MiB below 1 GiB (never
+    "0.0 GiB")."""
+    from xmlkit import _memory
+    from xmlkit.errors import XmlkitError
+    monkeypatch.setattr(_memory, "available_bytes", lambda: 96 << 20)
+    with pytest.raises(XmlkitError, match=r"^out of memory: the work needs about 3\.5 GiB, "
+                                          r"more than the 96 MiB this process can still get; "
+                                          r"less fits$"):
+        _memory.require_memory(7 << 29, "the work", "; less fits")
+    monkeypatch.setattr(_memory, "available_bytes", lambda: 5 << 30)
+    with pytest.raises(XmlkitError, match=r"about 6\.0 GiB, more than the 5\.0 GiB"):
+        _memory.require_memory(6 << 30, "the work")
+
+
 # ---------------------------------------------------------------- 4, 7: killed runs
 
 def _children(pid):

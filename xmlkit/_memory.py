@@ -107,9 +107,13 @@ def require_memory(nbytes, what, hint=""):
     have = available_bytes()
     if have is not None and nbytes > have:
         from xmlkit.errors import XmlkitError
-        raise XmlkitError(f"out of memory: {what} needs about {nbytes / 2**30:.1f} GiB, more "
-                          f"than the "
-                          f"{have / 2**30:.1f} GiB this machine has available{hint}")
+        raise XmlkitError(f"out of memory: {what} needs about {_size(nbytes)}, more than the "
+                          f"{_size(have)} this process can still get{hint}")
+
+
+def _size(nbytes):
+    """nbytes in GiB to one decimal, or in MiB below 1 GiB (not "0.0 GiB")."""
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f} MiB"
 
 
 #: what a BLAS library takes when it starts, per thread and one more (scipy
