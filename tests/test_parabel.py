@@ -92,7 +92,7 @@ def test_weights_grouped_by_node_by_hand():
     ascending, one byte per classifier index (no group wider than 256);
     classifier_rows gives the rows back; a pointer or index out of range is
     refused."""
-    from xmlkit._ext.parabel_predict import group_weights
+    from xmlkit._ext.parabel_groups import group_weights
     t = _hand_tree()
     # root: children 1 (w: f0 = 1) and 2 (f1 = 1, bias f2 = 0.5); leaf 1: label entry
     # 0 (f2 = 2); leaf 2: label entry 1 (f0 = -1)

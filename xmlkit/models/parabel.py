@@ -360,7 +360,7 @@ class Parabel(TreeEnsemble):
     def _scorer(self, X, k, threads, beam_width, decision, threshold):
         """(rows, run(r0, r1) -> CSR pieces of their scores, threads, chunk
         rows) for predict and predict_pieces."""
-        from xmlkit._ext.parabel_predict import ChangedInUse
+        from xmlkit._ext.parabel_groups import ChangedInUse
         used = self._predict_params(beam_width=beam_width, decision=decision,
                                     threshold=threshold)
         R = model_rows(X, self.n_features_in_)
@@ -544,7 +544,7 @@ def grouped_tree(tree, n_features, name):
     feature and its classifier within the group (e_col: one byte when no
     group is wider than 256; the kernel's group_weights). DamagedModel when
     the rows disagree with the tree."""
-    from xmlkit._ext.parabel_predict import group_weights
+    from xmlkit._ext.parabel_groups import group_weights
     a = [np.ascontiguousarray(tree[k], dtype=t).reshape(-1) for k, t in (
         ("c_ptr", np.int64), ("l_ptr", np.int64), ("w_ptr", np.int64), ("w_idx", np.int32),
         ("w_val", np.float32))]
@@ -583,7 +583,7 @@ def check_tree(tree, n_features, n_labels, name):
     parent's, labels only at leaves, every group whole (the kernel's
     check_groups: pointers and features in range and ascending, each weight
     within its group's classifiers, finite values). Returns the tree."""
-    from xmlkit._ext.parabel_predict import check_groups
+    from xmlkit._ext.parabel_groups import check_groups
     checks.need(tree, TREE_KEYS, name)
     cp = checks.ints(tree["c_ptr"], name, "c_ptr").astype(np.int64)
     if cp.ndim != 1 or len(cp) < 2:

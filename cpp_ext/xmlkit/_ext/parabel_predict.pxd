@@ -28,14 +28,13 @@ cdef struct ParabelTree:
     int64_t n_labels                     # label columns (a leaf label is below it)
     int64_t widest                       # children or leaf labels of a node at most
     # the whole tree feature-major (built when the tree is small: see
-    # ParabelKernel; n_cls 0 when it is not): a point's margins at every
-    # classifier of the tree in one pass over its non-zeros, for a beam that
-    # reaches (nearly) every node. Its own copies of the links, so that
-    # nothing of it is read from a mapped file
+    # parabel_groups.lay_out_whole; n_cls 0 when it is not): a point's
+    # margins at every classifier of the tree in one pass over its non-zeros,
+    # for a beam that reaches most nodes. Its own copies of the links, so
+    # that nothing of it is read from a mapped file
     int64_t n_cls                        # classifiers: node i's are cls0[i] .. cls0[i + 1] - 1
     const int64_t* level_n               # nodes at node i's depth
-    const double* load                   # a non-zero's cost at node i by its group, in weights
-                                         # summed: LOOKUP_COST + its weights / d
+    const double* load                   # node i's weights / d: those a non-zero meets there
     const int64_t* cls0                  # (n_nodes + 1 entries)
     const int64_t* f_ptr                 # weights of feature f: f_ptr[f] .. f_ptr[f + 1] - 1
     const uint16_t* f_cls                # classifier of each, ascending within a feature

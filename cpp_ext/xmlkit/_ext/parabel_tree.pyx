@@ -30,7 +30,7 @@ cdef extern from "xk_wide.h":
 
 
 import numpy as np
-from xmlkit._ext.parabel_predict import col_type
+from xmlkit._ext.parabel_groups import col_type
 from xmlkit._ext.parabel_cluster cimport LabelKmeans, rand_below
 from sparse_rows cimport add_label_rows, csr_pieces, fill_vector, mt19937, padded, sort, tree_seed
 
