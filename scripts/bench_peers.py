@@ -196,7 +196,7 @@ def run_in_venv(step):
         r = run_rss([python, Path(__file__).resolve().with_name("peer_worker.py"), k["model"],
                      tmp, k["threads"]])
         top = np.load(tmp / "top.npy")
-    record = json.loads(r["stdout"].strip().splitlines()[-1])
+    record = worker_record(r)
     S = top5_matrix([[l for l in row if l >= 0] for row in top.tolist()], Yt.shape)
     metrics = ranking_metrics(Yt, S, (1, 3, 5))
     return {**record, "process_rss": r["rss_mb"], **{m: 100 * v for m, v in metrics.items()}}
@@ -211,8 +211,13 @@ def run(step):
         return {"skipped": f"{need} is not installed (pip install .[bench])"}
     r = run_rss([sys.executable, Path(__file__).resolve(), "--worker", k["model"], k["set"],
                  k["threads"]])
-    record = r["stdout"].strip().splitlines()[-1]   # a library may print to stdout too
-    return {**json.loads(record), "process_rss": r["rss_mb"], "version": version(need)}
+    return {**worker_record(r), "process_rss": r["rss_mb"], "version": version(need)}
+
+
+def worker_record(r):
+    """A worker's record: the last line of its output (run_rss's result), as
+    JSON (a library may print to stdout too, before it)."""
+    return json.loads(r["stdout"].strip().splitlines()[-1])
 
 
 def run_repeated(step):
@@ -227,7 +232,7 @@ def run_repeated(step):
         for model in runs:
             r = run_rss([sys.executable, Path(__file__).resolve(), "--worker", model, k["set"],
                          k["threads"], i])
-            rec = json.loads(r["stdout"].strip().splitlines()[-1])
+            rec = worker_record(r)
             runs[model].append({m: rec[m] for m in ("P@1", "P@3", "P@5", "train_s")})
     return {"runs": runs, "version": version("omikuji")}
 
