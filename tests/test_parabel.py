@@ -476,11 +476,12 @@ def test_pieces_are_predicts_rows_in_order(bibtex, small_model, threads):
 
 
 @pytest.mark.slow
-def test_threads_take_the_largest_ready_node_of_the_next_trees(bibtex, monkeypatch):
-    """On 2 threads a free thread takes the ready node of most labels among
-    the next 3 trees: the third tree's root (every label) before any child
-    of the first two, which would otherwise leave it, a wide tree's largest
-    node, for last. The trees are the same bytes as on one thread."""
+def test_threads_take_the_next_trees_roots_first(bibtex, monkeypatch):
+    """On 2 threads a free thread takes a ready root of the next 3 trees
+    first: the third tree's root (every label) before any child of the
+    first two, which would otherwise leave it, a wide tree's largest node,
+    for last; then the earliest tree's nodes, so that the first tree ends
+    first. The trees are the same bytes as on one thread."""
     from xmlkit._ext.parabel_tree import ParabelNode
     X, Y, _, _ = bibtex
     params = {"n_trees": 3, "arity": 10, "balanced": False, "max_leaf": 20, "max_depth": 3}

@@ -212,12 +212,13 @@ class Parabel(TreeEnsemble):
     def _grow_trees(self, X, Y, todo, after=None):
         """Grow the trees `todo` on `threads` threads, yielding (t, tree) in
         the order of todo; after(t, tree) runs first. Every node is a task:
-        a free thread takes the ready node of most labels (the most work: a
-        wide tree's root is most of its tree's) among the next threads + 1
-        trees to end, else the earliest tree's. So a root is not left until
-        the trees before it are done, at most threads + 1 trees are held
-        half-grown, and no thread waits while any node is ready. A node's
-        result does not depend on when it is trained."""
+        a free thread takes the root of one of the next threads + 1 trees
+        to end when one is ready (a wide tree's root is most of its tree's
+        work: it is not left until the trees before it are done), else the
+        ready node of the earliest tree (its upper levels first). So the
+        trees end in order, only roots are held ahead of them, and no
+        thread waits while any node is ready. A node's result does not
+        depend on when it is trained."""
         if not todo:
             return
         data = self._data(X, Y)
@@ -242,16 +243,16 @@ class Parabel(TreeEnsemble):
             finally:
                 builders.put(b)
         growing = [_Growth(self, t) for t in todo]
-        ready = {}                      # tree's place -> heap of (-labels, depth, node)
+        ready = {}                      # tree's place -> heap of (depth, node)
 
         def push(rank, i):
-            g = growing[rank]
-            heapq.heappush(ready.setdefault(rank, []), (-len(g.labels[i]), g.depth[i], i))
+            heapq.heappush(ready.setdefault(rank, []), (growing[rank].depth[i], i))
 
         def pop():
-            near = [r for r in range(done_upto, done_upto + threads + 1) if r in ready]
-            rank = min(near, key=lambda r: (ready[r][0], r)) if near else min(ready)
-            i = heapq.heappop(ready[rank])[2]
+            roots = [r for r in range(done_upto, done_upto + threads + 1)
+                     if r in ready and ready[r][0][0] == 0]
+            rank = roots[0] if roots else min(ready)
+            i = heapq.heappop(ready[rank])[1]
             if not ready[rank]:
                 del ready[rank]
             return rank, i
