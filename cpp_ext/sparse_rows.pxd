@@ -106,6 +106,100 @@ cdef inline int emit_top(vector[pair[double, int32_t]]& items, int topk,
     return 0
 
 
+cdef extern from *:
+    """
+    #include <cstdint>
+    #include <cstring>
+    // a float's bits as an unsigned key in the floats' order (-0.0 just below
+    // +0.0): negative ones' bits flipped, the others' sign bit set
+    static inline uint32_t xk_float_key(float v) {
+        uint32_t u;
+        std::memcpy(&u, &v, sizeof u);
+        return u ^ ((uint32_t) -(int32_t) (u >> 31) | 0x80000000u);
+    }
+    """
+    uint32_t float_key "xk_float_key" (float v) noexcept nogil
+
+
+cdef enum:
+    # a score's bucket in top_cut: the top 11 bits of its float_key
+    KEY_SHIFT = 21
+    KEY_BUCKETS = 2048
+
+
+cdef struct TopScratch:
+    # emit_scores' working space, kept between a kernel's rows
+    vector[uint32_t] count               # KEY_BUCKETS zeros between calls
+    vector[pair[uint32_t, int32_t]] tied  # (~key, label) of the cut's bucket
+    vector[pair[int32_t, float]] sel     # the kept entries, to be sorted by label
+
+
+cdef inline int top_cut(const int32_t* labels, const float* vals, size_t n, size_t topk,
+                        TopScratch& s, uint32_t* cut_key, int32_t* cut_label) except -1 nogil:
+    """The last of the topk best of n entries (labels, scores vals; 0 < topk
+    < n) as emit_top ranks them (score descending, ties to the lower label):
+    an entry is among the topk when its float_key is above cut_key, or equal
+    with a label at most cut_label. A count of the keys' top bits finds the
+    bucket the cut falls in; only that bucket's entries are ranked (no
+    comparison sort over the row, whose branches its scores' order cannot
+    predict)."""
+    cdef size_t a, above = 0, at
+    cdef uint32_t b, k, top = 0
+    if s.count.size() < KEY_BUCKETS:
+        fill_vector(s.count, KEY_BUCKETS, 0)
+    for a in range(n):
+        b = float_key(vals[a]) >> KEY_SHIFT
+        s.count[b] += 1
+        top = b if b > top else top
+    b = top                           # (the counts sum to n > topk: b stays >= 0)
+    while above + s.count[b] < topk:
+        above += s.count[b]
+        b -= 1
+    s.tied.clear()
+    for a in range(n):
+        k = float_key(vals[a])
+        s.count[k >> KEY_SHIFT] = 0
+        if k >> KEY_SHIFT == b:
+            s.tied.push_back(pair[uint32_t, int32_t](~k, labels[a]))
+    at = topk - above - 1
+    nth_element(s.tied.begin(), s.tied.begin() + at, s.tied.end())
+    cut_key[0], cut_label[0] = ~s.tied[at].first, s.tied[at].second
+    return 0
+
+
+cdef inline int emit_scores(const int32_t* labels, const float* vals, size_t n, int topk,
+                            bint keep_order, TopScratch& s, RowsOut& out) except -1 nogil:
+    """Append one output row of n entries (labels, their scores vals, as
+    written): the topk best (every entry when topk <= 0), ties to the lower
+    label (-0.0 ranks below 0.0; no score may be NaN), in ascending label
+    order: the row emit_top writes of the same entries. keep_order: they
+    are written in the order given (the caller's, ascending); else the kept
+    ones are sorted. -1 with MemoryError raised when the row cannot be
+    stored."""
+    cdef size_t a
+    cdef uint32_t cut_key = 0, k
+    cdef int32_t cut_label = -1
+    cdef bint every = topk <= 0 or n <= <size_t> topk
+    if not every:
+        top_cut(labels, vals, n, topk, s, &cut_key, &cut_label)
+    s.sel.clear()
+    for a in range(n):
+        k = float_key(vals[a])
+        if not (every or k > cut_key or (k == cut_key and labels[a] <= cut_label)):
+            continue
+        if keep_order:
+            out.idx.push_back(labels[a])
+            out.val.push_back(vals[a])
+        else:
+            s.sel.push_back(pair[int32_t, float](labels[a], vals[a]))
+    sort(s.sel.begin(), s.sel.end())
+    for a in range(s.sel.size()):
+        out.idx.push_back(s.sel[a].first)
+        out.val.push_back(s.sel[a].second)
+    out.ptr.push_back(out.idx.size())
+    return 0
+
+
 cdef inline int64_t add_label_rows(const int64_t* xp, const int32_t* xi, const value_t* xv,
                                    const int32_t* pts, int64_t n_pts, double c, double* acc,
                                    signed char* seen, int32_t* touched) noexcept nogil:

@@ -31,6 +31,40 @@ def test_top_k_tie_break_and_padding():
     assert scores[0, :2].tolist() == pytest.approx([0.9, 0.9])
 
 
+def test_cap_rows_keeps_the_k_best_ties_to_the_lower_label_in_row_order():
+    from xmlkit.csr import Rows, cap_rows
+    # row 0: 0.5 ties at labels 7, 2, 9 (given out of label order); row 1: fewer
+    # than k; row 2: empty; row 3: zeros and -0.0 (ranked just below 0.0)
+    R = Rows(np.array([0, 6, 8, 8, 12]), np.array([7, 1, 2, 9, 4, 5, 3, 0, 6, 1, 2, 8], np.int32),
+             np.array([0.5, 0.9, 0.5, 0.5, 0.1, 0.7, 0.2, 0.3, 0.0, -0.0, 0.0, 0.4], np.float32),
+             (4, 10))
+    C = cap_rows(R, 3)
+    assert C.indptr.tolist() == [0, 3, 5, 5, 8]
+    assert C.indices.tolist() == [1, 2, 5, 3, 0, 6, 2, 8]      # (each row in its own order)
+    assert C.data.tolist() == pytest.approx([0.9, 0.5, 0.7, 0.2, 0.3, 0.0, 0.0, 0.4])
+    assert cap_rows(R, 1).indices.tolist() == [1, 0, 8]
+
+
+def test_cap_rows_equals_a_sort_of_each_row():
+    from xmlkit.csr import Rows, cap_rows
+    rng = np.random.default_rng(3)
+    counts = rng.integers(0, 400, 60)
+    ptr = np.concatenate([[0], np.cumsum(counts)])
+    idx = np.concatenate([rng.permutation(2000)[:c] for c in counts]).astype(np.int32)
+    # few distinct values (many ties in one bucket), tiny and huge ones
+    val = rng.choice(np.array([0, 1e-30, 1e-7, 0.25, 0.5, 0.5000001, 3, 1e30], np.float32),
+                     ptr[-1]) * rng.integers(1, 3, ptr[-1]).astype(np.float32)
+    R = Rows(ptr, idx, val, (60, 2000))
+    for k in (1, 2, 7, 50, 399):
+        C = cap_rows(R, k)
+        for r in range(60):
+            a, b = ptr[r], ptr[r + 1]
+            best = sorted(range(a, b), key=lambda e: (-float(val[e]), idx[e]))[:k]
+            keep = sorted(best)                             # (the row's order)
+            assert C.indices[C.indptr[r]:C.indptr[r + 1]].tolist() == idx[keep].tolist()
+            assert C.data[C.indptr[r]:C.indptr[r + 1]].tolist() == val[keep].tolist()
+
+
 def test_precision():
     # p0 ranks 0,1,2,4 (hits 0 and 2); p1 ranks 3,1 (hit 1); p2, p3 add 0
     assert precision_at_k(Y, S, 5) == pytest.approx(

@@ -227,6 +227,24 @@ def test_a_tree_laid_out_whole_scores_the_bits_of_its_groups(bibtex, layout, par
         assert got[0] == got[1] == got[2], beam
 
 
+@pytest.mark.parametrize("params", [{"max_leaf": 5, "n_trees": 2}, {"max_leaf": 40}])
+def test_the_k_best_are_the_top_of_every_labels_ranking(bibtex, params):
+    """A row's k best labels (ties to the lower label) and their scores are
+    those of the row scored whole, at beams that reach a few labels of many
+    (the kept ones sorted) or most of them (the labels read in order)."""
+    X, Y, Xt, _ = bibtex
+    m = xmlkit.Parabel(**params).fit(X[:2000], Y[:2000])
+    for beam in (1, 10):
+        S = m.predict(Xt[:300], k=None, beam_width=beam)
+        for k in (1, 3, 17):
+            top = m.predict(Xt[:300], k=k, beam_width=beam)
+            for r in range(300):
+                row = S[r].tocoo()
+                best = sorted(zip(-row.data, row.col))[:k]
+                assert top[r].indices.tolist() == sorted(c for _, c in best)
+                assert top[r].data.tolist() == [-v for v, _ in sorted(best, key=lambda b: b[1])]
+
+
 @pytest.mark.parametrize("edit", EDITS)
 def test_a_tree_laid_out_whole_reads_its_own_copy(bibtex, edit, layout):
     """A small tree laid out whole is scored from the kernel's own copy of

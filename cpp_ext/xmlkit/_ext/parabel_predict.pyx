@@ -14,8 +14,9 @@ from libcpp.utility cimport pair
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport (RowsOut, emit_top, fill_vector, indptr_t, lower_bound, nth_element,
-                          padded, rows_in, rows_open, rows_pieces, sort)
+from sparse_rows cimport (RowsOut, TopScratch, emit_scores, fill_vector, indptr_t,
+                          lower_bound, nth_element, padded, rows_in, rows_open, rows_pieces,
+                          sort)
 from xmlkit._ext.parabel_groups cimport col_at
 from xmlkit._ext.parabel_groups import (ChangedInUse, check_groups, check_links,
                                        lay_out_whole)
@@ -434,6 +435,26 @@ cdef int _score_groups(const ParabelTree* tv, int loss, double bias, const int64
     return 0
 
 
+cdef inline int _keep_best(vector[pair[double, int32_t]]& nodes, int beam) except -1 nogil:
+    """Keep the beam best (lowest -log-score) of nodes (a set: unordered)."""
+    if nodes.size() > <size_t> beam:
+        nth_element(nodes.begin(), nodes.begin() + beam - 1, nodes.end())
+        nodes.resize(beam)
+    return 0
+
+
+cdef inline int _add_score(int32_t lab, float p, double* acc, unsigned char* seen,
+                           vector[int32_t]& touched) except -1 nogil:
+    """Add a tree's probability p of label lab to its sum (acc); its first
+    marks it in seen and lists it in touched (a probability may be 0: acc
+    does not tell)."""
+    if not seen[lab]:
+        seen[lab] = 1
+        touched.push_back(lab)
+    acc[lab] += p
+    return 0
+
+
 cdef int _search(const ParabelTree* tv, int beam, int loss, int64_t d, double bias,
                  int64_t nr, const int64_t* rp, const int32_t* xi, const float* sv,
                  vector[vector[pair[double, int32_t]]]& cur,
@@ -467,9 +488,7 @@ cdef int _search(const ParabelTree* tv, int beam, int loss, int64_t d, double bi
         _score_groups(tv, loss, bias, rp, xi, sv, visits, slot, stamp, pslot, pstamp, acc,
                       probs, nxt, items, d, met, met_v, bad)
         for r in range(nr):
-            if nxt[r].size() > <size_t> beam:     # (the beam is a set: its order is not used)
-                nth_element(nxt[r].begin(), nxt[r].begin() + beam - 1, nxt[r].end())
-                nxt[r].resize(beam)
+            _keep_best(nxt[r], beam)
             cur[r].swap(nxt[r])
     visits.clear()
     for r in range(nr):
@@ -500,9 +519,8 @@ cdef int _row_whole(const ParabelTree* tv, int beam, int loss, int64_t d, double
     cdef const uint16_t* fc = tv.f_cls
     cdef const float* fv = tv.f_val
     cdef int64_t q, e, k, f, n
-    cdef int32_t node, lab
-    cdef size_t a, at
-    cdef pair[int32_t, float]* out
+    cdef int32_t node
+    cdef size_t a
     cdef const int32_t* li
     cdef float x
     cdef double s
@@ -535,63 +553,50 @@ cdef int _row_whole(const ParabelTree* tv, int beam, int loss, int64_t d, double
                                                     <int32_t> (cp[node] + k)))
         if not inner:
             break
-        if nxt.size() > <size_t> beam:
-            nth_element(nxt.begin(), nxt.begin() + beam - 1, nxt.end())
-            nxt.resize(beam)
+        _keep_best(nxt, beam)
         cur.swap(nxt)
     for a in range(cur.size()):
         node, s = cur[a].second, cur[a].first
         n = lp[node + 1] - lp[node]
         li = tv.own_l_idx + lp[node]
         _leaf_probs(m + c0[node], n, s, loss, probs)
-        if items != NULL:
-            at = items.size()
-            items.resize(at + n)
-            out = items.data() + at
-            for k in range(n):
-                out[k].first = li[k]
-                out[k].second = probs[k]
-            continue
         for k in range(n):
-            lab = li[k]
-            if not seen[lab]:
-                seen[lab] = 1
-                touched.push_back(lab)
-            acc[lab] += probs[k]
+            if items != NULL:
+                items.push_back(pair[int32_t, float](li[k], probs[k]))
+            else:
+                _add_score(li[k], probs[k], acc, seen, touched[0])
     return 0
 
 
 cdef int _write_row(double* acc, unsigned char* seen, vector[int32_t]& touched, int n_trees,
-                    int topk, int64_t n_labels, vector[pair[double, int32_t]]& ranked,
-                    vector[pair[int32_t, float]]& sel, RowsOut& out) except -1 nogil:
+                    int topk, int64_t n_labels, vector[float]& vals, TopScratch& top,
+                    RowsOut& out) except -1 nogil:
     """Write a row whose labels (touched; seen set) sum their scores over
-    the trees in acc: their means, the topk best (every one, ascending, when
-    topk <= 0); acc and seen cleared."""
-    cdef size_t a
+    the trees in acc: their means, the topk best (every one when topk <= 0)
+    in ascending label order; acc and seen cleared. The labels are put in
+    order first, by a sort or by reading every flag (whichever costs less),
+    unless only a few of many are written (then the kept ones are sorted)."""
+    cdef size_t a, n = touched.size()
     cdef int32_t lab
-    if topk <= 0:                     # every label, ascending: as emit_top would write them
-        if 4 * touched.size() * log2(touched.size() + 1.0) > n_labels:
-            touched.clear()           # (a sort costs more than reading every flag)
-            for lab in range(n_labels):
-                if seen[lab]:
-                    touched.push_back(lab)
-        else:
-            sort(touched.begin(), touched.end())
-        for a in range(touched.size()):
-            lab = touched[a]
-            out.idx.push_back(lab)
-            out.val.push_back(<float> (acc[lab] / n_trees))
-            acc[lab] = 0
-            seen[lab] = 0
-        out.ptr.push_back(out.idx.size())
-        return 0
-    ranked.clear()
-    for a in range(touched.size()):
+    cdef bint ordered = True
+    if 0 < topk < <int64_t> n and 4 * <int64_t> n < n_labels:
+        ordered = False
+    elif 4 * n * log2(n + 1.0) > n_labels:
+        touched.resize(n_labels)
+        n = 0
+        for lab in range(n_labels):   # (no branch on the flags)
+            touched[n] = lab
+            n += seen[lab]
+        touched.resize(n)
+    else:
+        sort(touched.begin(), touched.end())
+    vals.resize(n)
+    for a in range(n):
         lab = touched[a]
-        ranked.push_back(pair[double, int32_t](-<double> (<float> (acc[lab] / n_trees)), lab))
+        vals[a] = <float> (acc[lab] / n_trees)
         acc[lab] = 0
         seen[lab] = 0
-    emit_top(ranked, topk, sel, out)
+    emit_scores(touched.data(), vals.data(), n, topk, ordered, top, out)
     return 0
 
 
@@ -622,12 +627,12 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
     cdef vector[vector[pair[double, int32_t]]] cur, nxt
     cdef vector[vector[pair[int32_t, float]]] items
     cdef vector[Visit] visits
-    cdef vector[pair[double, int32_t]] ranked
-    cdef vector[pair[int32_t, float]] sel
+    cdef vector[float] vals
+    cdef TopScratch top
     cdef size_t a
-    cdef int32_t lab
     cdef double norm
-    cdef bint whole
+    cdef vector[unsigned char] whole_t    # tree t scored through its whole layout
+    cdef bint whole = True
     acc.resize(f.n_labels, 0.0)
     margins.resize(max(f.widest, f.col_room), 0.0)   # (see _add_span)
     probs.resize(f.widest)
@@ -642,9 +647,9 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
             met.resize(rp[r + 1] - rp[r])
     met.resize(met.size() + 1)
     met_v.resize(met.size())
-    whole = True
     for t in range(n_trees):
-        whole = whole and _whole_pays(&f.trees[t], beam)
+        whole_t.push_back(_whole_pays(&f.trees[t], beam))
+        whole = whole and whole_t[t]
     for r in range(0 if whole else nr):   # (room for every label the final beams reach)
         items[r].reserve(n_trees * min(<int64_t> beam * f.widest, f.n_labels))
     for r in range(nr):
@@ -662,13 +667,12 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
             for t in range(n_trees):
                 _row_whole(&f.trees[t], beam, f.loss, d, f.bias, rp[r], rp[r + 1], xi + base,
                            sv.data(), whole_cur, whole_nxt, whole_m.data(), probs.data(), NULL,
-                           acc.data(),
-                           seen.data(), &touched)
-            _write_row(acc.data(), seen.data(), touched, n_trees, topk, f.n_labels, ranked,
-                       sel, out)
+                           acc.data(), seen.data(), &touched)
+            _write_row(acc.data(), seen.data(), touched, n_trees, topk, f.n_labels, vals,
+                       top, out)
         return True
     for t in range(n_trees):
-        if _whole_pays(&f.trees[t], beam):
+        if whole_t[t]:
             whole_m.resize(f.whole_cls)
             for r in range(nr):
                 _row_whole(&f.trees[t], beam, f.loss, d, f.bias, rp[r], rp[r + 1], xi + base,
@@ -683,16 +687,12 @@ cdef bint _predict(ParabelKernel f, const indptr_t* xp, const int32_t* xi, const
     for r in range(nr):
         touched.clear()
         for a in range(items[r].size()):
-            lab = items[r][a].first
-            if not seen[lab]:         # (a probability may be 0: acc does not tell)
-                seen[lab] = 1
-                touched.push_back(lab)
-            acc[lab] += items[r][a].second
+            _add_score(items[r][a].first, items[r][a].second, acc.data(), seen.data(), touched)
         items[r].clear()            # (the row's entries go as its output comes:
         items[r].shrink_to_fit()    # a chunk's scores are not held twice)
         if r % TRIM_ROWS == TRIM_ROWS - 1:
             xk_heap_trim()
-        _write_row(acc.data(), seen.data(), touched, n_trees, topk, f.n_labels, ranked, sel,
+        _write_row(acc.data(), seen.data(), touched, n_trees, topk, f.n_labels, vals, top,
                    out)
     return True
 

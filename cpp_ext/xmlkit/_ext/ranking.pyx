@@ -10,7 +10,8 @@ from libcpp.utility cimport pair
 import numpy as np
 cimport numpy as cnp
 
-from sparse_rows cimport indptr_t, partial_sort, sort
+from sparse_rows cimport (RowsOut, TopScratch, emit_scores, indptr_t, partial_sort, rows_open,
+                          rows_pieces, sort)
 
 cnp.import_array()
 
@@ -55,6 +56,29 @@ def top_k(const indptr_t[::1] indptr, const int32_t[::1] indices,
         with nogil:
             _topk(&indptr[0], ip, dp, n_rows, k, &lab[0, 0], &val[0, 0])
     return labels, scores
+
+
+def cap_rows(const indptr_t[::1] indptr, const int32_t[::1] indices, const float[::1] data,
+             int k):
+    """Per row, the k stored entries with the highest scores (ties: lower
+    label first; -0.0 below 0.0, no NaN), in the row's order: CSR pieces
+    (indptr int64 from 0, indices int32, data float32). A count of the
+    scores' top bits finds each row's cut (sparse_rows.top_cut), not a sort."""
+    cdef int64_t i, n_rows = indptr.shape[0] - 1
+    cdef RowsOut out
+    cdef TopScratch top
+    cdef int32_t dummy_i = 0
+    cdef float dummy_f = 0
+    cdef const int32_t* ip = &indices[0] if indices.shape[0] else &dummy_i
+    cdef const float* dp = &data[0] if data.shape[0] else &dummy_f
+    if k < 1:
+        raise ValueError(f"k must be at least 1, not {k}")
+    rows_open(out)
+    with nogil:
+        for i in range(n_rows):
+            emit_scores(ip + indptr[i], dp + indptr[i], indptr[i + 1] - indptr[i], k, True,
+                        top, out)
+    return rows_pieces(out)
 
 
 #: the rows of ranking_sums' array (each K long), named for xmlkit.metrics:
