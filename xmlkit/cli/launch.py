@@ -20,6 +20,7 @@ exists. Both are the memory running out, not a bug: one line and exit 2, as
 for every other out-of-memory (xmlkit.cli.common.run). Nothing here imports
 more than the standard library and xmlkit._memory, so that the message can
 still be written."""
+import gc
 import importlib
 import os
 import sys
@@ -71,13 +72,17 @@ def _launch(module, prog):
     _one_blas_thread()
     message = _no_room_to_start()
     if message is None:
-        try:
+        gc.disable()            # (the imports make objects by the hundred thousand and free
+        try:                    # few: a collection as they go finds nothing to free)
             main = importlib.import_module(module).main
         except (ImportError, MemoryError) as exc:
             if not no_memory_to_load(exc) or os.environ.get("XMLKIT_DEBUG"):
                 raise
             message = ("out of memory (the command's modules need more memory than this "
                        "process can get)")
+        finally:
+            gc.freeze()         # (what they made lives as long as the process: left out of
+            gc.enable()         # every later collection)
     if message is not None:
         sys.stderr.write(f"{prog}: error: {message}\n")
         sys.exit(EXIT_INPUT)
