@@ -7,6 +7,7 @@ is not a regular file (a folder, a FIFO, a device) is refused. Errors of the
 file system (no space, no permission, read-only) are reported as XmlkitError
 naming the target, never the temporary file.
 """
+import errno
 import glob
 import os
 from contextlib import contextmanager
@@ -134,10 +135,35 @@ def writable_folder(path):
     return path
 
 
+def _host_name():
+    """This host's name (socket.gethostname's, without importing socket
+    where the system tells it)."""
+    try:
+        return os.uname().nodename
+    except AttributeError:              # (Windows)
+        import socket
+        return socket.gethostname()
+
+
 def _host_prefix(target):
     """The start of the temporary names of `target` written on this host."""
-    import socket           # (imported when a file is written: commands start sooner)
-    return f".{target.name}.{socket.gethostname().replace('.', '_')}."
+    return f".{target.name}.{_host_name().replace('.', '_')}."
+
+
+def _new_temp(folder, prefix, suffix):
+    """A new empty file folder/prefix<random>suffix, created here and only
+    here (O_EXCL), readable and writable by its owner only: its path
+    (tempfile.mkstemp's, without importing tempfile and random)."""
+    for _ in range(100):
+        path = os.path.join(folder, f"{prefix}{os.urandom(6).hex()}{suffix}")
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                         | getattr(os, "O_BINARY", 0), 0o600)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        return path
+    raise OSError(errno.EEXIST, "no free temporary name")
 
 
 def _temp_prefix(target, pid=None):
@@ -177,10 +203,7 @@ def atomic_path(path, remove_dead=True):
     if remove_dead:
         remove_dead_temps(target)
     try:
-        import tempfile
-        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(target), suffix=".tmp",
-                                   dir=target.parent)
-        os.close(fd)
+        tmp = _new_temp(target.parent, _temp_prefix(target), ".tmp")
     except OSError as exc:
         raise XmlkitError(f"{path}: cannot write ({exc.strerror})") from None
     try:
