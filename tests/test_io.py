@@ -176,31 +176,6 @@ def test_a_header_may_leave_n_unknown(tmp_path):
     assert out.read_text().startswith("? 4\n") and (read_matrix(out) != M).nnz == 0
 
 
-def test_first_pieces_grow_from_first_rows_and_hold_the_file(tmp_path):
-    """With first_rows the pieces start small and double up to chunk_rows
-    (each about its size: reads are smaller until then); together they are
-    the file, as one read gives it; a bad row still ends them with its line."""
-    from xmlkit.io import FIRST_BYTES, iter_xc
-    bibtex_path = write_text(tmp_path / "b.txt", lzma.open(SAMPLES / "bibtex_test.txt.xz",
-                                                           "rt").read())
-    whole = read_xc(bibtex_path)
-    header, pieces = iter_xc(bibtex_path, 1000, first_rows=16)
-    sizes, rows = [], []
-    for p in pieces:
-        sizes.append(p.feature_rows.shape[0])
-        rows.append(p.feature_rows.to_scipy())
-    assert header == whole.features.shape + whole.labels.shape[1:] and sum(sizes) == 2515
-    per_read = FIRST_BYTES // 60 + 1                        # (rows are 60+ bytes)
-    for i, n in enumerate(sizes[:-1]):
-        assert min(16 << i, 1000) <= n <= min(16 << i, 1000) + max(per_read, 1 << 20 // 60)
-    assert sizes[0] < 1000 and (sp.vstack(rows) != whole.features).nnz == 0
-    text = bibtex_path.read_text().splitlines(keepends=True)
-    bad = write_text(tmp_path / "bad.txt", "".join(text[:40] + ["1 zz\n"] + text[41:]))
-    header, pieces = iter_xc(bad, 1000, first_rows=16)
-    with pytest.raises(InputFormatError, match=r"bad.txt:41: "):
-        list(pieces)
-
-
 def test_header_layout_decides(tmp_path):
     p = write_text(tmp_path / "m.txt", "1 3\n0:1\n")
     assert read_xc(p).layout == "matrix"

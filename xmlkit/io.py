@@ -58,7 +58,6 @@ __all__ = [
 
 CHUNK_BYTES = 8 << 20
 PIECE_BYTES = 1 << 20      # reads when a file is read in pieces (iter_xc)
-FIRST_BYTES = 1 << 16      # reads while its first, growing pieces are read (iter_xc's first_rows)
 WRITE_ROWS = 20000         # rows formatted at a time at most,
 WRITE_ENTRIES = 1 << 17    # and about this many entries (~2 MB of text)
 _COMPRESSED = {".gz": gzip, ".bz2": bz2, ".xz": lzma, ".lzma": lzma}
@@ -263,8 +262,7 @@ def read_xc(path, index_base=0, layout=None, progress=None):
     return next(parts)
 
 
-def iter_xc(path, chunk_rows, index_base=0, layout=None, progress=None, stream=False,
-            first_rows=None):
+def iter_xc(path, chunk_rows, index_base=0, layout=None, progress=None, stream=False):
     """Read an XC file as it is read in read_xc, in pieces of about
     `chunk_rows` rows, so that memory does not grow with the file: returns
     (header, pieces), header = (N, C) or (N, D, L) read from the file, then
@@ -275,12 +273,9 @@ def iter_xc(path, chunk_rows, index_base=0, layout=None, progress=None, stream=F
     arrive: a piece is every complete row read so far, as soon as there is
     one (rows that arrive together come together, up to chunk_rows), and
     the rows before a bad one come as a piece before its error. Errors are
-    raised as the rows are read (no piece after a bad row). first_rows: the
-    first piece of about that many rows, each next one twice the one before
-    up to chunk_rows (read in smaller steps until then), so that the work
-    on the rows can start before most of the file is read."""
+    raised as the rows are read (no piece after a bad row)."""
     chunk_rows = None if chunk_rows is None else max(1, int(chunk_rows))
-    parts = _xc_parts(path, index_base, layout, progress, chunk_rows, stream, first_rows)
+    parts = _xc_parts(path, index_base, layout, progress, chunk_rows, stream)
     return next(parts), parts
 
 
@@ -302,12 +297,12 @@ def _open_input(path):
     return open_for_reading(path), str(path)
 
 
-def _read_header(read, path, layout, step=CHUNK_BYTES):
+def _read_header(read, path, layout):
     """(dimensions, layout found, the bytes read past the header line) of
-    an XC file whose bytes read(n) gives, `step` at a time: a BOM at its
-    start skipped, the header checked (ASCII integers, the layout asked
-    for, dimensions that 32-bit indices hold)."""
-    first = read(step)
+    an XC file whose bytes read(n) gives: a BOM at its start skipped, the
+    header checked (ASCII integers, the layout asked for, dimensions that
+    32-bit indices hold)."""
+    first = read(CHUNK_BYTES)
     while first and len(first) < 3 and BOM.startswith(first):
         more = read(3 - len(first))     # (a stream may give its BOM in pieces)
         if not more:
@@ -317,7 +312,7 @@ def _read_header(read, path, layout, step=CHUNK_BYTES):
     if not buf:
         raise InputFormatError(path, 1, "empty file: expected a header 'N D L' or 'N C'")
     while b"\n" not in buf:
-        more = read(step)
+        more = read(CHUNK_BYTES)
         if not more:
             break
         buf += more
@@ -338,11 +333,10 @@ def _read_header(read, path, layout, step=CHUNK_BYTES):
     return dims, found, buf
 
 
-def _xc_parts(path, index_base, layout, progress, chunk_rows, stream=False, first_rows=None):
+def _xc_parts(path, index_base, layout, progress, chunk_rows, stream=False):
     """Generator: the header's dimensions first, then the file's rows as
     one XCFile (chunk_rows None) or as pieces of chunk_rows rows (stream:
-    of the rows read so far; first_rows: the first ones smaller, see
-    iter_xc)."""
+    of the rows read so far, see iter_xc)."""
     if index_base not in (0, 1):
         raise XmlkitError(f"index base must be 0 or 1, not {index_base}")
     raw, path = _open_input(path)
@@ -353,12 +347,8 @@ def _xc_parts(path, index_base, layout, progress, chunk_rows, stream=False, firs
         parser = None
         buf = b""
         taken = 0
-        # (in pieces: smaller reads, so that a piece is not much above chunk_rows)
-        step, limit = (CHUNK_BYTES, None) if chunk_rows is None else (PIECE_BYTES, chunk_rows)
-        if first_rows is not None and chunk_rows is not None and not streaming:
-            limit, step = min(max(1, int(first_rows)), chunk_rows), FIRST_BYTES
         try:
-            dims, found, buf = _read_header(read, path, layout, step)
+            dims, found, buf = _read_header(read, path, layout)
             n_rows, n_cols = dims[0], dims[1]
             n_labels = dims[2] if found == "dataset" else -1
             try:
@@ -367,6 +357,8 @@ def _xc_parts(path, index_base, layout, progress, chunk_rows, stream=False, firs
             except ValueError as exc:
                 raise InputFormatError(path, 1, str(exc)) from None
             yield tuple(dims)
+            # (in pieces: smaller reads, so that a piece is not much above chunk_rows)
+            step = CHUNK_BYTES if chunk_rows is None else PIECE_BYTES
             while True:
                 if streaming:
                     # rows already read come out before waiting for more
@@ -395,13 +387,11 @@ def _xc_parts(path, index_base, layout, progress, chunk_rows, stream=False, firs
                 buf = buf[used:]
                 if progress is not None:
                     progress(parser.rows_done, n_rows)
-                if chunk_rows is not None and parser.rows_done - taken >= limit:
+                if chunk_rows is not None and parser.rows_done - taken >= chunk_rows:
                     n_new = parser.rows_done - taken
                     taken = parser.rows_done
                     yield _piece(parser.arrays(), n_new, n_cols, found)
                     parser.restart()
-                    limit = min(2 * limit, chunk_rows)
-                    step = PIECE_BYTES if limit == chunk_rows else step
                 if final:
                     break
         except DECOMPRESS_ERRORS as exc:

@@ -20,8 +20,6 @@ from xmlkit.models import REGISTRY, load_model
 from xmlkit.models.base import C_INT_MAX, usable_threads
 
 PIECE_ROWS = 20000      # rows read, scored and written at a time
-FIRST_ROWS = 64         # rows of the first piece (then twice as many each, up to PIECE_ROWS:
-                        # the scoring starts while most of the file is still being read)
 
 
 @click.argument("features", type=click.Path(dir_okay=False))
@@ -190,7 +188,7 @@ def _predict_xc(log, timeline, features, scores, model_dir, model, piece, fewer_
     """xml-predict on a feature file: its rows in pieces of `piece` rows (None:
     all at once), scored here or on the Dask cluster, written to `scores`."""
     stream = is_stream(features)
-    header, pieces = iter_xc(features, piece, index_base, stream=stream, first_rows=FIRST_ROWS)
+    header, pieces = iter_xc(features, piece, index_base, stream=stream)
     n_rows, n_cols = header[0], header[1]
     _check_width(features, model, model_dir, fewer_features, n_cols)
     start = time.perf_counter()
