@@ -31,9 +31,9 @@ cdef class LabelKmeans:
     cdef vector[int32_t] prev            # each label's cluster before this round (-1: none)
     cdef vector[int32_t] renum           # cluster -> child, clusters that got no label dropped
     cdef vector[pair[double, int64_t]] order   # scratch of the balanced assignments
-    cdef vector[int64_t] fptr            # the centroids by local feature (CSC): entries of
-    cdef vector[int32_t] flab            #   feature f at fptr[f] .. fptr[f + 1] - 1, labels
-    cdef vector[float] fval              #   ascending, as (label j, value)
+    cdef vector[int64_t] fptr            # the centroids by chunk of labels and local feature:
+    cdef vector[int32_t] flab            #   entries of chunk b, feature f at fptr[b * nf + f]
+    cdef vector[float] fval              #   .. fptr[b * nf + f + 1] - 1, as (label j, value)
     cdef vector[int64_t] at              # scratch of the by-feature layout
 
     cdef void split(self, const int64_t* cp, const int32_t* ci, const float* cv,
@@ -51,6 +51,6 @@ cdef class LabelKmeans:
     cdef void _centres(self, int64_t nf, int64_t K) noexcept nogil
     cdef void _by_feature(self, const int64_t* cp, const int32_t* ci, const float* cv,
                           const int32_t* fmap, const int32_t* labels, int64_t m,
-                          int64_t nf) except * nogil
-    cdef void _cosines(self, int64_t nf, int64_t m, int64_t K) noexcept nogil
+                          int64_t nf, int64_t K) except * nogil
+    cdef void _cosines(self, int64_t nf, int64_t m, int64_t kc, int64_t K) noexcept nogil
     cdef void _assign(self, int64_t m, int64_t K, bint balanced, int32_t* group) except * nogil

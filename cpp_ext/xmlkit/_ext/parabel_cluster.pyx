@@ -23,6 +23,12 @@ cdef extern from "xk_wide.h":
 
 cdef enum:
     KEEP_BYTES = 4194304        # scratch buffers up to this size stay for the next split
+    CHUNK_FLOATS = 65536        # the cosines of a chunk of labels to the centres (floats)
+
+
+cdef inline int64_t _chunk_labels(int64_t K) noexcept nogil:
+    """Labels in a chunk of the cosines to K centres."""
+    return CHUNK_FLOATS // K if K < CHUNK_FLOATS else 1
 
 
 ctypedef fused scratch:
@@ -116,7 +122,7 @@ cdef class LabelKmeans:
         else:
             fill_vector(self.centref, nf * K, 0.0)
             self.cosf.resize(m * K)
-            self._by_feature(cp, ci, cv, fmap, labels, m, nf)
+            self._by_feature(cp, ci, cv, fmap, labels, m, nf, K)
         fill_vector(self.cos, m * K, 0.0)
         fill_vector(self.norm, K, 0.0)
         fill_vector(self.count, K, 0)
@@ -151,7 +157,7 @@ cdef class LabelKmeans:
                     self.cos[j * 2], self.cos[j * 2 + 1] = s0, s1
             else:
                 kc = self.live.size()
-                self._cosines(nf, m, kc)
+                self._cosines(nf, m, kc, K)
                 for j in range(m):
                     for t in range(kc):
                         self.cos[j * K + self.live[t]] = self.cosf[j * kc + t]
@@ -210,41 +216,46 @@ cdef class LabelKmeans:
 
     cdef void _by_feature(self, const int64_t* cp, const int32_t* ci, const float* cv,
                           const int32_t* fmap, const int32_t* labels, int64_t m,
-                          int64_t nf) except * nogil:
+                          int64_t nf, int64_t K) except * nogil:
         """The centroids of labels[0 .. m - 1] (features through fmap) by
-        feature: fptr, flab, fval."""
-        cdef int64_t j, q, f, k
-        fill_vector(self.fptr, nf + 1, 0)
+        chunk of CHUNK_FLOATS // K labels, then by feature: fptr, flab,
+        fval (the entries of chunk b and feature f at fptr[b * nf + f] ..
+        fptr[b * nf + f + 1] - 1, labels ascending)."""
+        cdef int64_t j, q, f, k, span = _chunk_labels(K)
+        cdef int64_t nb = (m + span - 1) // span
+        fill_vector(self.fptr, nb * nf + 1, 0)
         for j in range(m):
             for q in range(cp[labels[j]], cp[labels[j] + 1]):
-                self.fptr[fmap[ci[q]] + 1] += 1
-        for f in range(nf):
+                self.fptr[(j // span) * nf + fmap[ci[q]] + 1] += 1
+        for f in range(nb * nf):
             self.fptr[f + 1] += self.fptr[f]
         self.at.assign(self.fptr.begin(), self.fptr.end() - 1)
-        self.flab.resize(self.fptr[nf])
-        self.fval.resize(self.fptr[nf])
+        self.flab.resize(self.fptr[nb * nf])
+        self.fval.resize(self.fptr[nb * nf])
         for j in range(m):
             for q in range(cp[labels[j]], cp[labels[j] + 1]):
-                f = fmap[ci[q]]
+                f = (j // span) * nf + fmap[ci[q]]
                 k = self.at[f]
                 self.at[f] = k + 1
                 self.flab[k] = <int32_t> j
                 self.fval[k] = cv[q]
 
-    cdef void _cosines(self, int64_t nf, int64_t m, int64_t K) noexcept nogil:
-        """cosf[j * K + c] = label j's centroid . centre c (centref's K
-        columns), feature by feature: each centre row read once (the labels'
-        rows, K wide, are the small side); every sum in ascending feature
-        order, as a label's row would give it."""
-        cdef int64_t f, e
+    cdef void _cosines(self, int64_t nf, int64_t m, int64_t kc, int64_t K) noexcept nogil:
+        """cosf[j * kc + c] = label j's centroid . centre c (centref's kc
+        columns), a chunk of labels at a time (their cosines stay in the
+        cache while the centre rows stream by) and feature by feature
+        within it: every sum in ascending feature order, as a label's row
+        would give it."""
+        cdef int64_t f, e, b, span = _chunk_labels(K)
         cdef float* cos = self.cosf.data()
         cdef const float* row
-        for e in range(m * K):
+        for e in range(m * kc):
             cos[e] = 0
-        for f in range(nf):
-            row = &self.centref[f * K]
-            for e in range(self.fptr[f], self.fptr[f + 1]):
-                xk_rows_dotf(&cos[self.flab[e] * K], row, self.fval[e], K)
+        for b in range((m + span - 1) // span):
+            for f in range(nf):
+                row = &self.centref[f * kc]
+                for e in range(self.fptr[b * nf + f], self.fptr[b * nf + f + 1]):
+                    xk_rows_dotf(&cos[self.flab[e] * kc], row, self.fval[e], kc)
 
     cdef void _assign(self, int64_t m, int64_t K, bint balanced,
                       int32_t* group) except * nogil:

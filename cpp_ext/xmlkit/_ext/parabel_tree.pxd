@@ -31,7 +31,8 @@ cdef extern from *:
             XK_PREFETCH(&rp[i]);
             XK_PREFETCH(&tp[i]);
             XK_PREFETCH(&sq[i]);
-            XK_PREFETCH(&alpha[i * stride]);
+            for (int64_t a = 0; a < stride; a += 8)
+                XK_PREFETCH(&alpha[i * stride + a]);
         }
         if (s + 8 < n) {
             int64_t i = perm[s + 8];
