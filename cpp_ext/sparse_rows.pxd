@@ -82,30 +82,6 @@ cdef inline int rows_open(RowsOut& out) except -1 nogil:
     return 0
 
 
-cdef inline int emit_top(vector[pair[double, int32_t]]& items, int topk,
-                         vector[pair[int32_t, float]]& sel, RowsOut& out) except -1 nogil:
-    """Append one output row: `items` holds (-score, label) of the row's
-    entries (scores already rounded to the float32 that is written, so that
-    ranking and output agree); keep the topk best (every entry when topk <= 0),
-    ties to the lower label, and write them in ascending label order. `sel`
-    is scratch space. -1 with MemoryError raised when the row cannot be
-    stored."""
-    cdef size_t m = items.size()
-    cdef size_t k
-    if topk > 0 and <size_t> topk < m:    # (the set: its order is the labels')
-        nth_element(items.begin(), items.begin() + topk - 1, items.end())
-        m = topk
-    sel.clear()
-    for k in range(m):
-        sel.push_back(pair[int32_t, float](items[k].second, <float> (-items[k].first)))
-    sort(sel.begin(), sel.end())
-    for k in range(m):
-        out.idx.push_back(sel[k].first)
-        out.val.push_back(sel[k].second)
-    out.ptr.push_back(out.idx.size())
-    return 0
-
-
 cdef extern from *:
     """
     #include <cstdint>
@@ -137,7 +113,7 @@ cdef struct TopScratch:
 cdef inline int top_cut(const int32_t* labels, const float* vals, size_t n, size_t topk,
                         TopScratch& s, uint32_t* cut_key, int32_t* cut_label) except -1 nogil:
     """The last of the topk best of n entries (labels, scores vals; 0 < topk
-    < n) as emit_top ranks them (score descending, ties to the lower label):
+    < n) as emit_scores ranks them (score descending, ties to the lower label):
     an entry is among the topk when its float_key is above cut_key, or equal
     with a label at most cut_label. A count of the keys' top bits finds the
     bucket the cut falls in; only that bucket's entries are ranked (no
@@ -172,7 +148,8 @@ cdef inline int emit_scores(const int32_t* labels, const float* vals, size_t n, 
     """Append one output row of n entries (labels, their scores vals, as
     written): the topk best (every entry when topk <= 0), ties to the lower
     label (-0.0 ranks below 0.0; no score may be NaN), in ascending label
-    order: the row emit_top writes of the same entries. keep_order: they
+    order (scores are compared as written, float32, so that the ranking and
+    the output agree). keep_order: they
     are written in the order given (the caller's, ascending); else the kept
     ones are sorted. -1 with MemoryError raised when the row cannot be
     stored."""

@@ -13,7 +13,7 @@ from libcpp.vector cimport vector
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport (RowsOut, array_copy, emit_top, fill_vector, indptr_t, lower_bound,
+from sparse_rows cimport (RowsOut, array_copy, fill_vector, indptr_t, lower_bound,
                           padded, partial_sort, rows_in, rows_open, rows_pieces, sort)
 from xmlkit._ext.forest_predict cimport ForestKernel, TreeView, _accumulate, _weight_from
 

@@ -41,7 +41,7 @@ class DamagedTree(ValueError):
     """A block of tree `args[0]`'s file failed its check while it was read."""
 
 import numpy as np
-from sparse_rows cimport (RowsOut, check_row_range, emit_top, indptr_t, padded, rows_in,
+from sparse_rows cimport (RowsOut, TopScratch, check_row_range, emit_scores, indptr_t, padded, rows_in,
                           rows_open, rows_pieces)
 from xmlkit._ext.file_check cimport BlockFile, blocks_need
 
@@ -196,14 +196,6 @@ cdef class ForestKernel:
             r = _accumulate(self, at.data(), r1 - r0, k, out)
         self._raise(r, -1)
         return rows_pieces(out)
-
-
-cdef inline pair[double, int32_t] _ranked(double total, double inv_t, int32_t l) noexcept nogil:
-    """The emit_top entry of label l summed to `total` over trees: its mean
-    (1 / n_trees = inv_t) as the float32 written out, negated (best first)."""
-    cdef pair[double, int32_t] entry       # (by its fields: pair's constructor is `except +`)
-    entry.first, entry.second = -<double> (<float> (total * inv_t)), l
-    return entry
 
 
 cdef inline bint _need(const TreeView* tv, int64_t offset, int64_t lo, int64_t hi,
@@ -467,8 +459,8 @@ cdef int _accumulate(ForestKernel f, const int32_t** leaf, int64_t n, int topk,
     cdef vector[double] acc
     cdef vector[char] seen
     cdef vector[int32_t] touched
-    cdef vector[pair[double, int32_t]] ranked
-    cdef vector[pair[int32_t, float]] sel
+    cdef vector[float] vals
+    cdef TopScratch top
     cdef int64_t r, j, k, a, b
     cdef Py_ssize_t t, n_trees = f.trees.size()
     cdef int32_t node, l
@@ -497,13 +489,13 @@ cdef int _accumulate(ForestKernel f, const int32_t** leaf, int64_t n, int topk,
                     seen[l] = 1
                     touched.push_back(l)
                 acc[l] += tv.lv[j]
-        ranked.clear()
-        for k in range(<int64_t> touched.size()):
+        vals.resize(touched.size())
+        for k in range(<int64_t> touched.size()):       # (each mean as the float written)
             l = touched[k]
-            ranked.push_back(_ranked(acc[l], inv_t, l))
+            vals[k] = <float> (acc[l] * inv_t)
             acc[l] = 0.0
             seen[l] = 0
-        emit_top(ranked, topk, sel, out)
+        emit_scores(touched.data(), vals.data(), touched.size(), topk, False, top, out)
     return 0
 
 cdef int _predict(ForestKernel f, const indptr_t* xp, const int32_t* xi, const float* xv,

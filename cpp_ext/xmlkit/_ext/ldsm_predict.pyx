@@ -15,7 +15,7 @@ from libcpp.utility cimport pair
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport (RowsOut, emit_top, fill_vector, indptr_t, padded, rows_in,
+from sparse_rows cimport (RowsOut, TopScratch, emit_scores, fill_vector, indptr_t, padded, rows_in,
                           rows_open, rows_pieces)
 
 cnp.import_array()
@@ -70,7 +70,7 @@ cdef int _reach(const LdsmTree* tv, int M, int64_t d, double bias, double thresh
 
 
 cdef int _emit(LdsmKernel f, vector[double]& acc, vector[int32_t]& touched, int topk,
-               vector[pair[double, int32_t]]& items, vector[pair[int32_t, float]]& sel,
+               vector[int32_t]& labs, vector[float]& vals, TopScratch& top,
                RowsOut& out) except -1 nogil:
     """Write the row whose label scores acc holds (at the labels `touched`),
     filled up to topk labels from the forest's marginal, each filled label
@@ -81,26 +81,29 @@ cdef int _emit(LdsmKernel f, vector[double]& acc, vector[int32_t]& touched, int 
     cdef int32_t lab
     cdef float score
     cdef double lowest = INFINITY, floor
-    items.clear()
+    labs.clear()
+    vals.clear()
     for a in range(touched.size()):
         lab = touched[a]
         score = <float> acc[lab]
-        items.push_back(pair[double, int32_t](-<double> score, lab))
+        labs.push_back(lab)
+        vals.push_back(score)
         if score < lowest:
             lowest = score
-    if topk > 0 and items.size() < <size_t> topk:
+    if topk > 0 and labs.size() < <size_t> topk:
         # below half the row's lowest score (1e-3 when the leaves gave none)
         floor = 0.5 * lowest if touched.size() else 1e-3
         a = 0
-        while items.size() < <size_t> topk and a < n_fill:
+        while labs.size() < <size_t> topk and a < n_fill:
             lab = fill[a]
             if acc[lab] == 0:
                 score = <float> (floor * fill_val[a])
-                items.push_back(pair[double, int32_t](-<double> score, lab))
+                labs.push_back(lab)
+                vals.push_back(score)
             a += 1
     for a in range(touched.size()):
         acc[touched[a]] = 0
-    emit_top(items, topk, sel, out)
+    emit_scores(labs.data(), vals.data(), labs.size(), topk, False, top, out)
     return 0
 
 
@@ -112,9 +115,9 @@ cdef void _predict(LdsmKernel f, const indptr_t* xp, const int32_t* xi, const fl
     cdef const LdsmTree* tv
     cdef vector[float] x
     cdef vector[double] acc
-    cdef vector[int32_t] stack, leaves, touched
-    cdef vector[pair[double, int32_t]] items
-    cdef vector[pair[int32_t, float]] sel
+    cdef vector[int32_t] stack, leaves, touched, labs
+    cdef vector[float] vals
+    cdef TopScratch top
     cdef int64_t r, q
     cdef int t
     cdef int32_t lab
@@ -140,7 +143,7 @@ cdef void _predict(LdsmKernel f, const indptr_t* xp, const int32_t* xi, const fl
                     acc[lab] += tv.l_val[q] * share
         for q in range(xp[r], xp[r + 1]):
             x[xi[q]] = 0
-        _emit(f, acc, touched, topk, items, sel, out)
+        _emit(f, acc, touched, topk, labs, vals, top, out)
 
 
 cdef class LdsmKernel:

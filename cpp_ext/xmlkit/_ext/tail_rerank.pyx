@@ -18,7 +18,7 @@ from libcpp.utility cimport pair
 cimport numpy as cnp
 
 import numpy as np
-from sparse_rows cimport (RowsOut, emit_top, fill_vector, indptr_t, padded, rows_in,
+from sparse_rows cimport (RowsOut, TopScratch, emit_scores, fill_vector, indptr_t, padded, rows_in,
                           rows_open, rows_pieces)
 
 cnp.import_array()
@@ -35,8 +35,9 @@ cdef void _rerank(TailKernel t, const indptr_t* xp, const int32_t* xi, const flo
     cdef const float* mv = &t.mu_values[0]
     cdef const double* sqnorm = &t.mu_sqnorm[0]
     cdef vector[double] dot
-    cdef vector[pair[double, int32_t]] items
-    cdef vector[pair[int32_t, float]] sel
+    cdef vector[int32_t] labs
+    cdef vector[float] vals
+    cdef TopScratch top
     cdef int64_t r, j, m, f
     cdef int32_t l
     cdef double norm, v, d2, tail, score
@@ -56,19 +57,21 @@ cdef void _rerank(TailKernel t, const indptr_t* xp, const int32_t* xi, const flo
                     continue
                 for m in range(mp[f], mp[f + 1]):
                     dot[ml[m]] += mv[m] * v
-        items.clear()
+        labs.clear()
+        vals.clear()
         for j in range(sp[r], sp[r + 1]):
             l = si[j]
             d2 = sqnorm[l] + 1.0 - 2.0 * (dot[l] / norm if norm > 0 else 0.0)
             tail = 1.0 / (1.0 + exp(gamma * d2))
             score = pow(<double> sv[j], alpha) * pow(tail, 1.0 - alpha)
-            items.push_back(pair[double, int32_t](-<double> (<float> score), l))
+            labs.push_back(l)
+            vals.push_back(<float> score)
         if norm > 0:
             for j in range(xp[r], xp[r + 1] + 1):
                 f = xi[j] if j < xp[r + 1] else n_features
                 for m in range(mp[f], mp[f + 1]):
                     dot[ml[m]] = 0.0
-        emit_top(items, topk, sel, out)
+        emit_scores(labs.data(), vals.data(), labs.size(), topk, False, top, out)
 
 
 cdef class TailKernel:
