@@ -215,10 +215,12 @@ class Parabel(TreeEnsemble):
         a free thread takes the root of one of the next threads + 1 trees
         to end when one is ready (a wide tree's root is most of its tree's
         work: it is not left until the trees before it are done), else the
-        ready node of the earliest tree (its upper levels first). So the
-        trees end in order, only roots are held ahead of them, and no
-        thread waits while any node is ready. A node's result does not
-        depend on when it is trained."""
+        ready node of the earliest tree: its upper levels first, and in a
+        level the node of most work first (its labels' points times its
+        classifiers, so that a large node is not the last one left while
+        the other threads wait). So the trees end in order, only roots are
+        held ahead of them, and no thread waits while any node is ready. A
+        node's result does not depend on when it is trained."""
         if not todo:
             return
         data = self._data(X, Y)
@@ -245,14 +247,20 @@ class Parabel(TreeEnsemble):
         growing = [_Growth(self, t) for t in todo]
         ready = {}                      # tree's place -> heap of (depth, node)
 
+        points = np.bincount(Y.indices, minlength=Y.shape[1])    # (each label's)
+
         def push(rank, i):
-            heapq.heappush(ready.setdefault(rank, []), (growing[rank].depth[i], i))
+            g = growing[rank]
+            labels = g.labels[i]
+            work = int(points[labels].sum()) * (len(labels) if g.task(i)[2] else
+                                                min(self.params.arity, len(labels)))
+            heapq.heappush(ready.setdefault(rank, []), (g.depth[i], -work, i))
 
         def pop():
             roots = [r for r in range(done_upto, done_upto + threads + 1)
                      if r in ready and ready[r][0][0] == 0]
             rank = roots[0] if roots else min(ready)
-            i = heapq.heappop(ready[rank])[1]
+            i = heapq.heappop(ready[rank])[2]
             if not ready[rank]:
                 del ready[rank]
             return rank, i
