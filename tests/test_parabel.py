@@ -522,6 +522,51 @@ def test_threads_take_the_next_trees_roots_first(bibtex, monkeypatch):
             assert np.array_equal(one.trees_[t][key], two.trees_[t][key]), key
 
 
+def test_a_level_is_trained_largest_node_first(bibtex, monkeypatch):
+    """Of the ready nodes of a level, a free thread takes the one of most
+    work (its labels' points times its classifiers) first. The tasks run as
+    they are handed out (an executor that runs them at submission), so the
+    order of the calls is the order of the choices: after the root, every
+    child of it, largest first."""
+    from concurrent.futures import Future
+    from xmlkit._ext.parabel_tree import ParabelNode
+    from xmlkit.models import parabel as parabel_module
+    X, Y, _, _ = bibtex
+    params = {"n_trees": 1, "arity": 10, "balanced": False, "max_leaf": 20, "max_depth": 3}
+    calls = []
+
+    class Logged(ParabelNode):
+        def node(self, data, labels, seed, leaf):
+            calls.append((np.array(labels), leaf))
+            return super().node(data, labels, seed, leaf)
+
+    class AtOnce:
+        def __init__(self, threads):
+            pass
+
+        def submit(self, fn, *args):
+            done = Future()
+            done.set_result(fn(*args))
+            return done
+
+        def shutdown(self, wait=True, cancel_futures=False):
+            pass
+
+    def builder(self, data):
+        p = self.params
+        return Logged(data, p.arity, p.balanced, p.cluster_eps, LOSSES.index(p.loss), p.C,
+                      p.max_iter, p.tol, p.weight_threshold)
+    monkeypatch.setattr(xmlkit.Parabel, "_builder", builder)
+    monkeypatch.setattr(parabel_module, "ThreadPoolExecutor", AtOnce)
+    model = xmlkit.Parabel(threads=2, **params).fit(X, Y)
+    points = np.bincount(Y.indices, minlength=Y.shape[1])
+    n_child = int(model.trees_[0]["c_ptr"][1] - model.trees_[0]["c_ptr"][0])
+    assert len(calls[0][0]) == Y.shape[1] and n_child >= 3
+    work = [int(points[lab].sum()) * (len(lab) if leaf else min(10, len(lab)))
+            for lab, leaf in calls[1:1 + n_child]]
+    assert work == sorted(work, reverse=True) and work[0] > work[-1]
+
+
 def test_deterministic_at_any_thread_count_and_cli_equals_api(tmp_path, bibtex, small_model):
     X, Y, Xt, Yt = bibtex
     b = xmlkit.Parabel(n_trees=2, max_leaf=20, threads=2).fit(X, Y)
