@@ -15,6 +15,7 @@
  * xk_shrink_row w[k] = sign(w[k]) max(0, |w[k]| - sub) scale (the elastic
  *               net's catch-up), then acc[k] += x * w[k], k < K, in doubles;
  *               returns how many w[k] are not 0
+ * xk_shrink_row_uncounted  the same, without the count
  * xk_hinge_probs p[k] = e^(-s - max(0, 1 - z[k])^2) as floats, k < n: a
  *               Parabel leaf's label probabilities (squared hinge)
  */
@@ -32,6 +33,12 @@
 #  define XK_WIDE __attribute__((unused))
 #else
 #  define XK_WIDE
+#endif
+/* a body shared by two of them, inlined into each (its flags constants there) */
+#if defined(__GNUC__)
+#  define XK_WIDE_INLINE inline __attribute__((always_inline, unused))
+#else
+#  define XK_WIDE_INLINE __forceinline
 #endif
 
 XK_WIDE static void xk_rows_dot(int64_t lo, int64_t hi, const int32_t* f, const float* v,
@@ -66,8 +73,9 @@ XK_WIDE static void xk_rows_dotf(float* acc, const float* row, float x, int64_t 
         acc[k] += x * row[k];
 }
 
-XK_WIDE static int64_t xk_shrink_row(double* w, double* acc, int64_t K, double scale,
-                                     double sub, double x) {
+/* (inlined into both below, `count` a constant there) */
+static XK_WIDE_INLINE int64_t xk_shrink_row_body(
+        double* w, double* acc, int64_t K, double scale, double sub, double x, int count) {
     int64_t kept = 0;
     for (int64_t k = 0; k < K; k++) {
         const double v = w[k];
@@ -76,9 +84,20 @@ XK_WIDE static int64_t xk_shrink_row(double* w, double* acc, int64_t K, double s
         const double u = copysign(m * scale, v);
         w[k] = u;
         acc[k] += x * u;
-        kept += u != 0.0;
+        if (count)
+            kept += u != 0.0;
     }
     return kept;
+}
+
+XK_WIDE static int64_t xk_shrink_row(double* w, double* acc, int64_t K, double scale,
+                                     double sub, double x) {
+    return xk_shrink_row_body(w, acc, K, scale, sub, x, 1);
+}
+
+XK_WIDE static void xk_shrink_row_uncounted(double* w, double* acc, int64_t K, double scale,
+                                            double sub, double x) {
+    xk_shrink_row_body(w, acc, K, scale, sub, x, 0);
 }
 
 /* e^t for a leaf's label (t = -s - max(0, 1 - z)^2 <= 0, s the leaf's

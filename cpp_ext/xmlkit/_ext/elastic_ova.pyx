@@ -28,6 +28,7 @@
 
 from libc.stdint cimport int32_t, int64_t
 from libc.math cimport copysign, fabs, sqrt
+from libc.string cimport memcpy
 from libcpp.vector cimport vector
 from libcpp.utility cimport pair
 
@@ -41,6 +42,8 @@ cnp.import_array()
 cdef extern from "xk_wide.h":
     int64_t xk_shrink_row(double* w, double* acc, int64_t K, double scale, double sub,
                           double x) noexcept nogil
+    void xk_shrink_row_uncounted(double* w, double* acc, int64_t K, double scale,
+                                 double sub, double x) noexcept nogil
     void xk_rows_dotd(double* acc, const double* row, double x, int64_t K) noexcept nogil
 
 cdef enum:
@@ -124,10 +127,14 @@ cdef class ElasticOVA:
         # |w| <- phi * (|w| / phi_psi - l1 (beta - beta_psi)) = scale * (|w| - sub)
         # bring the row current; with x != 0 also add x * w to the scores
         if self.drows[i].size():
-            kept = xk_shrink_row(self.drows[i].data(), self.s.data(), self.L, scale, sub, x)
             # (with every label a residual, as a logistic or squared loss
-            # has, the step fills the row again: it stays dense)
-            if 4 * kept < <size_t> self.L and self.loss == LOSS_HINGE:
+            # has, the step fills the row again: it stays dense, and its
+            # weights need no count)
+            if self.loss != LOSS_HINGE:
+                xk_shrink_row_uncounted(self.drows[i].data(), self.s.data(), self.L, scale,
+                                        sub, x)
+            elif 4 * xk_shrink_row(self.drows[i].data(), self.s.data(), self.L, scale, sub,
+                                   x) < self.L:
                 self._to_sparse(i)
         else:
             for a in range(row.size()):
@@ -149,9 +156,12 @@ cdef class ElasticOVA:
         cdef double c
         cdef double x, w, rsq
         cdef vector[Entry]* row
+        cdef double* s = self.s.data()
+        cdef double* r = self.r.data()
+        cdef int32_t* zp
+        cdef size_t n_nz = 0
         # current weights of the active rows, scores
-        for l in range(L):
-            self.s[l] = self.bias[l]
+        memcpy(s, self.bias.data(), L * sizeof(double))
         for j in range(xp[e], xp[e + 1]):
             i, x = xi[j], xv[j]
             if self.lazy:
@@ -164,23 +174,28 @@ cdef class ElasticOVA:
         # for a positive and max(0, s + 1) for a negative: zero for every
         # label the model already ranks well enough, so the updates below
         # touch only the labels in nz (those with a residual)
-        for l in range(L):
-            if self.loss == LOSS_LOGISTIC:
-                self.r[l] = sigmoid(self.s[l])
-            elif self.loss == LOSS_SQUARED:
-                self.r[l] = self.s[l]
-            else:
-                self.r[l] = self.s[l] + 1.0 if self.s[l] > -1.0 else 0.0
+        # (a loop per loss, on local pointers: the compiler vectorises them)
+        if self.loss == LOSS_LOGISTIC:
+            for l in range(L):
+                r[l] = sigmoid(s[l])
+        elif self.loss == LOSS_SQUARED:
+            memcpy(r, s, L * sizeof(double))
+        else:
+            for l in range(L):
+                r[l] = s[l] + 1.0 if s[l] > -1.0 else 0.0
         for j in range(yp[e], yp[e + 1]):
             l = yi[j]
             if self.loss == LOSS_HINGE:
-                self.r[l] = self.s[l] - 1.0 if self.s[l] < 1.0 else 0.0
+                r[l] = s[l] - 1.0 if s[l] < 1.0 else 0.0
             else:
-                self.r[l] -= 1.0
-        self.nz.clear()
+                r[l] -= 1.0
+        # the labels with a residual, written without a branch
+        self.nz.resize(L)
+        zp = self.nz.data()
         for l in range(L):
-            if self.r[l] != 0:
-                self.nz.push_back(<int32_t> l)
+            zp[n_nz] = <int32_t> l
+            n_nz += r[l] != 0
+        self.nz.resize(n_nz)
         rsq = 0
         if self.adagrad:
             for a in range(self.nz.size()):
