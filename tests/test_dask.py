@@ -44,7 +44,8 @@ def same_folders(a, b):
 @pytest.mark.parametrize("algorithm,args", [
     ("fastxml", ["-t", "4"]), ("pfastrexml", ["-t", "3"]),
     ("ldsm", ["-t", "2", "--max-nodes", "200"]), ("parabel", ["-t", "2", "-m", "20"]),
-    ("linear", ["--label-blocks", "4", "--epochs", "2"])])
+    ("linear", ["--label-blocks", "4", "--epochs", "2"]),
+    ("linear", ["--label-blocks", "3", "--epochs", "2", "--final-epochs", "1"])])
 @pytest.mark.slow
 def test_local_cluster_equals_local_run(tmp_path, small, algorithm, args):
     local, dask, shared = tmp_path / "local", tmp_path / "dask", tmp_path / "shared"

@@ -7,6 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 import xmlkit
+from xmlkit.errors import XmlkitError
 from xmlkit.io import read_matrix
 from xmlkit.metrics import ranking_metrics
 from xmlkit.models.linear import fit_thresholds
@@ -118,15 +119,17 @@ def test_auto_settings_follow_the_data_and_are_recorded(tmp_path, bibtex):
     assert linear.Linear.auto_epochs(round(steps / 3.6), hinge) == 4
     X, Y = bibtex[0][:300], bibtex[1][:300]
     ticks = []
-    model = xmlkit.Linear(threshold_holdout=0.2)
+    model = xmlkit.Linear(threshold_holdout=0.2, final_epochs=0)
     total = model.progress_total(300, Y.shape[1])
     X2, Y2 = model.start_fit(X, Y)
     model._fit_arrays(X2, Y2, ticks.append)
-    # every point of every epoch of both trainings (240 without the hold-out, then 300)
-    assert sum(ticks) == total == linear.SMOOTH_EPOCHS * (240 + 300)
+    # every point of every epoch of both trainings (240 without the hold-out, then 300
+    # anew: the logistic loss's final_epochs is 0), in each of the 2 label blocks
+    assert sum(ticks) == total == 2 * linear.SMOOTH_EPOCHS * (240 + 300)
     assert model.get_params()["loss"] == "auto"        # parameters stay as given
     rec = model.model_params()                          # the model records what auto was
-    assert (rec["loss"], rec["lr"], rec["epochs"]) == ("logistic", 3.0, linear.SMOOTH_EPOCHS)
+    assert (rec["loss"], rec["lr"], rec["epochs"], rec["final_epochs"]) == \
+        ("logistic", 3.0, linear.SMOOTH_EPOCHS, 0)
     # a folder records the concrete values; the loaded model predicts the same
     folder = tmp_path / "m"
     model.save(folder)
@@ -141,6 +144,29 @@ def test_auto_settings_follow_the_data_and_are_recorded(tmp_path, bibtex):
     assert a.model_params()["loss"] == "squared_hinge" and a.model_params()["lr"] == 1.0
     for k in ("w_ptr", "w_idx", "w_val", "bias"):
         assert np.array_equal(a.arrays_[k], b.arrays_[k])
+    # final_epochs: below CONTINUE_BELOW points per feature FINAL_SHARE of the
+    # epochs, rounded, at least 1 (the hold-out model continued over every
+    # point); from there 0 (a final model trained anew)
+    below = linear.CONTINUE_BELOW - 0.5
+    assert linear.Linear.auto_final_epochs(10, below) == 3
+    assert linear.Linear.auto_final_epochs(5, below) == 2
+    assert linear.Linear.auto_final_epochs(2, 1.0) == 1
+    assert linear.Linear.auto_final_epochs(10, linear.CONTINUE_BELOW) == 0
+    with pytest.raises(XmlkitError, match="needs the training points"):
+        xmlkit.Linear().progress_total(300, Y.shape[1])
+    dense = sp.csr_matrix(np.random.default_rng(0).uniform(0.1, 1, (300, 20)))
+    assert X.nnz / X.shape[1] < linear.CONTINUE_BELOW <= dense.nnz / dense.shape[1]
+    for points, final in ((X, 1), (dense, 0)):
+        # text rows (few points per feature), or 20 features in every point
+        ticks = []
+        c = xmlkit.Linear(epochs=2, threshold_holdout=0.2)
+        total = c.progress_total(300, Y_many.shape[1], points)
+        X2, Y2 = c.start_fit(points, Y_many)
+        c._fit_arrays(X2, Y2, ticks.append)
+        assert c.model_params()["final_epochs"] == final
+        # per label block: 2 epochs on the 240 points left, then over all 300
+        # 1 more (continued) or 2 (anew)
+        assert sum(ticks) == total == 2 * (2 * 240 + (final or 2) * 300)
 
 
 @pytest.mark.slow
@@ -174,8 +200,10 @@ def test_label_blocks_by_hand_and_independent_of_threads(bibtex):
     assert m["w_val"].tolist() == [0.5, 2.0, -1.0] and m["w_val"].dtype == np.float32
     assert m["bias"].tolist() == [0.1, 0.2, 0.3]
     X, Y = bibtex[0][:400], bibtex[1][:400]
-    for kw in ({"epochs": 2, "label_blocks": 5}, {"epochs": 2}):
-        # threads: blocks at once, and the hold-out and final models side by side
+    for kw in ({"epochs": 2, "label_blocks": 5, "final_epochs": 0},
+               {"epochs": 2, "label_blocks": 1, "final_epochs": 0},
+               {"epochs": 2, "final_epochs": 1}):
+        # threads: blocks at once, the hold-out and a new final model side by side
         one = xmlkit.Linear(threads=1, **kw).fit(X, Y)
         for threads in (2, 3):
             more = xmlkit.Linear(threads=threads, **kw).fit(X, Y)
@@ -183,8 +211,34 @@ def test_label_blocks_by_hand_and_independent_of_threads(bibtex):
                 assert np.array_equal(one.arrays_[k], more.arrays_[k])
     # a block is a model of its labels alone: block 1 = a model of labels lo..hi-1
     lo, hi = block_bounds(Y.shape[1], 5)[1:3]
-    alone = xmlkit.Linear(epochs=2, threshold_holdout=0).fit(X, Y[:, lo:hi])
+    alone = xmlkit.Linear(epochs=2, threshold_holdout=0, label_blocks=1).fit(X, Y[:, lo:hi])
     blocked = xmlkit.Linear(epochs=2, threshold_holdout=0, label_blocks=5).fit(X, Y)
     assert np.array_equal(alone._weights().toarray(),
                           blocked._weights()[:, lo:hi].toarray())
     assert np.array_equal(alone.arrays_["bias"], blocked.arrays_["bias"][lo:hi])
+
+
+def test_final_model_trained_anew_or_continued(bibtex):
+    X, Y = bibtex[0][:400], bibtex[1][:400]
+    kw = {"epochs": 2, "seed": 3}
+    anew = xmlkit.Linear(threshold_holdout=0.25, final_epochs=0, **kw).fit(X, Y)
+    cont = xmlkit.Linear(threshold_holdout=0.25, final_epochs=1, **kw).fit(X, Y)
+    plain = xmlkit.Linear(threshold_holdout=0, **kw).fit(X, Y)
+    weights = ("w_ptr", "w_idx", "w_val", "bias")
+    # anew: the final model is the model of every point without a hold-out
+    for k in weights:
+        assert np.array_equal(anew.arrays_[k], plain.arrays_[k])
+    # the hold-out (seeded by seed ^ 0x5EED) and the model of the points left,
+    # whose probabilities of the held-out points fit both models' thresholds
+    perm = np.random.default_rng(3 ^ 0x5EED).permutation(400)
+    hold, rest = np.sort(perm[:100]), np.sort(perm[100:])
+    part = xmlkit.Linear(threshold_holdout=0, **kw).fit(X[rest], Y[rest])
+    theta = fit_thresholds(part.predict(X[hold], k=None).toarray(), Y[hold])
+    assert np.array_equal(anew.arrays_["thresholds"], theta)
+    assert np.array_equal(cont.arrays_["thresholds"], theta)
+    # continued: one more pass over every point moves the model of the points
+    # left towards the held-out ones (their true labels' mean probability rises)
+    assert not np.array_equal(cont._weights().toarray(), part._weights().toarray())
+    truth = Y[hold].toarray() > 0
+    P_part, P_cont = (m.predict(X[hold], k=None).toarray() for m in (part, cont))
+    assert P_cont[truth].mean() > P_part[truth].mean()

@@ -220,6 +220,12 @@ LINEAR = (
         f"{_linear.SMOOTH_EPOCHS} for logistic and squared, and for squared_hinge "
         f"{_linear.AUTO_STEPS:,} SGD steps / N points, rounded, from "
         f"{_linear.MIN_AUTO_EPOCHS} to {_linear.MAX_AUTO_EPOCHS}.", type=AutoOr(click.INT)),
+    Opt("final_epochs", ("--final-epochs",), "With a threshold hold-out, the final model: "
+        "0: trained anew on every point (--epochs passes, side by side with the hold-out "
+        "model on -T 2); N: the hold-out model continued N passes over every point; auto: "
+        f"{_linear.FINAL_SHARE:g} x epochs (at least 1) where the features are sparse (below "
+        f"{_linear.CONTINUE_BELOW} points per feature on average, as on text), else 0.",
+        type=AutoOr(click.INT)),
     Opt("unit_rows", ("--unit-rows",), "Scale every point to unit length (training and "
                                        "prediction).", off="--raw-rows"),
     Opt("dense_updates", ("--dense-updates",), "The plain algorithm: every weight "
@@ -232,9 +238,9 @@ LINEAR = (
     Opt("label_blocks", ("--label-blocks",), "Split the labels into B contiguous blocks "
         "trained on their own (on -T threads, or as --dask tasks): the same model wherever "
         "they run, but B changes it (each block keeps its own per-feature AdaGrad rates)."),
-    Opt("threads", ("-T", "--threads"), "Trainings at once (threads): from 2, the "
-        "hold-out model and the final one side by side (twice the memory), and label "
-        "blocks share the threads; the model does not depend on it."),
+    Opt("threads", ("-T", "--threads"), "Trainings at once (threads): label blocks side "
+        "by side, and a final model trained anew side by side with the hold-out one (twice "
+        "the memory); the model does not depend on it."),
     Opt("seed", ("--seed",), "Random seed (shuffling, hold-out)."),
 )
 

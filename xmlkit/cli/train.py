@@ -211,7 +211,7 @@ def _train_locked(algorithm, paths, index_base, as_json, quiet, params, executor
     from xmlkit._ext.file_check import exit_on_no_memory
     exit_on_no_memory(f"xml-train: error: {memory}\n")    # (a kernel refused memory)
     try:
-        with log.progress(model.progress_total(X.shape[0], Y.shape[1]), "training",
+        with log.progress(model.progress_total(X.shape[0], Y.shape[1], X), "training",
                           model.progress_unit) as bar:
             fit_folder(model, X, Y, model_dir, progress=bar.update, log=log,
                        executor=executor, keep_trees=False, calibrate=calibrate)

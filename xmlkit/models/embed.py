@@ -343,7 +343,7 @@ class Embed(ArrayModel):
 
     progress_unit = "steps"
 
-    def progress_total(self, n_points, n_labels):
+    def progress_total(self, n_points, n_labels, X=None):
         """Steps of training's progress callback: the three stages of the
         fit and the epochs of the logistic refinement."""
         p = self.params

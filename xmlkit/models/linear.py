@@ -18,7 +18,7 @@ import numpy as np
 from xmlkit import checks
 from xmlkit._memory import available_bytes
 from xmlkit.csr import as_rows, like, model_rows, unit_rows
-from xmlkit.errors import InvalidParameterError, XmlkitWarning
+from xmlkit.errors import InvalidParameterError, XmlkitError, XmlkitWarning
 from xmlkit.models.matrix_family import (THRESHOLD_COLUMNS, ArrayModel, fit_thresholds_blocked,
                                          scored_blocks, selector, sigmoid)
 from xmlkit.models.base import SEED, auto_or, boolean, integer, one_of, optional, real
@@ -35,10 +35,23 @@ AUTO_LR = {"logistic": 3.0, "squared": 3.0, "squared_hinge": 1.0}
 #: most HINGE_LABELS x nnz(X)); the squared hinge, chosen for many labels,
 #: about AUTO_STEPS SGD steps: AUTO_STEPS / N passes, rounded, from
 #: MIN_AUTO_EPOCHS to MAX_AUTO_EPOCHS (near its best after a few passes,
-#: which are long on large sets: scripts/results/families.md)
+#: which are long on large sets: scripts/results/families.md; on a small
+#: set, 7 passes and their final ones over every point ranked as 10 did:
+#: scripts/results/linear.md)
 SMOOTH_EPOCHS = 10
 AUTO_STEPS = 100_000
-MIN_AUTO_EPOCHS, MAX_AUTO_EPOCHS = 2, 10
+MIN_AUTO_EPOCHS, MAX_AUTO_EPOCHS = 2, 7
+#: final_epochs="auto": where the features are sparse (fewer than
+#: CONTINUE_BELOW points per feature on average, as on text) the hold-out
+#: model is continued over every point for FINAL_SHARE of its passes (at
+#: least one) instead of a second model trained anew: a feature's AdaGrad
+#: rate is still high there after the hold-out model's passes, and that
+#: ranked as training anew did, in fewer passes. Where every feature is in
+#: many points, the rates have fallen and the held-out points would be
+#: learnt little: the final model is trained anew (0), which ranked better
+#: there (scripts/results/linear.md)
+FINAL_SHARE = 0.3
+CONTINUE_BELOW = 50
 #: points per call of the kernel (a progress update each)
 CHUNK_POINTS = 4096
 DECISION_ALIASES = {"thresholds": "threshold"}     # the name before 0.1 unified it
@@ -77,9 +90,9 @@ def merge_blocks(parts, bounds):
 
 def train_block(shared, block):
     """A label block's arrays (a task for xmlkit.cluster): shared = (model,
-    X, Y), block = (lo, hi)."""
-    model, X, Y = shared
-    return model._train_block(X, Y, int(block[0]), int(block[1]))
+    X, Y, rest), block = (lo, hi)."""
+    model, X, Y, rest = shared
+    return model._train_block(X, Y, rest, int(block[0]), int(block[1]))
 
 
 def fit_thresholds(P, Y):
@@ -105,23 +118,27 @@ class Linear(ArrayModel):
         "loss": one_of("auto", "logistic", "squared", "squared_hinge"), "l1": real(0),
         "l2": real(0), "lr_schedule": one_of("constant", "decaying", "adagrad"),
         "lr": auto_or(real(0, lo_open=True)), "lr_decay": real(0),
-        "epochs": auto_or(integer(1)), "unit_rows": boolean(),
+        "epochs": auto_or(integer(1)), "final_epochs": auto_or(integer(0)),
+        "unit_rows": boolean(),
         "dense_updates": boolean(), "threshold_holdout": real(0, 1, hi_open=True),
         "prune_weights": real(0), "label_blocks": integer(1), "threads": integer(1),
         "seed": SEED,
     }
     PARAM_GROUPS = (
         ("Model", ("loss", "l1", "l2", "unit_rows", "prune_weights", "threshold_holdout")),
-        ("Solver", ("lr_schedule", "lr", "lr_decay", "epochs", "dense_updates")),
+        ("Solver", ("lr_schedule", "lr", "lr_decay", "epochs", "final_epochs",
+                    "dense_updates")),
         ("Run", ("label_blocks", "threads", "seed")),
     )
-    MODEL_KEYS = ("loss", "l1", "l2", "lr_schedule", "lr", "lr_decay", "epochs", "unit_rows",
-                  "threshold_holdout", "prune_weights", "label_blocks")
+    MODEL_KEYS = ("loss", "l1", "l2", "lr_schedule", "lr", "lr_decay", "epochs",
+                  "final_epochs", "unit_rows", "threshold_holdout", "prune_weights",
+                  "label_blocks")
     progress_unit = "points"
 
     def __init__(self, *, loss="auto", l1=1e-6, l2=1e-5, unit_rows=True, prune_weights=0.0,
                  threshold_holdout=0.1, lr_schedule="adagrad", lr="auto", lr_decay=1e-4,
-                 epochs="auto", dense_updates=False, label_blocks=1, threads=1, seed=0):
+                 epochs="auto", final_epochs="auto", dense_updates=False, label_blocks=2,
+                 threads=1, seed=0):
         """
         Model parameters
         ----------------
@@ -137,8 +154,9 @@ class Linear(ArrayModel):
         prune_weights : after training, weights with |w| below this are dropped
             (DiSMEC's model pruning; 0: none).
         threshold_holdout : share of the training points held out to fit the
-            per-label thresholds (0: no thresholds); the model is then
-            trained twice (without the hold-out, then on every point).
+            per-label thresholds (0: no thresholds): a model is trained
+            without them, its scores of them fit the thresholds, and the
+            final model is trained on every point (see final_epochs).
 
         Solver parameters
         -----------------
@@ -149,7 +167,14 @@ class Linear(ArrayModel):
         epochs : passes over the training data; "auto": 10 for the logistic
             and squared losses; for the squared hinge about AUTO_STEPS
             (100,000) SGD steps, i.e. 100,000 / n_points passes, at least 2
-            and at most 10.
+            and at most 7.
+        final_epochs : with a threshold hold-out, how the final model is
+            made: 0: trained anew on every point (epochs passes, side by
+            side with the hold-out model); n >= 1: the hold-out model
+            continued, n passes over every point. "auto": FINAL_SHARE (0.3)
+            of epochs, rounded, at least 1, where the features are sparse
+            (below CONTINUE_BELOW, 50, points per feature on average, as on
+            text); 0 otherwise.
         dense_updates : the plain algorithm: every weight regularised at every
             step (slow; for comparison).
 
@@ -161,11 +186,12 @@ class Linear(ArrayModel):
             order, but the AdaGrad accumulators of the features are per block
             (a feature's rate falls with the gradients of its block's labels
             only), so the model changes with the number of blocks, not with
-            where the blocks run.
+            where the blocks run. 2 by default, for two threads to share
+            the work of one model.
         threads : trainings at once (threads; the kernel runs without the
-            GIL): with a threshold hold-out, 2 or more train the hold-out
-            model and the final one side by side (twice the memory), and
-            label blocks share the threads. The model does not depend on it.
+            GIL): label blocks side by side, and a final model trained anew
+            side by side with the hold-out one (twice the memory). The model
+            does not depend on it.
         seed : random seed (shuffling, hold-out).
 
         A fitted model records the values "auto" stood for (its parameters
@@ -178,6 +204,7 @@ class Linear(ArrayModel):
         self.lr = lr
         self.lr_decay = lr_decay
         self.epochs = epochs
+        self.final_epochs = final_epochs
         self.unit_rows = unit_rows
         self.dense_updates = dense_updates
         self.threshold_holdout = threshold_holdout
@@ -196,10 +223,16 @@ class Linear(ArrayModel):
             return SMOOTH_EPOCHS
         return int(min(MAX_AUTO_EPOCHS, max(MIN_AUTO_EPOCHS, round(AUTO_STEPS / max(1, n_points)))))
 
-    def _settings(self, n_points=None, n_labels=None):
+    @staticmethod
+    def auto_final_epochs(epochs, points_per_feature):
+        if points_per_feature >= CONTINUE_BELOW:
+            return 0
+        return max(1, int(round(FINAL_SHARE * epochs)))
+
+    def _settings(self, n_points=None, n_labels=None, X=None):
         """The parameters with "auto" replaced by what it stands for (on
         n_points training points and n_labels labels, by default the
-        model's)."""
+        model's, and the training points X)."""
         p = self.params
         if p.loss == "auto":
             p.loss = self.auto_loss(self.n_labels_ if n_labels is None else n_labels)
@@ -207,55 +240,83 @@ class Linear(ArrayModel):
             p.lr = AUTO_LR[p.loss]
         if p.epochs == "auto" and n_points is not None:
             p.epochs = self.auto_epochs(n_points, p.loss)
+        if p.final_epochs == "auto" and p.epochs != "auto" and X is not None:
+            p.final_epochs = self.auto_final_epochs(p.epochs, X.nnz / max(1, X.shape[1]))
         return p
 
     def start_fit(self, X, Y):
         X, Y = super().start_fit(X, Y)
-        self.settings_ = self._settings(X.shape[0])
+        self.settings_ = self._settings(X.shape[0], X=X)
         return X, Y
 
     def _n_holdout(self, n_points):
         h = self.params.threshold_holdout
         return max(1, int(round(h * n_points))) if h > 0 else 0
 
-    def progress_total(self, n_points, n_labels):
+    def progress_total(self, n_points, n_labels, X=None):
         """Points the SGD visits, in every label block (with a hold-out, the
-        first training's too)."""
-        p = self._settings(n_points, n_labels)
+        hold-out model's too); X, the training points, where final_epochs
+        is "auto"."""
+        p = self._settings(n_points, n_labels, X)
+        if p.final_epochs == "auto" and p.threshold_holdout > 0:
+            raise XmlkitError("Linear.progress_total: final_epochs 'auto' needs the "
+                              "training points X")
         hold = self._n_holdout(n_points)
         blocks = len(block_bounds(n_labels, p.label_blocks)) - 1
-        return blocks * p.epochs * (n_points + (n_points - hold if hold else 0))
+        passes = [(n_points - hold, p.epochs)] if hold else []
+        if not hold or p.final_epochs == 0:
+            passes.append((n_points, p.epochs))
+        else:
+            passes.append((n_points, p.final_epochs))
+        return blocks * sum(n * e for n, e in passes)
 
-    def _train(self, X, Y, tick, log=None, executor=None, threads=None):
-        """Weights and biases trained on X, Y: one block of labels, or the
-        label blocks on `threads` threads (default: the parameter) or as the
-        tasks of `executor` (xmlkit.cluster), merged in label order."""
+    def _phases(self, n_points, rest):
+        """(points, passes) of each phase of a training: on every point;
+        with the hold-out's complement `rest`, on it, then (final_epochs
+        from 1) continued on every point."""
+        p = self.settings_
+        every = np.arange(n_points, dtype=np.int64)
+        if rest is None:
+            return [(every, p.epochs)]
+        if p.final_epochs == 0:
+            return [(rest, p.epochs)]
+        return [(rest, p.epochs), (every, p.final_epochs)]
+
+    def _train(self, X, Y, rest, tick, log=None, executor=None, threads=None):
+        """The arrays (weights, biases) after each phase (_phases) of a
+        training on X, Y: one block of labels, or the label blocks on
+        `threads` threads (default: the parameter) or as the tasks of
+        `executor` (xmlkit.cluster), merged in label order."""
         p = self.settings_
         threads = threads or p.threads
         bounds = block_bounds(self.n_labels_, p.label_blocks)
         if len(bounds) == 2 and executor is None:
-            return self._train_block(X, Y, 0, self.n_labels_, tick, log)
+            return self._train_block(X, Y, rest, 0, self.n_labels_, tick, log)
         blocks = list(zip(bounds[:-1], bounds[1:]))
         if log:
             log(f"linear: {len(blocks)} label blocks of {blocks[0][1] - blocks[0][0]} labels"
                 + (" (Dask tasks)" if executor is not None else f" ({threads} threads)"))
         if executor is not None:
             worker = self.copy_without("arrays_")
+            visits = sum(len(points) * e for points, e in self._phases(X.shape[0], rest))
             parts = []
-            for part in executor.map_blocks(train_block, (worker, X, Y), blocks):
-                tick(p.epochs * X.shape[0])
+            for part in executor.map_blocks(train_block, (worker, X, Y, rest), blocks):
+                tick(visits)
                 parts.append(part)
+        elif min(threads, len(blocks)) == 1:     # (no thread started for one at a time)
+            parts = [self._train_block(X, Y, rest, *b, tick) for b in blocks]
         else:
             from concurrent.futures import ThreadPoolExecutor
             pool = ThreadPoolExecutor(min(threads, len(blocks)))
             try:
-                parts = list(pool.map(lambda b: self._train_block(X, Y, *b, tick), blocks))
+                parts = list(pool.map(lambda b: self._train_block(X, Y, rest, *b, tick), blocks))
             finally:
                 pool.shutdown(wait=False, cancel_futures=True)
-        return merge_blocks(parts, bounds)
+        return [merge_blocks([part[k] for part in parts], bounds) for k in range(len(parts[0]))]
 
-    def _train_block(self, X, Y, lo, hi, tick=None, log=None):
-        """Weights and biases of labels lo .. hi-1 (block-local label indices)."""
+    def _train_block(self, X, Y, rest, lo, hi, tick=None, log=None):
+        """The arrays of labels lo .. hi-1 (block-local label indices) after
+        each phase of the training (_phases)."""
         from xmlkit._ext.elastic_ova import ElasticOVA
         p = self.settings_
         tick = tick or (lambda _: None)
@@ -268,20 +329,23 @@ class Linear(ArrayModel):
         m = ElasticOVA(self.n_features_in_, hi - lo, p.l1, p.l2, p.lr, decay,
                        p.loss, not p.dense_updates, p.lr_schedule == "adagrad")
         xp, yp = X.indptr.astype(np.int64), Y.indptr.astype(np.int64)
-        for e in range(p.epochs):
-            start = time.perf_counter()
-            order = rng.permutation(X.shape[0]).astype(np.int64)
-            for c in range(0, len(order), CHUNK_POINTS):     # the kernel keeps its state
-                part = order[c:c + CHUNK_POINTS]
-                m.epoch(xp, X.indices, X.data, yp, Y.indices, part)
-                tick(len(part))
-            if log:
-                log(f"linear: epoch {e + 1}/{p.epochs} on {X.shape[0]} points in "
-                    f"{time.perf_counter() - start:.1f} s; nnz(W) {m.nnz}")
-        ptr, idx, val, bias = m.weights()
-        if p.prune_weights > 0:
-            ptr, idx, val = prune_small(ptr, idx, val, p.prune_weights)
-        return {"w_ptr": ptr, "w_idx": idx, "w_val": val, "bias": bias}
+        out = []
+        for points, epochs in self._phases(X.shape[0], rest):
+            for e in range(epochs):
+                start = time.perf_counter()
+                order = points[rng.permutation(len(points))]
+                for c in range(0, len(order), CHUNK_POINTS):     # the kernel keeps its state
+                    part = order[c:c + CHUNK_POINTS]
+                    m.epoch(xp, X.indices, X.data, yp, Y.indices, part)
+                    tick(len(part))
+                if log:
+                    log(f"linear: epoch {e + 1}/{epochs} on {len(points)} points in "
+                        f"{time.perf_counter() - start:.1f} s; nnz(W) {m.nnz}")
+            ptr, idx, val, bias = m.weights()
+            if p.prune_weights > 0:
+                ptr, idx, val = prune_small(ptr, idx, val, p.prune_weights)
+            out.append({"w_ptr": ptr, "w_idx": idx, "w_val": val, "bias": bias})
+        return out
 
     def _fit_arrays(self, X, Y, progress=None, log=None, executor=None):
         """The fit after start_fit; progress(n) as points are visited,
@@ -289,13 +353,14 @@ class Linear(ArrayModel):
         p = self.settings_
         if p.unit_rows:
             X = unit_rows(X)
-        Xs, Ys = X.to_scipy(), Y.to_scipy()
         tick = progress or (lambda _: None)
         dense_gb = 8 * self.n_features_in_ * self.n_labels_ / 1e9
         if log:
+            final = (f"continued over every point for {p.final_epochs} more" if p.final_epochs
+                     else "then a model trained anew on every point")
             log(f"linear: loss {p.loss}, lr {p.lr}, {p.epochs} epochs"
-                + (f", trained twice ({p.threshold_holdout:.0%} held out for the thresholds, "
-                   "then on every point)" if p.threshold_holdout > 0 else ""))
+                + (f"; {p.threshold_holdout:.0%} held out for the thresholds, {final}"
+                   if p.threshold_holdout > 0 else ""))
             log(f"linear: W is {self.n_features_in_} x {self.n_labels_} ({dense_gb:.2f} GB if "
                 "every weight were stored; rows are kept sparse, the stronger l1 the sparser)")
         avail = available_bytes()
@@ -304,31 +369,35 @@ class Linear(ArrayModel):
                           f"{avail / 1e9:.1f} GB are available: weight rows stay sparse only "
                           "under a strong enough l1 (or use fewer labels or features)",
                           XmlkitWarning, stacklevel=2)
-        thresholds = np.full(self.n_labels_, 0.5)
-        full = None
         if p.threshold_holdout > 0:
             rng = np.random.default_rng(p.seed ^ 0x5EED)
             perm = rng.permutation(X.shape[0])
             n_hold = self._n_holdout(X.shape[0])
-            hold, rest = np.sort(perm[:n_hold]), np.sort(perm[n_hold:])
-            Xr, Yr = as_rows(Xs[rest], "features"), as_rows(Ys[rest], "labels")
-            if executor is None and p.threads >= 2:
+            hold, rest = np.sort(perm[:n_hold]), np.sort(perm[n_hold:]).astype(np.int64)
+            if p.final_epochs > 0:
+                part, full = self._train(X, Y, rest, tick, log, executor)
+            elif executor is None and p.threads >= 2:
                 # the hold-out model and the final one do not depend on each
                 # other: side by side, the threads shared between them
                 from concurrent.futures import ThreadPoolExecutor
                 half = p.threads // 2
                 pool = ThreadPoolExecutor(2)
                 try:
-                    f_part = pool.submit(self._train, Xr, Yr, tick, log, None, half)
-                    f_full = pool.submit(self._train, X, Y, tick, log, None, p.threads - half)
-                    part, full = f_part.result(), f_full.result()
+                    f_part = pool.submit(self._train, X, Y, rest, tick, log, None, half)
+                    f_full = pool.submit(self._train, X, Y, None, tick, log, None,
+                                         p.threads - half)
+                    [part], [full] = f_part.result(), f_full.result()
                 finally:
                     pool.shutdown(wait=False, cancel_futures=True)
             else:
-                part = self._train(Xr, Yr, tick, log, executor)
-            thresholds = self._fit_thresholds(part, Xs[hold], Ys[hold])
-        self.arrays_ = full if full is not None else self._train(X, Y, tick, log, executor)
-        self.arrays_["thresholds"] = thresholds
+                [part] = self._train(X, Y, rest, tick, log, executor)
+                [full] = self._train(X, Y, None, tick, log, executor)
+            Xs, Ys = X.to_scipy(), Y.to_scipy()
+            full["thresholds"] = self._fit_thresholds(part, Xs[hold], Ys[hold])
+        else:
+            [full] = self._train(X, Y, None, tick, log, executor)
+            full["thresholds"] = np.full(self.n_labels_, 0.5)
+        self.arrays_ = full
         if log:
             log(f"linear: {X.shape[0]} points, {self.n_features_in_} features, {self.n_labels_} "
                 f"labels; nnz(W) {len(self.arrays_['w_idx'])} of "

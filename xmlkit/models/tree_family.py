@@ -167,7 +167,7 @@ class TreeEnsemble(ModelBase):
 
     progress_unit = "trees"
 
-    def progress_total(self, n_points, n_labels):
+    def progress_total(self, n_points, n_labels, X=None):
         """Steps of training's progress callback: the trees."""
         return self.params.n_trees
 
