@@ -1,7 +1,9 @@
 """Elastic-net one-vs-all table: P@1/3/5, example-based and macro F1 with the
 learnt per-label thresholds (and with p >= 0.5 for reference), nnz(W), and
 training time with lazy against dense (plain) updates, on the XC Bibtex and
-Delicious splits.
+Delicious splits. The final model (trained anew on every point, or the
+hold-out model continued) and the label blocks: means over seeds on every
+set in ../shared/data, against the defaults before them.
 
     python scripts/bench_linear.py [--data ../shared/data] [--markdown results/linear.md]
                                    (and the step options of benchlib.cli)
@@ -59,6 +61,48 @@ def accuracy(step):
     s5 = set_metrics(Yt, label_sets(m.predict(Xt, k=None), 0.5))
     return {"train_s": train_s, **{k: 100 * v for k, v in r.items()},
             "thresholds": st, "p05": s5, **m.stats()}
+
+
+#: the final model's table: every set of ../shared/data, FINAL_SEEDS seeds,
+#: 2 threads; per set the settings beside the defaults
+FINAL_SEEDS = 5
+FINAL_SETS = ("bibtex", "delicious", "corel5k", "yeast", "debtags", "manpages")
+#: the defaults before the final model could be the hold-out model continued
+#: (one label block; the squared hinge's auto epochs at most 10)
+BEFORE = {"label_blocks": 1, "final_epochs": 0}
+#: the sets whose features are sparse (auto continues the hold-out model there:
+#: the "auto chose" column shows it) and the one with the squared hinge's labels
+SPARSE_SETS, HINGE_SETS = ("debtags", "manpages"), ("manpages",)
+
+
+def final_configs(name):
+    """(label, parameters) of a set's rows."""
+    before = {**BEFORE, "epochs": 10} if name in HINGE_SETS else BEFORE
+    out = [("defaults", {}), ("before: " + ", ".join(f"--{k.replace('_', '-')} {v}"
+                                                     for k, v in before.items()), before)]
+    if name in SPARSE_SETS:
+        out.append(("--final-epochs 0 (anew)", {"final_epochs": 0}))
+    else:
+        out.append(("--final-epochs 3 (continued)", {"final_epochs": 3}))
+    if name in HINGE_SETS:
+        out.append(("--epochs 10", {"epochs": 10}))
+    return out
+
+
+def final_model(step):
+    """One fit (2 threads) of the final model's table: P@k, the thresholds'
+    micro and macro F1, fit seconds."""
+    name = step.kw["set"]
+    X, Y = read_dataset(data(name, "train"))
+    Xt, Yt = read_dataset(data(name, "test"))
+    m, train_s = timed_fit(X, Y, threads=2, seed=step.kw["seed"], **step.kw["params"])
+    r = ranking_metrics(Yt, m.predict(Xt, k=5), (1, 3, 5))
+    st = set_metrics(Yt, m.predict(Xt, decision="threshold"))
+    return {"train_s": train_s, **{k: 100 * r[k] for k in ("P@1", "P@3", "P@5")},
+            "points_per_feature": X.nnz / X.shape[1], "micro_f1": 100 * st["micro_f1"],
+            "macro_f1": 100 * st["macro_f1"],
+            "resolved": {k: m.model_params()[k] for k in ("loss", "epochs", "final_epochs",
+                                                          "label_blocks")}}
 
 
 def lazy_fit(step):
@@ -137,6 +181,12 @@ def steps(a):
         out += [lazy, benchlib.Step(work / f"{name}_dense.json", dense_fit,
                                     [lazy.target], timed=True, set=name,
                                     model=lazy.kw["model"])]
+    for name in FINAL_SETS:
+        deps = [data(name, "train"), data(name, "test")]
+        out += [benchlib.Step(work / f"final_{name}_{i}_{seed}.json", final_model, deps,
+                              timed=True, set=name, label=label, params=kw, seed=seed)
+                for i, (label, kw) in enumerate(final_configs(name))
+                for seed in range(FINAL_SEEDS)]
     return out
 
 
@@ -190,7 +240,38 @@ def render(a, st):
                      f"({100 * r['weight_density']:.2f}%) | {r['train_rss']:.0f} | "
                      f"{dense_gb:.1f} GB | {r['train_s']:.0f} | {r['predict_rss']:.0f} | "
                      f"{r['P@1']:.2f}/{r['P@3']:.2f}/{r['P@5']:.2f} |")
-    return "\n".join(out + [""] + timing + [""] + scale) + "\n"
+    return "\n".join(out + [""] + timing + [""] + scale + [""] + final_table(st, rec)) + "\n"
+
+
+def final_table(st, rec):
+    """Means over seeds per set and setting."""
+    out = [f"The final model and the label blocks: means over seeds 0-{FINAL_SEEDS - 1}, 2 "
+           "threads, through the API. With a threshold hold-out the final model is trained "
+           "anew on every point (--final-epochs 0, side by side with the hold-out model) or "
+           "is the hold-out model continued over every point (--final-epochs N); auto: "
+           f"{linear.FINAL_SHARE:g} x epochs below {linear.CONTINUE_BELOW} points per feature "
+           f"on average, else 0; --label-blocks {xmlkit.Linear().label_blocks} by default. "
+           "Train: wall seconds of fit (both models). Micro / macro F1: label sets by the "
+           "fitted thresholds. Points per feature: nnz(X) / D of the training set.", "",
+           "| data | points per feature | setting | auto chose | P@1 | P@3 | P@5 | micro-F1 | "
+           "macro-F1 | train s |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for name in FINAL_SETS:
+        for label in dict.fromkeys(s.kw["label"] for s in st
+                                   if s.action is final_model and s.kw["set"] == name):
+            rs = [rec[s.target.stem] for s in st if s.action is final_model
+                  and s.kw["set"] == name and s.kw["label"] == label]
+            auto = rs[0]["resolved"]
+
+            def mean(k):
+                return sum(r[k] for r in rs) / len(rs)
+            out.append(f"| {name} | {rs[0]['points_per_feature']:.0f} | {label} | "
+                       f"{auto['loss']}, {auto['epochs']} + "
+                       f"{auto['final_epochs']} epochs, {auto['label_blocks']} blocks | "
+                       + " | ".join(f"{mean(k):.2f}" for k in ("P@1", "P@3", "P@5", "micro_f1",
+                                                               "macro_f1"))
+                       + f" | {mean('train_s'):.1f} |")
+    return out
 
 
 if __name__ == "__main__":
