@@ -140,8 +140,8 @@ PARABEL = (
     _trees("Number of trees to grow."),
     START_TREE,
     Opt("threads", ("-T", "--threads"), "Nodes trained in parallel (threads): any node "
-        "whose parent is done, the next trees' roots first, then the earliest tree's; the "
-        "trees do not depend on it."),
+        "whose parent is done, the next trees' roots first, then the earliest tree's (in a "
+        "level, the node of most work first); the trees do not depend on it."),
     Opt("arity", ("--arity",), "Children per internal node: 2 (Parabel) or more (Bonsai's "
         "wide trees, up to 100 and beyond)."),
     Opt("max_leaf", ("-m", "--max-leaf"), "Labels per leaf: balanced trees with "

@@ -245,7 +245,7 @@ class Parabel(TreeEnsemble):
             finally:
                 builders.put(b)
         growing = [_Growth(self, t) for t in todo]
-        ready = {}                      # tree's place -> heap of (depth, node)
+        ready = {}                      # tree's place -> heap of (depth, -work, node)
 
         points = np.bincount(Y.indices, minlength=Y.shape[1])    # (each label's)
 
