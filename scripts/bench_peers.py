@@ -289,8 +289,8 @@ def repeated_report(st):
 def render(a, st):
     out = [f"Peers on the XC splits, {a.threads} threads, each library's defaults (xmlkit: "
            "FastXML 50 trees, LdSM 6 trees, Linear elastic net with its auto epochs, Parabel 3 "
-           "trees; napkinXC PLT; omikuji Parabel; PECOS XR-Linear; LibMultiLabel linear one-vs-rest; "
-           "scikit-learn OneVsRest LinearSVC C = 1), and Bonsai's wide trees (xmlkit-bonsai: "
+           "trees; napkinXC PLT; omikuji Parabel; PECOS XR-Linear; LibMultiLabel linear "
+           "one-vs-rest; scikit-learn OneVsRest LinearSVC C = 1), and Bonsai's wide trees (xmlkit-bonsai: "
            "Parabel --arity 100 --unbalanced --max-depth 3; omikuji-bonsai: cluster k 100, "
            "unbalanced, max depth 3). Train / predict: wall "
            "seconds of fit / predict (top 5) through the Python API, reading the data "
