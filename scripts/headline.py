@@ -131,7 +131,7 @@ def parabel():
     return (f"P@1 {ours} on man pages (C++ {cpp}, means of {seeds} seeds of each); training "
             f"{train}, prediction {predict} the C++ tool's time (man pages, debtags, 100k "
             f"synthetic points); prediction {small} on Bibtex and Delicious, where Python's "
-            "start is most of the command")
+            "start is about half of the command or more")
 
 
 def ldsm():
